@@ -1,0 +1,20 @@
+//! Tenantry's pure core. Everything here is plain data and plain functions: no I/O, no async and
+//! no clock (the current time is always a parameter), so it is tested with ordinary `#[test]`s and
+//! property tests and it compiles for the browser (wasm) as well as for the server.
+
+pub mod codes;
+pub mod fleet;
+pub mod identity;
+pub mod money;
+pub mod offering;
+pub mod placement;
+pub mod reservation;
+pub mod window;
+
+pub use codes::UnknownValue;
+pub use fleet::{GpuModel, Health, NodeState};
+pub use identity::{Identity, Role, TenantRef};
+pub use money::Cents;
+pub use offering::{Grain, MigProfile, Offering};
+pub use reservation::{Reservation, ReservationOptions, ReservationState};
+pub use window::Window;

@@ -1,0 +1,390 @@
+//! Placement: which concrete slices a request gets. Pure and deterministic: the same fleet, holds
+//! and request always give the same answer, so a re-plan after a lost race is reproducible.
+//!
+//! Rules: a whole-node unit needs every slice of the node free; a whole GPU needs all its slices;
+//! a MIG unit needs one of NVIDIA's valid placements on a GPU in MIG mode. GPU and MIG requests
+//! fill partly used nodes (and GPUs) first, so whole nodes stay whole (best fit). `compact`
+//! requests stay inside one fabric domain.
+
+use crate::fleet::{GpuModel, MIG_SLICES};
+use crate::offering::{Grain, MigProfile};
+use crate::reservation::Placement;
+use crate::window::Window;
+use std::collections::BTreeMap;
+
+/// A GPU as placement sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuSlot {
+    pub gpu_id: i64,
+    pub node_id: i64,
+    pub fabric_domain_id: i64,
+    pub gpu_model: GpuModel,
+    /// In MIG mode: 7 slices; otherwise 1.
+    pub mig: bool,
+    /// False when the node is failed, in maintenance or draining.
+    pub schedulable: bool,
+}
+
+impl GpuSlot {
+    pub fn slice_count(&self) -> u8 {
+        if self.mig {
+            MIG_SLICES
+        } else {
+            1
+        }
+    }
+
+    fn full_mask(&self) -> u8 {
+        (1u16 << self.slice_count()).wrapping_sub(1) as u8
+    }
+}
+
+/// Slices `[slice_lo, slice_hi)` of a GPU held for a window that already includes its turnaround.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    pub gpu_id: i64,
+    pub slice_lo: u8,
+    pub slice_hi: u8,
+    pub window: Window,
+}
+
+/// What to place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub gpu_model: GpuModel,
+    pub grain: Grain,
+    pub mig_profile: Option<MigProfile>,
+    pub quantity: u32,
+    /// The window including its turnaround buffer.
+    pub window: Window,
+    pub placement: Placement,
+}
+
+/// One GPU's share of a placed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Placed {
+    pub node_id: i64,
+    pub gpu_id: i64,
+    pub slice_lo: u8,
+    pub slice_hi: u8,
+}
+
+/// Occupied slices per GPU during one window, as a bit mask (bit `i` = slice `i`).
+fn occupancy<'a>(holds: impl IntoIterator<Item = &'a Hold>, window: &Window) -> BTreeMap<i64, u8> {
+    let mut busy: BTreeMap<i64, u8> = BTreeMap::new();
+    for hold in holds {
+        if hold.window.overlaps(window) {
+            *busy.entry(hold.gpu_id).or_default() |= range_mask(hold.slice_lo, hold.slice_hi);
+        }
+    }
+    busy
+}
+
+fn range_mask(lo: u8, hi: u8) -> u8 {
+    let hi_mask = (1u16 << hi).wrapping_sub(1);
+    let lo_mask = (1u16 << lo).wrapping_sub(1);
+    (hi_mask & !lo_mask) as u8
+}
+
+/// A node's GPUs that could serve the request, with their free slices, in a stable order.
+struct Candidate<'a> {
+    slot: &'a GpuSlot,
+    free: u8,
+}
+
+/// All the units the request could get in its window, best-fit first, at most `limit` of them.
+/// Each unit is a list of GPU pieces (a node unit has one piece per GPU).
+fn units(
+    gpus: &[GpuSlot],
+    holds: &[Hold],
+    request: &Request,
+    limit: u32,
+) -> Vec<Vec<Placed>> {
+    let busy = occupancy(holds, &request.window);
+    // Group eligible GPUs by fabric domain, then node. BTreeMaps keep everything deterministic.
+    let mut domains: BTreeMap<i64, BTreeMap<i64, Vec<Candidate>>> = BTreeMap::new();
+    for slot in gpus.iter().filter(|g| g.gpu_model == request.gpu_model) {
+        let free = if slot.schedulable {
+            slot.full_mask() & !busy.get(&slot.gpu_id).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        domains
+            .entry(slot.fabric_domain_id)
+            .or_default()
+            .entry(slot.node_id)
+            .or_default()
+            .push(Candidate { slot, free });
+    }
+    for nodes in domains.values_mut() {
+        for gpus in nodes.values_mut() {
+            gpus.sort_by_key(|c| c.slot.gpu_id);
+        }
+    }
+
+    let per_domain = |nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32| -> Vec<Vec<Placed>> {
+        match request.grain {
+            Grain::Node => node_units(nodes, limit),
+            Grain::Gpu => gpu_units(nodes, limit),
+            Grain::Mig => mig_units(nodes, request.mig_profile.unwrap_or(MigProfile::G1_10), limit),
+        }
+    };
+
+    match request.placement {
+        Placement::Any => {
+            // Units from every domain, then best fit across them all.
+            let all: BTreeMap<i64, Vec<Candidate>> = domains.into_values().flatten().collect();
+            per_domain(&all, limit)
+        }
+        Placement::Compact => {
+            // The domain that fits the request most tightly: the fewest free units that is still
+            // enough; when none is enough, the one with the most.
+            let mut best: Option<Vec<Vec<Placed>>> = None;
+            for nodes in domains.values() {
+                let found = per_domain(nodes, u32::MAX);
+                let better = match &best {
+                    None => true,
+                    Some(b) => {
+                        let fits = found.len() >= limit as usize;
+                        let best_fits = b.len() >= limit as usize;
+                        (fits && (!best_fits || found.len() < b.len()))
+                            || (!fits && !best_fits && found.len() > b.len())
+                    }
+                };
+                if better {
+                    best = Some(found);
+                }
+            }
+            let mut units = best.unwrap_or_default();
+            units.truncate(limit as usize);
+            units
+        }
+    }
+}
+
+fn node_units(nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32) -> Vec<Vec<Placed>> {
+    nodes
+        .iter()
+        .filter(|(_, gpus)| !gpus.is_empty() && gpus.iter().all(|c| c.free == c.slot.full_mask()))
+        .take(limit as usize)
+        .map(|(&node_id, gpus)| {
+            gpus.iter()
+                .map(|c| Placed {
+                    node_id,
+                    gpu_id: c.slot.gpu_id,
+                    slice_lo: 0,
+                    slice_hi: c.slot.slice_count(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Nodes ordered so that partly used ones come first (fewest free GPUs first), whole free ones last.
+fn best_fit_nodes<'a, 'b>(
+    nodes: &'a BTreeMap<i64, Vec<Candidate<'b>>>,
+    usable: impl Fn(&Candidate) -> u32,
+) -> Vec<(i64, &'a Vec<Candidate<'b>>)> {
+    let mut order: Vec<_> = nodes
+        .iter()
+        .map(|(&id, gpus)| {
+            let free: u32 = gpus.iter().map(&usable).sum();
+            let whole = gpus.iter().all(|c| c.free == c.slot.full_mask());
+            ((whole, free, id), gpus)
+        })
+        .filter(|((_, free, _), _)| *free > 0)
+        .collect();
+    order.sort_by_key(|(key, _)| *key);
+    order.into_iter().map(|((_, _, id), gpus)| (id, gpus)).collect()
+}
+
+fn gpu_units(nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32) -> Vec<Vec<Placed>> {
+    let whole_free = |c: &Candidate| u32::from(c.free == c.slot.full_mask());
+    let mut out = Vec::new();
+    for (node_id, gpus) in best_fit_nodes(nodes, whole_free) {
+        for c in gpus.iter().filter(|c| whole_free(c) == 1) {
+            if out.len() >= limit as usize {
+                return out;
+            }
+            out.push(vec![Placed {
+                node_id,
+                gpu_id: c.slot.gpu_id,
+                slice_lo: 0,
+                slice_hi: c.slot.slice_count(),
+            }]);
+        }
+    }
+    out
+}
+
+/// Valid starts of `profile` whose slices are all free in `free`, taken greedily. NVIDIA's valid
+/// placements of one profile never overlap each other, so greedy is also the maximum; 1g slices
+/// fill from the top so the low starts stay open for larger profiles.
+fn mig_fits(profile: MigProfile, mut free: u8) -> Vec<u8> {
+    let mut starts: Vec<u8> = profile.valid_starts().to_vec();
+    if profile == MigProfile::G1_10 {
+        starts.reverse();
+    }
+    let mut taken = Vec::new();
+    for s in starts {
+        let mask = range_mask(s, s + profile.slices());
+        if free & mask == mask {
+            free &= !mask;
+            taken.push(s);
+        }
+    }
+    taken
+}
+
+fn mig_units(nodes: &BTreeMap<i64, Vec<Candidate>>, profile: MigProfile, limit: u32) -> Vec<Vec<Placed>> {
+    let fits = |c: &Candidate| if c.slot.mig { mig_fits(profile, c.free).len() as u32 } else { 0 };
+    let mut out = Vec::new();
+    for (node_id, gpus) in best_fit_nodes(nodes, fits) {
+        // Within a node, the fullest GPU first.
+        let mut gpus: Vec<&Candidate> = gpus.iter().filter(|c| fits(c) > 0).collect();
+        gpus.sort_by_key(|c| (c.free.count_ones(), c.slot.gpu_id));
+        for c in gpus {
+            for start in mig_fits(profile, c.free) {
+                if out.len() >= limit as usize {
+                    return out;
+                }
+                out.push(vec![Placed {
+                    node_id,
+                    gpu_id: c.slot.gpu_id,
+                    slice_lo: start,
+                    slice_hi: start + profile.slices(),
+                }]);
+            }
+        }
+    }
+    out
+}
+
+/// Why a request cannot be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("only {available} of {requested} units are free for that window")]
+pub struct NotEnoughCapacity {
+    pub requested: u32,
+    pub available: u32,
+}
+
+/// Places `request` on free slices, or says how many units were free.
+pub fn place(gpus: &[GpuSlot], holds: &[Hold], request: &Request) -> Result<Vec<Placed>, NotEnoughCapacity> {
+    let found = units(gpus, holds, request, request.quantity);
+    if found.len() < request.quantity as usize {
+        return Err(NotEnoughCapacity { requested: request.quantity, available: found.len() as u32 });
+    }
+    let mut pieces: Vec<Placed> = found.into_iter().flatten().collect();
+    pieces.sort();
+    Ok(pieces)
+}
+
+/// The largest quantity of the request's offering that `place` can place in its window.
+pub fn max_quantity(gpus: &[GpuSlot], holds: &[Hold], request: &Request) -> u32 {
+    units(gpus, holds, request, u32::MAX).len() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    fn window(h0: u32, h1: u32) -> Window {
+        Window::new(
+            Utc.with_ymd_and_hms(2026, 12, 1, h0, 0, 0).unwrap(),
+            Utc.with_ymd_and_hms(2026, 12, 1, h1, 0, 0).unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// `nodes` nodes of 8 GPUs in `domain`, ids from `first_node`.
+    fn fleet(model: GpuModel, mig: bool, layout: &[(i64, i64)]) -> Vec<GpuSlot> {
+        let mut out = Vec::new();
+        for &(node_id, domain) in layout {
+            for g in 0..8 {
+                out.push(GpuSlot {
+                    gpu_id: node_id * 100 + g,
+                    node_id,
+                    fabric_domain_id: domain,
+                    gpu_model: model,
+                    mig,
+                    schedulable: true,
+                });
+            }
+        }
+        out
+    }
+
+    fn request(grain: Grain, profile: Option<MigProfile>, quantity: u32, placement: Placement) -> Request {
+        Request {
+            gpu_model: GpuModel::H100Sxm80,
+            grain,
+            mig_profile: profile,
+            quantity,
+            window: window(1, 5),
+            placement,
+        }
+    }
+
+    #[test]
+    fn whole_node_needs_every_gpu_free() {
+        let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
+        let holds = [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(4, 6) }];
+        let placed = place(&gpus, &holds, &request(Grain::Node, None, 1, Placement::Any)).unwrap();
+        assert_eq!(placed.len(), 8);
+        assert!(placed.iter().all(|p| p.node_id == 2));
+        assert_eq!(max_quantity(&gpus, &holds, &request(Grain::Node, None, 1, Placement::Any)), 1);
+        // The hold ends exactly when the window starts: both nodes are free.
+        let touching = [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(0, 1) }];
+        assert_eq!(max_quantity(&gpus, &touching, &request(Grain::Node, None, 1, Placement::Any)), 2);
+    }
+
+    #[test]
+    fn single_gpus_fill_partly_used_nodes_first() {
+        let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
+        // Node 2 already has one GPU taken, so the next GPUs go there and node 1 stays whole.
+        let holds = [Hold { gpu_id: 200, slice_lo: 0, slice_hi: 1, window: window(0, 8) }];
+        let placed = place(&gpus, &holds, &request(Grain::Gpu, None, 3, Placement::Any)).unwrap();
+        assert!(placed.iter().all(|p| p.node_id == 2), "{placed:?}");
+        assert_eq!(max_quantity(&gpus, &holds, &request(Grain::Gpu, None, 1, Placement::Any)), 15);
+    }
+
+    #[test]
+    fn compact_stays_in_one_fabric_domain() {
+        let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1), (3, 2), (4, 2), (5, 2)]);
+        let r = request(Grain::Node, None, 2, Placement::Compact);
+        let placed = place(&gpus, &[], &r).unwrap();
+        let nodes: std::collections::BTreeSet<_> = placed.iter().map(|p| p.node_id).collect();
+        // Domain 1 fits two nodes exactly: best fit picks it and keeps domain 2's three intact.
+        assert_eq!(nodes.into_iter().collect::<Vec<_>>(), vec![1, 2]);
+        let three = request(Grain::Node, None, 3, Placement::Compact);
+        assert!(place(&gpus, &[], &three).unwrap().iter().all(|p| p.node_id >= 3));
+        let four = request(Grain::Node, None, 4, Placement::Compact);
+        assert_eq!(place(&gpus, &[], &four), Err(NotEnoughCapacity { requested: 4, available: 3 }));
+        assert!(place(&gpus, &[], &request(Grain::Node, None, 4, Placement::Any)).is_ok());
+    }
+
+    #[test]
+    fn mig_profiles_use_valid_placements_only() {
+        let gpus = fleet(GpuModel::H100Sxm80, true, &[(1, 1)]);
+        let g3 = request(Grain::Mig, Some(MigProfile::G3_40), 16, Placement::Any);
+        let placed = place(&gpus, &[], &g3).unwrap();
+        assert!(placed.iter().all(|p| p.slice_lo == 0 || p.slice_lo == 4));
+        assert_eq!(max_quantity(&gpus, &[], &g3), 16);
+        // A 1g in slice 6 of a GPU leaves that GPU room for one 3g (at 0) only.
+        let holds = [Hold { gpu_id: 100, slice_lo: 6, slice_hi: 7, window: window(0, 8) }];
+        assert_eq!(max_quantity(&gpus, &holds, &g3), 15);
+        // 1g slices go to the GPU that is already partly used, from the top.
+        let g1 = request(Grain::Mig, Some(MigProfile::G1_10), 2, Placement::Any);
+        let placed = place(&gpus, &holds, &g1).unwrap();
+        assert_eq!(placed.iter().map(|p| (p.gpu_id, p.slice_lo)).collect::<Vec<_>>(), vec![(100, 4), (100, 5)]);
+    }
+
+    #[test]
+    fn unschedulable_gpus_are_never_used() {
+        let mut gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1)]);
+        gpus[0].schedulable = false;
+        assert_eq!(max_quantity(&gpus, &[], &request(Grain::Gpu, None, 1, Placement::Any)), 7);
+        assert_eq!(max_quantity(&gpus, &[], &request(Grain::Node, None, 1, Placement::Any)), 0);
+    }
+}

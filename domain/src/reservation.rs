@@ -1,0 +1,115 @@
+//! Reservations: a tenant's booking of some units of an offering for a window, with its
+//! à-la-carte options and its lifecycle state.
+
+use serde::{Deserialize, Serialize};
+
+crate::coded_enum! {
+    /// Where a reservation is in its life.
+    pub enum ReservationState ("reservation state") {
+        PendingApproval = "pending_approval",
+        Scheduled = "scheduled",
+        Provisioning = "provisioning",
+        Active = "active",
+        Degraded = "degraded",
+        Releasing = "releasing",
+        Completed = "completed",
+        Rejected = "rejected",
+        Cancelled = "cancelled",
+        Failed = "failed",
+    }
+}
+
+impl ReservationState {
+    /// Whether the reservation still holds (or will hold) capacity.
+    pub fn holds_capacity(self) -> bool {
+        matches!(
+            self,
+            ReservationState::PendingApproval
+                | ReservationState::Scheduled
+                | ReservationState::Provisioning
+                | ReservationState::Active
+                | ReservationState::Degraded
+                | ReservationState::Releasing
+        )
+    }
+}
+
+crate::coded_enum! {
+    pub enum Orchestrator ("orchestrator") {
+        Kubernetes = "kubernetes",
+        Slurm = "slurm",
+        None = "none",
+    }
+}
+
+crate::coded_enum! {
+    /// `compact` keeps a multi-node booking inside one fabric domain (one NVLink/InfiniBand island).
+    pub enum Placement ("placement") {
+        Compact = "compact",
+        Any = "any",
+    }
+}
+
+crate::coded_enum! {
+    pub enum Workload ("workload") {
+        PreTraining = "pre-training",
+        FineTuning = "fine-tuning",
+        Inference = "inference",
+        Development = "development",
+    }
+}
+
+/// The à-la-carte options of a reservation, after defaults are applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationOptions {
+    pub orchestrator: Orchestrator,
+    pub cuda_driver: String,
+    pub host_memory_gb: u32,
+    pub storage_tb: u32,
+    pub placement: Placement,
+    pub workload: Workload,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finished_states_release_capacity() {
+        for &s in ReservationState::ALL {
+            let ended = matches!(
+                s,
+                ReservationState::Completed
+                    | ReservationState::Rejected
+                    | ReservationState::Cancelled
+                    | ReservationState::Failed
+            );
+            assert_eq!(s.holds_capacity(), !ended, "{s}");
+        }
+    }
+}
+
+/// One GPU's slice range held by a reservation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocationView {
+    pub node: String,
+    pub gpu_index: u32,
+    pub slice_lo: u8,
+    pub slice_hi: u8,
+}
+
+/// A reservation as its tenant sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: i64,
+    pub tenant: String,
+    pub requested_by: String,
+    pub offering: String,
+    pub quantity: u32,
+    pub start: chrono::DateTime<chrono::Utc>,
+    pub end: chrono::DateTime<chrono::Utc>,
+    pub state: ReservationState,
+    pub options: ReservationOptions,
+    pub price_cents: crate::Cents,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}

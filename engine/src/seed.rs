@@ -1,0 +1,498 @@
+//! The demo seed: tenants `acme` and `globex`, their users, a platform admin, a mixed fleet across
+//! two regions, offerings for it and a spread of past, running and upcoming reservations.
+//!
+//! Planning is pure and deterministic (a seeded SplitMix64, time as a parameter), so the same
+//! `--seed` gives the same data; `--nodes` and `--reservations` scale it for benchmarks while
+//! keeping the mix. Writing goes through the ordinary store, so the database's overlap guarantee
+//! checks every generated allocation.
+
+use crate::error::{EngineError, EngineResult};
+use crate::store::fleet::{AddedNode, NewNode};
+use crate::store::identity::NewUser;
+use crate::store::reservations::NewReservation;
+use crate::Engine;
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use tenantry_domain::offering::Bounds;
+use tenantry_domain::placement::Placed;
+use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
+use tenantry_domain::{
+    Cents, GpuModel, Grain, Health, MigProfile, NodeState, Offering, ReservationOptions, ReservationState, Role,
+    Window,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeedOptions {
+    pub nodes: u32,
+    pub reservations: u32,
+    pub seed: u64,
+}
+
+impl Default for SeedOptions {
+    fn default() -> Self {
+        SeedOptions { nodes: 40, reservations: 80, seed: 42 }
+    }
+}
+
+/// What a seed run wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedSummary {
+    pub nodes: usize,
+    pub gpus: usize,
+    pub reservations: usize,
+    pub allocations: usize,
+}
+
+/// The seeded users: email, name, tenant slug, role, admin.
+pub const DEMO_USERS: [(&str, &str, Option<&str>, Option<Role>, bool); 4] = [
+    ("lead@acme.example", "Ada Lead", Some("acme"), Some(Role::Lead), false),
+    ("member@acme.example", "Max Member", Some("acme"), Some(Role::Member), false),
+    ("lead@globex.example", "Grace Lead", Some("globex"), Some(Role::Lead), false),
+    ("admin@tenantry.example", "Pat Admin", None, None, true),
+];
+
+const DEMO_TENANTS: [(&str, &str); 2] = [("acme", "Acme Research"), ("globex", "Globex AI")];
+
+/// SplitMix64: tiny, fast, and fully specified, so seeds stay stable across dependency upgrades.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// True with probability `percent`/100.
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+fn bounds(min: u32, max: u32, default: u32) -> Bounds {
+    Bounds { min, max, default }
+}
+
+/// The demo's offerings, priced like a 2026 GPU cloud.
+pub fn demo_offerings() -> Vec<Offering> {
+    let drivers = || vec!["570".to_owned(), "550".to_owned(), "535".to_owned()];
+    let all_orchestrators = vec![Orchestrator::Kubernetes, Orchestrator::Slurm, Orchestrator::None];
+    let offering = |id: &str,
+                    name: &str,
+                    gpu_model,
+                    grain,
+                    mig_profile,
+                    (reserved, on_demand): (i64, i64),
+                    host_memory_gb,
+                    storage_tb,
+                    description: &str| Offering {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        gpu_model,
+        grain,
+        mig_profile,
+        reserved_cents_per_hour: Cents(reserved),
+        on_demand_cents_per_hour: Cents(on_demand),
+        cuda_drivers: drivers(),
+        orchestrators: all_orchestrators.clone(),
+        host_memory_gb,
+        storage_tb,
+        description: description.to_owned(),
+    };
+    vec![
+        offering(
+            "h100-node",
+            "H100 SXM node",
+            GpuModel::H100Sxm80,
+            Grain::Node,
+            None,
+            (2000, 2800),
+            bounds(512, 2048, 2048),
+            bounds(0, 100, 10),
+            "A dedicated HGX node: 8× H100 SXM 80GB with NVLink, 3.2 Tb/s InfiniBand, 224 cores.",
+        ),
+        offering(
+            "h100-gpu",
+            "H100 SXM GPU",
+            GpuModel::H100Sxm80,
+            Grain::Gpu,
+            None,
+            (275, 399),
+            bounds(32, 256, 128),
+            bounds(0, 20, 1),
+            "One H100 SXM 80GB GPU on a shared HGX node.",
+        ),
+        offering(
+            "l40s-gpu",
+            "L40S GPU",
+            GpuModel::L40s,
+            Grain::Gpu,
+            None,
+            (95, 149),
+            bounds(32, 192, 96),
+            bounds(0, 20, 1),
+            "One L40S 48GB GPU for inference and graphics.",
+        ),
+        offering(
+            "a100-1g.10gb",
+            "A100 MIG 1g.10gb",
+            GpuModel::A100_80,
+            Grain::Mig,
+            Some(MigProfile::G1_10),
+            (22, 35),
+            bounds(8, 64, 16),
+            bounds(0, 5, 0),
+            "One seventh of an A100 80GB: 1 compute slice, 10 GB. For notebooks and development.",
+        ),
+        offering(
+            "a100-3g.40gb",
+            "A100 MIG 3g.40gb",
+            GpuModel::A100_80,
+            Grain::Mig,
+            Some(MigProfile::G3_40),
+            (62, 95),
+            bounds(16, 128, 64),
+            bounds(0, 10, 1),
+            "Three sevenths of an A100 80GB: 3 compute slices, 40 GB. For fine-tuning and inference.",
+        ),
+    ]
+}
+
+struct NodeKind {
+    model: GpuModel,
+    region: &'static str,
+    short_region: &'static str,
+    fabric: &'static str,
+    prefix: &'static str,
+    mig: bool,
+    cpu_cores: u32,
+    memory_gb: u32,
+    nvme_tb: u32,
+}
+
+const H100: NodeKind = NodeKind {
+    model: GpuModel::H100Sxm80,
+    region: "us-east-1",
+    short_region: "use1",
+    fabric: "ib",
+    prefix: "h100",
+    mig: false,
+    cpu_cores: 224,
+    memory_gb: 2048,
+    nvme_tb: 30,
+};
+const A100: NodeKind = NodeKind {
+    model: GpuModel::A100_80,
+    region: "eu-west-1",
+    short_region: "euw1",
+    fabric: "ib",
+    prefix: "a100",
+    mig: true,
+    cpu_cores: 128,
+    memory_gb: 1024,
+    nvme_tb: 15,
+};
+const L40S: NodeKind = NodeKind {
+    model: GpuModel::L40s,
+    region: "eu-west-1",
+    short_region: "euw1",
+    fabric: "eth",
+    prefix: "l40s",
+    mig: false,
+    cpu_cores: 96,
+    memory_gb: 768,
+    nvme_tb: 7,
+};
+
+/// Nodes per fabric domain (one InfiniBand island) and per rack.
+const NODES_PER_DOMAIN: u32 = 32;
+const NODES_PER_RACK: u32 = 4;
+
+const FAILURE_REASONS: [&str; 3] = [
+    "XID 79: GPU has fallen off the bus",
+    "NVLink error count above threshold on GPU 3",
+    "ECC double-bit error on GPU 5",
+];
+
+/// The fleet: half H100 nodes (in at least two fabric domains), a quarter A100 nodes in MIG mode,
+/// a quarter L40S nodes; about 3% failed and 3% in maintenance.
+pub fn plan_fleet(options: &SeedOptions) -> Vec<NewNode> {
+    let mut rng = Rng(options.seed ^ 0xF1EE7);
+    let a100 = options.nodes / 4;
+    let l40s = options.nodes / 4;
+    let h100 = options.nodes - a100 - l40s;
+    let mut nodes = Vec::with_capacity(options.nodes as usize);
+    for (kind, count) in [(&H100, h100), (&A100, a100), (&L40S, l40s)] {
+        // At least two fabric domains for H100, so `compact` placement has a choice to make.
+        let min_domains = if kind.model == GpuModel::H100Sxm80 { 2 } else { 1 };
+        let domains = count.div_ceil(NODES_PER_DOMAIN).max(min_domains).min(count.max(1));
+        let per_domain = count.div_ceil(domains.max(1)).max(1);
+        for i in 0..count {
+            let domain = (b'a' + (i / per_domain) as u8 % 26) as char;
+            let domain_no = i / per_domain / 26;
+            let domain_suffix = if domain_no == 0 { String::new() } else { domain_no.to_string() };
+            let fabric_domain = format!("{}-{}-{}{domain}{domain_suffix}", kind.short_region, kind.prefix, kind.fabric);
+            let rack = format!("{fabric_domain}-r{:02}", (i % per_domain) / NODES_PER_RACK + 1);
+            let (state, health, health_reason) = match rng.below(100) {
+                0..=2 => (
+                    NodeState::Failed,
+                    Health::Unhealthy,
+                    Some(FAILURE_REASONS[rng.below(FAILURE_REASONS.len() as u64) as usize].to_owned()),
+                ),
+                3..=5 => (NodeState::Maintenance, Health::Healthy, Some("Firmware upgrade".to_owned())),
+                _ => (NodeState::Available, Health::Healthy, None),
+            };
+            nodes.push(NewNode {
+                region: kind.region.to_owned(),
+                fabric_domain,
+                rack,
+                hostname: format!("{}-{}-{:04}", kind.prefix, kind.short_region, i + 1),
+                gpu_model: kind.model,
+                gpu_count: kind.model.gpus_per_node(),
+                mig_enabled: kind.mig,
+                cpu_cores: kind.cpu_cores,
+                memory_gb: kind.memory_gb,
+                nvme_tb: kind.nvme_tb,
+                state,
+                health,
+                health_reason,
+            });
+        }
+    }
+    nodes
+}
+
+/// A lane is a slice range of one GPU that the planner fills with back-to-back bookings.
+struct Lane {
+    gpu: usize,
+    slice_lo: u8,
+    slice_hi: u8,
+    free_from: DateTime<Utc>,
+}
+
+/// Who books in the demo: tenant id and the lead who requests.
+#[derive(Debug, Clone, Copy)]
+pub struct Booker {
+    pub tenant_id: i64,
+    pub user_id: i64,
+}
+
+const QUARTER_HOUR: i64 = 15;
+
+fn round_up_quarter(t: DateTime<Utc>) -> DateTime<Utc> {
+    let floor = t.duration_trunc(Duration::minutes(QUARTER_HOUR)).unwrap_or(t);
+    if floor == t {
+        t
+    } else {
+        floor + Duration::minutes(QUARTER_HOUR)
+    }
+}
+
+/// Reservations spread over 30 days either side of `now`, laid back to back (with the turnaround)
+/// on lanes of GPU slices, so they never overlap.
+pub fn plan_reservations(
+    options: &SeedOptions,
+    nodes: &[(NewNode, AddedNode)],
+    offerings: &[Offering],
+    bookers: &[Booker],
+    now: DateTime<Utc>,
+    turnaround: Duration,
+) -> Vec<NewReservation> {
+    let mut rng = Rng(options.seed ^ 0xB00C);
+    let offering = |id: &str| offerings.iter().find(|o| o.id == id);
+    let usable: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].0.state == NodeState::Available && !nodes[i].1.gpu_ids.is_empty())
+        .collect();
+    if usable.is_empty() || bookers.is_empty() {
+        return Vec::new();
+    }
+    let span = Duration::days(60);
+    let origin = now - Duration::days(30);
+    // Lanes: one per GPU, or three per MIG GPU (3g at 0, 3g at 4, 1g at 3).
+    let mut lanes: Vec<Vec<Lane>> = usable
+        .iter()
+        .map(|&i| {
+            let (node, added) = &nodes[i];
+            (0..added.gpu_ids.len())
+                .flat_map(|gpu| {
+                    let ranges: &[(u8, u8)] = if node.mig_enabled { &[(0, 3), (4, 7), (3, 4)] } else { &[(0, 1)] };
+                    ranges.iter().map(move |&(slice_lo, slice_hi)| Lane { gpu, slice_lo, slice_hi, free_from: origin })
+                })
+                .collect()
+        })
+        .collect();
+    let total_lanes: usize = lanes.iter().map(Vec::len).sum();
+    // Aim for about 60% of each lane booked over the span.
+    let per_lane = (f64::from(options.reservations) / total_lanes as f64).max(0.05);
+    let mean_minutes = ((span.num_minutes() as f64 * 0.6 / per_lane) as i64).clamp(60, 7 * 24 * 60);
+    for node_lanes in &mut lanes {
+        for lane in node_lanes.iter_mut() {
+            lane.free_from = round_up_quarter(origin + Duration::minutes(rng.below(mean_minutes as u64) as i64));
+        }
+    }
+
+    let mut out = Vec::with_capacity(options.reservations as usize);
+    for _ in 0..options.reservations {
+        let pick = rng.below(usable.len() as u64) as usize;
+        let (node, added) = &nodes[usable[pick]];
+        let node_lanes = &mut lanes[pick];
+        let (offering_id, lane_ids): (&str, Vec<usize>) = match node.gpu_model {
+            GpuModel::A100_80 => {
+                if rng.chance(50) {
+                    // The earliest free 3g lane.
+                    let best = (0..node_lanes.len())
+                        .filter(|&l| node_lanes[l].slice_hi - node_lanes[l].slice_lo == 3)
+                        .min_by_key(|&l| node_lanes[l].free_from)
+                        .unwrap_or(0);
+                    ("a100-3g.40gb", vec![best])
+                } else {
+                    let best = (0..node_lanes.len())
+                        .filter(|&l| node_lanes[l].slice_hi - node_lanes[l].slice_lo == 1)
+                        .min_by_key(|&l| node_lanes[l].free_from)
+                        .unwrap_or(0);
+                    ("a100-1g.10gb", vec![best])
+                }
+            }
+            GpuModel::H100Sxm80 | GpuModel::H200 if rng.chance(30) => ("h100-node", (0..node_lanes.len()).collect()),
+            model => {
+                let quantity = if rng.chance(25) { 2 } else { 1 };
+                let mut order: Vec<usize> = (0..node_lanes.len()).collect();
+                order.sort_by_key(|&l| (node_lanes[l].free_from, l));
+                order.truncate(quantity);
+                (if model == GpuModel::L40s { "l40s-gpu" } else { "h100-gpu" }, order)
+            }
+        };
+        let Some(offering) = offering(offering_id) else { continue };
+        let earliest = lane_ids.iter().map(|&l| node_lanes[l].free_from).max().unwrap_or(origin);
+        let gap = Duration::minutes(rng.below((mean_minutes / 2).max(1) as u64) as i64);
+        let start = round_up_quarter(earliest + gap);
+        let minutes = (mean_minutes / 2 + rng.below(mean_minutes as u64) as i64).max(60);
+        let end = round_up_quarter(start + Duration::minutes(minutes));
+        let Ok(window) = Window::new(start, end) else { continue };
+        for &l in &lane_ids {
+            node_lanes[l].free_from = end + turnaround;
+        }
+        let quantity = if offering.grain == Grain::Node { 1 } else { lane_ids.len() as u32 };
+        let allocations: Vec<Placed> = lane_ids
+            .iter()
+            .map(|&l| {
+                let lane = &node_lanes[l];
+                Placed {
+                    node_id: added.node_id,
+                    gpu_id: added.gpu_ids[lane.gpu],
+                    slice_lo: lane.slice_lo,
+                    slice_hi: lane.slice_hi,
+                }
+            })
+            .collect();
+        let state = if end <= now {
+            ReservationState::Completed
+        } else if start <= now {
+            ReservationState::Active
+        } else {
+            ReservationState::Scheduled
+        };
+        let booker = bookers[if rng.chance(60) { 0 } else { rng.below(bookers.len() as u64) as usize }];
+        let workload = match offering.grain {
+            Grain::Node => Workload::PreTraining,
+            Grain::Gpu if rng.chance(50) => Workload::FineTuning,
+            Grain::Gpu => Workload::Inference,
+            Grain::Mig => Workload::Development,
+        };
+        out.push(NewReservation {
+            tenant_id: booker.tenant_id,
+            requested_by: booker.user_id,
+            offering_id: offering.id.clone(),
+            quantity,
+            window,
+            hold_until: end + turnaround,
+            state,
+            options: ReservationOptions {
+                orchestrator: if rng.chance(60) { Orchestrator::Kubernetes } else { Orchestrator::Slurm },
+                cuda_driver: offering.default_cuda_driver().to_owned(),
+                host_memory_gb: offering.host_memory_gb.default,
+                storage_tb: offering.storage_tb.default,
+                placement: if offering.grain == Grain::Node { Placement::Compact } else { Placement::Any },
+                workload,
+            },
+            price: Cents::per_hour_for_minutes(
+                offering.reserved_cents_per_hour * i64::from(quantity),
+                window.minutes(),
+            ),
+            allocations,
+        });
+    }
+    out
+}
+
+/// Seeds an empty database. Refuses to touch one that already has a fleet.
+pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc>) -> EngineResult<SeedSummary> {
+    let store = &engine.store;
+    if store.count_nodes().await? > 0 {
+        return Err(EngineError::Conflict(
+            "the database already has a fleet; seed a fresh database instead".to_owned(),
+        ));
+    }
+    let mut bookers = Vec::new();
+    let mut tenant_ids = Vec::new();
+    for (slug, name) in DEMO_TENANTS {
+        tenant_ids.push((slug, store.insert_tenant(slug, name, now).await?));
+    }
+    for (email, name, tenant, role, is_admin) in DEMO_USERS {
+        let tenant_id = tenant.and_then(|slug| tenant_ids.iter().find(|(s, _)| *s == slug).map(|(_, id)| *id));
+        let user_id = store.insert_user(&NewUser { email, name, tenant_id, role, is_admin }, now).await?;
+        if let (Some(tenant_id), Some(Role::Lead)) = (tenant_id, role) {
+            bookers.push(Booker { tenant_id, user_id });
+        }
+    }
+    let offerings = demo_offerings();
+    for (i, offering) in offerings.iter().enumerate() {
+        store.insert_offering(offering, i as i64).await?;
+    }
+    let planned = plan_fleet(options);
+    let added = store.add_nodes(&planned, now).await?;
+    let gpus = added.iter().map(|a| a.gpu_ids.len()).sum();
+    let nodes: Vec<(NewNode, AddedNode)> = planned.into_iter().zip(added).collect();
+    let reservations = plan_reservations(options, &nodes, &offerings, &bookers, now, engine.config.turnaround);
+    let allocations = reservations.iter().map(|r| r.allocations.len()).sum();
+    store.insert_reservations(&reservations, now).await?;
+    store.mark_nodes_in_use(now).await?;
+    Ok(SeedSummary { nodes: nodes.len(), gpus, reservations: reservations.len(), allocations })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fleet_keeps_its_mix_at_every_size() {
+        for n in [8, 40, 1250] {
+            let fleet = plan_fleet(&SeedOptions { nodes: n, ..SeedOptions::default() });
+            assert_eq!(fleet.len(), n as usize);
+            let count = |m| fleet.iter().filter(|node| node.gpu_model == m).count() as u32;
+            assert_eq!(count(GpuModel::A100_80), n / 4);
+            assert_eq!(count(GpuModel::L40s), n / 4);
+            let h100_domains: std::collections::BTreeSet<_> = fleet
+                .iter()
+                .filter(|node| node.gpu_model == GpuModel::H100Sxm80)
+                .map(|node| node.fabric_domain.clone())
+                .collect();
+            assert!(h100_domains.len() >= 2, "{n}: {h100_domains:?}");
+            let hostnames: std::collections::BTreeSet<_> = fleet.iter().map(|node| &node.hostname).collect();
+            assert_eq!(hostnames.len(), fleet.len());
+        }
+    }
+
+    #[test]
+    fn same_seed_same_fleet() {
+        let a = plan_fleet(&SeedOptions::default());
+        assert_eq!(a, plan_fleet(&SeedOptions::default()));
+        assert_ne!(a, plan_fleet(&SeedOptions { seed: 7, ..SeedOptions::default() }));
+    }
+}

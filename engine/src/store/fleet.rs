@@ -1,0 +1,210 @@
+//! The fleet in the store: regions, fabric domains, racks, nodes and GPUs.
+
+use super::Store;
+use crate::error::EngineResult;
+use crate::on_pool;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+use tenantry_domain::fleet::NodeSummary;
+use tenantry_domain::placement::GpuSlot;
+use tenantry_domain::{GpuModel, Health, NodeState};
+
+#[derive(sqlx::FromRow)]
+struct NodeRow {
+    node_id: i64,
+    hostname: String,
+    region: String,
+    fabric_domain: String,
+    rack: String,
+    gpu_model: String,
+    gpu_count: i64,
+    mig_gpus: i64,
+    cpu_cores: i64,
+    memory_gb: i64,
+    nvme_tb: i64,
+    state: String,
+    health: String,
+    health_reason: Option<String>,
+}
+
+impl NodeRow {
+    fn into_summary(self) -> Option<NodeSummary> {
+        Some(NodeSummary {
+            node_id: self.node_id,
+            hostname: self.hostname,
+            region: self.region,
+            fabric_domain: self.fabric_domain,
+            rack: self.rack,
+            gpu_model: self.gpu_model.parse::<GpuModel>().ok()?,
+            gpu_count: u32::try_from(self.gpu_count).ok()?,
+            mig_gpus: u32::try_from(self.mig_gpus).ok()?,
+            cpu_cores: u32::try_from(self.cpu_cores).ok()?,
+            memory_gb: u32::try_from(self.memory_gb).ok()?,
+            nvme_tb: u32::try_from(self.nvme_tb).ok()?,
+            state: self.state.parse::<NodeState>().ok()?,
+            health: self.health.parse::<Health>().ok()?,
+            health_reason: self.health_reason,
+        })
+    }
+}
+
+/// A node to add to the fleet, placed by names that are created on first use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewNode {
+    pub region: String,
+    pub fabric_domain: String,
+    pub rack: String,
+    pub hostname: String,
+    pub gpu_model: GpuModel,
+    pub gpu_count: u32,
+    pub mig_enabled: bool,
+    pub cpu_cores: u32,
+    pub memory_gb: u32,
+    pub nvme_tb: u32,
+    pub state: NodeState,
+    pub health: Health,
+    pub health_reason: Option<String>,
+}
+
+/// Ids the store gave an added node and its GPUs (in GPU index order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddedNode {
+    pub node_id: i64,
+    pub gpu_ids: Vec<i64>,
+}
+
+impl Store {
+    /// Every node with its place in the fleet, ordered by region, fabric domain, rack, hostname.
+    pub async fn list_nodes(&self) -> EngineResult<Vec<NodeSummary>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, NodeRow>(
+                "select n.node_id, n.hostname, r.name as region, f.name as fabric_domain,
+                        k.name as rack, n.gpu_model,
+                        (select count(*) from gpu g where g.node_id = n.node_id) as gpu_count,
+                        (select count(*) from gpu g where g.node_id = n.node_id and g.mig_enabled) as mig_gpus,
+                        n.cpu_cores, n.memory_gb, n.nvme_tb, n.state, n.health, n.health_reason
+                 from node n
+                 join rack k on k.rack_id = n.rack_id
+                 join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
+                 join region r on r.region_id = f.region_id
+                 order by r.name, f.name, k.name, n.hostname",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows.into_iter().filter_map(NodeRow::into_summary).collect())
+    }
+
+    /// Every GPU as placement sees it.
+    pub async fn list_gpu_slots(&self) -> EngineResult<Vec<GpuSlot>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64, i64, String, bool, String)>(
+                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, n.state
+                 from gpu g
+                 join node n on n.node_id = g.node_id
+                 join rack k on k.rack_id = n.rack_id
+                 order by g.gpu_id",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .filter_map(|(gpu_id, node_id, fabric_domain_id, model, mig, state)| {
+                Some(GpuSlot {
+                    gpu_id,
+                    node_id,
+                    fabric_domain_id,
+                    gpu_model: model.parse().ok()?,
+                    mig,
+                    schedulable: state.parse::<NodeState>().ok()?.schedulable(),
+                })
+            })
+            .collect())
+    }
+
+    /// Adds nodes, creating their regions, fabric domains and racks by name, in one transaction.
+    pub async fn add_nodes(&self, nodes: &[NewNode], now: DateTime<Utc>) -> EngineResult<Vec<AddedNode>> {
+        let added = crate::write_tx!(self, |tx| {
+            let mut regions: BTreeMap<&str, i64> = BTreeMap::new();
+            let mut domains: BTreeMap<&str, i64> = BTreeMap::new();
+            let mut racks: BTreeMap<&str, i64> = BTreeMap::new();
+            let mut added = Vec::with_capacity(nodes.len());
+            for node in nodes {
+                if !regions.contains_key(node.region.as_str()) {
+                    let id: i64 = sqlx::query_scalar("insert into region (name) values ($1) returning region_id")
+                        .bind(&node.region)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    regions.insert(&node.region, id);
+                }
+                if !domains.contains_key(node.fabric_domain.as_str()) {
+                    let id: i64 = sqlx::query_scalar(
+                        "insert into fabric_domain (region_id, name) values ($1, $2) returning fabric_domain_id",
+                    )
+                    .bind(regions[node.region.as_str()])
+                    .bind(&node.fabric_domain)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    domains.insert(&node.fabric_domain, id);
+                }
+                if !racks.contains_key(node.rack.as_str()) {
+                    let id: i64 = sqlx::query_scalar(
+                        "insert into rack (fabric_domain_id, name) values ($1, $2) returning rack_id",
+                    )
+                    .bind(domains[node.fabric_domain.as_str()])
+                    .bind(&node.rack)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    racks.insert(&node.rack, id);
+                }
+                let node_id: i64 = sqlx::query_scalar(
+                    "insert into node (rack_id, hostname, gpu_model, cpu_cores, memory_gb, nvme_tb,
+                                       state, health, health_reason, updated_at)
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) returning node_id",
+                )
+                .bind(racks[node.rack.as_str()])
+                .bind(&node.hostname)
+                .bind(node.gpu_model.code())
+                .bind(i64::from(node.cpu_cores))
+                .bind(i64::from(node.memory_gb))
+                .bind(i64::from(node.nvme_tb))
+                .bind(node.state.code())
+                .bind(node.health.code())
+                .bind(&node.health_reason)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+                let mut builder =
+                    sqlx::QueryBuilder::<Db>::new("insert into gpu (node_id, gpu_index, mig_enabled) ");
+                builder.push_values(0..node.gpu_count, |mut row, index| {
+                    row.push_bind(node_id).push_bind(i64::from(index)).push_bind(node.mig_enabled);
+                });
+                builder.push(" returning gpu_id");
+                let gpu_ids: Vec<i64> = builder.build_query_scalar().fetch_all(&mut *tx).await?;
+                added.push(AddedNode { node_id, gpu_ids });
+            }
+            added
+        });
+        Ok(added)
+    }
+}
+
+impl Store {
+    /// Marks available nodes that hold a live allocation at `now` as in use.
+    pub async fn mark_nodes_in_use(&self, now: DateTime<Utc>) -> EngineResult<u64> {
+        let changed = crate::write_tx!(self, |tx| {
+            sqlx::query(
+                "update node set state = 'in_use', updated_at = $1
+                 where state = 'available' and exists (
+                     select 1 from allocation a
+                     where a.node_id = node.node_id and a.live and a.start_at <= $1 and $1 < a.end_at)",
+            )
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        });
+        Ok(changed)
+    }
+}

@@ -1,0 +1,172 @@
+//! Tenants, users and API tokens in the store.
+
+use super::Store;
+use crate::error::EngineResult;
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+use tenantry_domain::{Identity, Role, TenantRef};
+
+#[derive(sqlx::FromRow)]
+struct IdentityRow {
+    user_id: i64,
+    email: String,
+    name: String,
+    is_admin: bool,
+    role: Option<String>,
+    tenant_id: Option<i64>,
+    tenant_slug: Option<String>,
+    tenant_name: Option<String>,
+}
+
+impl From<IdentityRow> for Identity {
+    fn from(row: IdentityRow) -> Self {
+        let tenant = match (row.tenant_id, row.tenant_slug, row.tenant_name) {
+            (Some(tenant_id), Some(slug), Some(name)) => Some(TenantRef { tenant_id, slug, name }),
+            _ => None,
+        };
+        Identity {
+            user_id: row.user_id,
+            email: row.email,
+            name: row.name,
+            // The schema's check constraint only admits known roles.
+            role: row.role.and_then(|r| r.parse::<Role>().ok()),
+            tenant,
+            is_admin: row.is_admin,
+        }
+    }
+}
+
+const IDENTITY_SELECT: &str = "select u.user_id, u.email, u.name, u.is_admin, u.role,
+        t.tenant_id, t.slug as tenant_slug, t.name as tenant_name
+    from app_user u left join tenant t on t.tenant_id = u.tenant_id";
+
+/// A new user's details.
+#[derive(Debug, Clone)]
+pub struct NewUser<'a> {
+    pub email: &'a str,
+    pub name: &'a str,
+    pub tenant_id: Option<i64>,
+    pub role: Option<Role>,
+    pub is_admin: bool,
+}
+
+impl Store {
+    pub async fn insert_tenant(&self, slug: &str, name: &str, now: DateTime<Utc>) -> EngineResult<i64> {
+        let id = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>(
+                "insert into tenant (slug, name, created_at) values ($1, $2, $3) returning tenant_id",
+            )
+            .bind(slug)
+            .bind(name)
+            .bind(now)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(id)
+    }
+
+    pub async fn insert_user(&self, user: &NewUser<'_>, now: DateTime<Utc>) -> EngineResult<i64> {
+        let id = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>(
+                "insert into app_user (email, name, tenant_id, role, is_admin, created_at)
+                 values ($1, $2, $3, $4, $5, $6) returning user_id",
+            )
+            .bind(user.email)
+            .bind(user.name)
+            .bind(user.tenant_id)
+            .bind(user.role.map(Role::code))
+            .bind(user.is_admin)
+            .bind(now)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(id)
+    }
+
+    pub async fn identity_by_user_id(&self, user_id: i64) -> EngineResult<Option<Identity>> {
+        let sql = format!("{IDENTITY_SELECT} where u.user_id = $1");
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, IdentityRow>(&sql).bind(user_id).fetch_optional(pool).await?
+        });
+        Ok(row.map(Identity::from))
+    }
+
+    pub async fn identity_by_email(&self, email: &str) -> EngineResult<Option<Identity>> {
+        let sql = format!("{IDENTITY_SELECT} where lower(u.email) = lower($1)");
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, IdentityRow>(&sql).bind(email).fetch_optional(pool).await?
+        });
+        Ok(row.map(Identity::from))
+    }
+
+    /// Every user, tenants first by slug, then by email.
+    pub async fn list_identities(&self) -> EngineResult<Vec<Identity>> {
+        let sql = format!("{IDENTITY_SELECT} order by t.slug is null, t.slug, u.email");
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, IdentityRow>(&sql).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(Identity::from).collect())
+    }
+
+    pub async fn record_sign_in(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("update app_user set last_sign_in_at = $1 where user_id = $2")
+                .bind(now)
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    pub async fn insert_api_token(
+        &self,
+        user_id: i64,
+        name: &str,
+        token_hash: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<i64> {
+        let id = write_tx!(self, |tx| {
+            sqlx::query_scalar::<_, i64>(
+                "insert into api_token (user_id, name, token_hash, created_at)
+                 values ($1, $2, $3, $4) returning api_token_id",
+            )
+            .bind(user_id)
+            .bind(name)
+            .bind(token_hash)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?
+        });
+        Ok(id)
+    }
+
+    /// The identity behind a live (unrevoked) token. Its last-used time is refreshed at most once
+    /// a minute, so a busy API client does not turn every read into a write.
+    pub async fn identity_by_token_hash(
+        &self,
+        token_hash: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Option<Identity>> {
+        let found = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64, Option<DateTime<Utc>>)>(
+                "select api_token_id, user_id, last_used_at from api_token
+                 where token_hash = $1 and revoked_at is null",
+            )
+            .bind(token_hash)
+            .fetch_optional(pool)
+            .await?
+        });
+        let Some((token_id, user_id, last_used)) = found else {
+            return Ok(None);
+        };
+        if last_used.is_none_or(|t| now - t >= chrono::Duration::minutes(1)) {
+            write_tx!(self, |tx| {
+                sqlx::query("update api_token set last_used_at = $1 where api_token_id = $2")
+                    .bind(now)
+                    .bind(token_id)
+                    .execute(&mut *tx)
+                    .await?;
+            });
+        }
+        self.identity_by_user_id(user_id).await
+    }
+}

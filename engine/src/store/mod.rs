@@ -1,0 +1,127 @@
+//! The store: SQLite (the embedded default) or PostgreSQL (production), chosen by the database
+//! URL. Both backends share the SQL that can be shared: a query is written once and compiled for
+//! each backend through [`on_pool!`] / [`write_tx!`]. SQL that must differ (the overlap guarantee,
+//! queue claims) lives in `sqlite.rs` / `postgres.rs` and their migrations only.
+//!
+//! Every SQLite write runs in a `BEGIN IMMEDIATE` transaction: SQLite has one writer, and taking
+//! the write lock up front turns a would-be deadlock between two deferred transactions into a
+//! short wait (bounded by the busy timeout).
+
+mod postgres;
+mod sqlite;
+
+pub mod fleet;
+pub mod identity;
+pub mod offerings;
+pub mod reservations;
+
+use crate::error::EngineResult;
+use sqlx::{PgPool, SqlitePool};
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Clone, Debug)]
+pub enum Store {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the backend's concrete pool. The body is compiled once per
+/// backend, so one piece of SQL serves both; inside it `Db` names the backend's sqlx database.
+#[macro_export]
+macro_rules! on_pool {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match $store {
+            $crate::store::Store::Sqlite($pool) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Sqlite;
+                $body
+            }
+            $crate::store::Store::Postgres($pool) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Postgres;
+                $body
+            }
+        }
+    };
+}
+
+/// Runs `$body` inside a write transaction bound to `$tx` and commits when the body finishes
+/// without returning early. An early return (`?`) drops the transaction, which rolls it back.
+#[macro_export]
+macro_rules! write_tx {
+    ($store:expr, |$tx:ident| $body:expr) => {
+        match $store {
+            $crate::store::Store::Sqlite(pool) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Sqlite;
+                let mut $tx = pool.begin_with("begin immediate").await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+            $crate::store::Store::Postgres(pool) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Postgres;
+                let mut $tx = pool.begin().await?;
+                let out = $body;
+                $tx.commit().await?;
+                out
+            }
+        }
+    };
+}
+
+impl Store {
+    /// Opens the database named by `url`: `sqlite:…` or `postgres:…`/`postgresql:…`. A SQLite
+    /// file (and its folder) is created when missing.
+    pub async fn connect(url: &str) -> EngineResult<Store> {
+        if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            postgres::connect(url).await.map(Store::Postgres)
+        } else {
+            sqlite::connect(url).await.map(Store::Sqlite)
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            Store::Sqlite(_) => Backend::Sqlite,
+            Store::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Applies the backend's pending migrations.
+    pub async fn migrate(&self) -> EngineResult<()> {
+        match self {
+            Store::Sqlite(pool) => sqlx::migrate!("../migrations/sqlite").run(pool).await?,
+            Store::Postgres(pool) => sqlx::migrate!("../migrations/postgres").run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// A round trip to the database, for readiness checks.
+    pub async fn ping(&self) -> EngineResult<()> {
+        on_pool!(self, |pool| sqlx::query("select 1").execute(pool).await.map(|_| ())?);
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        on_pool!(self, |pool| pool.close().await)
+    }
+}
+
+/// Whether a database error is a violation of a unique constraint (both backends).
+pub fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+#[cfg(test)]
+pub(crate) mod test_support;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,131 @@
+//! Store tests, written once and run against SQLite and PostgreSQL (see `store_test!`).
+
+use super::reservations::NewReservation;
+use super::Store;
+use crate::error::EngineError;
+use crate::seed::{seed_demo, SeedOptions, DEMO_USERS};
+use crate::{store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use tenantry_domain::placement::Placed;
+use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
+use tenantry_domain::{Cents, NodeState, ReservationOptions, ReservationState, Window};
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap()
+}
+
+async fn seeded(store: Store, options: SeedOptions) -> Engine {
+    let engine = Engine::new(store, EngineConfig::default());
+    seed_demo(&engine, &options, now()).await.expect("seed");
+    engine
+}
+
+fn options() -> ReservationOptions {
+    ReservationOptions {
+        orchestrator: Orchestrator::Kubernetes,
+        cuda_driver: "570".into(),
+        host_memory_gb: 128,
+        storage_tb: 1,
+        placement: Placement::Any,
+        workload: Workload::FineTuning,
+    }
+}
+
+/// A one-GPU reservation on `gpu_id` for hours `h0..h1` of 2026-12-02.
+fn booking(tenant_id: i64, user_id: i64, node_id: i64, gpu_id: i64, h0: u32, h1: u32) -> NewReservation {
+    let day = |h| Utc.with_ymd_and_hms(2026, 12, 2, h, 0, 0).unwrap();
+    let window = Window::new(day(h0), day(h1)).unwrap();
+    NewReservation {
+        tenant_id,
+        requested_by: user_id,
+        offering_id: "h100-gpu".into(),
+        quantity: 1,
+        window,
+        hold_until: window.end + Duration::minutes(30),
+        state: ReservationState::Scheduled,
+        options: options(),
+        price: Cents(275 * i64::from(h1 - h0)),
+        allocations: vec![Placed { node_id, gpu_id, slice_lo: 0, slice_hi: 1 }],
+    }
+}
+
+store_test!(seed_creates_the_demo_world, |store: Store| async move {
+    let engine = seeded(store, SeedOptions::default()).await;
+    let nodes = engine.store.list_nodes().await.unwrap();
+    assert_eq!(nodes.len(), 40);
+    assert!(nodes.iter().all(|n| n.gpu_count == 8));
+    assert!(nodes.iter().any(|n| n.mig_gpus == 8), "A100 nodes are in MIG mode");
+    assert!(nodes.iter().any(|n| n.state == NodeState::InUse), "some reservations run now");
+    let regions: std::collections::BTreeSet<_> = nodes.iter().map(|n| n.region.as_str()).collect();
+    assert_eq!(regions.len(), 2);
+    let offerings = engine.store.list_offerings().await.unwrap();
+    let ids: Vec<_> = offerings.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb"]);
+    for (email, ..) in DEMO_USERS {
+        assert!(engine.store.identity_by_email(email).await.unwrap().is_some(), "{email}");
+    }
+    let acme = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let mine = engine.store.list_reservations(acme.tenant_id().unwrap()).await.unwrap();
+    assert!(!mine.is_empty());
+    assert!(mine.iter().all(|r| r.tenant == "acme"));
+    let states: std::collections::BTreeSet<_> = mine.iter().map(|r| r.state).collect();
+    assert!(states.contains(&ReservationState::Completed) && states.contains(&ReservationState::Scheduled));
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // A second seed would duplicate the world: it is refused.
+    assert!(matches!(seed_demo(&engine, &SeedOptions::default(), now()).await, Err(EngineError::Conflict(_))));
+});
+
+store_test!(seed_is_deterministic_and_scales, |store: Store| async move {
+    let options = SeedOptions { nodes: 64, reservations: 400, seed: 9 };
+    let engine = seeded(store, options).await;
+    let nodes = engine.store.list_nodes().await.unwrap();
+    assert_eq!(nodes.len(), 64);
+    let again = crate::seed::plan_fleet(&options);
+    assert_eq!(
+        nodes.iter().map(|n| n.hostname.clone()).collect::<std::collections::BTreeSet<_>>(),
+        again.iter().map(|n| n.hostname.clone()).collect()
+    );
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+});
+
+store_test!(database_refuses_overlapping_allocations, |store: Store| async move {
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+    let store = &engine.store;
+    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let slot = store.list_gpu_slots().await.unwrap().into_iter().find(|g| g.schedulable).unwrap();
+    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
+    store.insert_reservations(&[booking(t, u, slot.node_id, slot.gpu_id, 10, 12)], now()).await.unwrap();
+    // Overlapping the window itself, and overlapping only its turnaround: both refused.
+    for (h0, h1) in [(11, 13), (12, 14)] {
+        let err = store
+            .insert_reservations(&[booking(t, u, slot.node_id, slot.gpu_id, h0, h1)], now())
+            .await
+            .expect_err("overlap must be refused by the database");
+        assert!(matches!(err, EngineError::Store(sqlx::Error::Database(_))), "{err:?}");
+    }
+    // Nothing half-written: the refused reservations left no rows behind.
+    assert_eq!(store.list_reservations(t).await.unwrap().len(), 1);
+    // After the turnaround the GPU is free again; another GPU is free at once.
+    let later = booking(t, u, slot.node_id, slot.gpu_id, 13, 14);
+    store.insert_reservations(&[later], now()).await.unwrap();
+    assert!(store.overlapping_allocations().await.unwrap().is_empty());
+});
+
+store_test!(api_tokens_resolve_to_their_owner, |store: Store| async move {
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let token = engine.create_api_token("member@acme.example", "ci", now()).await.unwrap();
+    let who = engine.identity_for_token(&token, now()).await.unwrap().expect("token works");
+    assert_eq!(who.email, "member@acme.example");
+    assert_eq!(who.tenant.as_ref().unwrap().slug, "acme");
+    assert!(!who.can_book());
+    assert!(engine.identity_for_token("tnt_0000", now()).await.unwrap().is_none());
+    assert!(engine.identity_for_token("garbage", now()).await.unwrap().is_none());
+    assert!(matches!(
+        engine.create_api_token("nobody@x.example", "ci", now()).await,
+        Err(EngineError::NotFound("user"))
+    ));
+    assert!(matches!(
+        engine.create_api_token("member@acme.example", "  ", now()).await,
+        Err(EngineError::Invalid { field: "name", .. })
+    ));
+});
