@@ -1,0 +1,72 @@
+//! Tenantry's web UI, written once with Leptos: rendered on the server (the `ssr` feature, which
+//! pulls in the engine) and hydrated in the browser (the `hydrate` feature, wasm-safe). Pages call
+//! server functions (`api`), which stay thin: authenticate, validate, one engine call, a typed
+//! result.
+
+pub mod api;
+pub mod components;
+pub mod error;
+pub mod pages;
+#[cfg(feature = "ssr")]
+pub mod server;
+
+use components::layout::Layout;
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_router::components::{Route, Router, Routes};
+use leptos_router::path;
+
+/// The HTML document around the app, rendered on the server only.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8" />
+                <meta name="viewport" content="width=device-width, initial-scale=1" />
+                <meta name="color-scheme" content="light dark" />
+                <AutoReload options=options.clone() />
+                <HydrationScripts options />
+                <MetaTags />
+            </head>
+            <body class="bg-slate-50 text-slate-900 antialiased dark:bg-slate-950 dark:text-slate-100">
+                <App />
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    mark_hydrated();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/tenantry.css" />
+        <Title formatter=|page: String| {
+            if page.is_empty() { "Tenantry".to_owned() } else { format!("{page} · Tenantry") }
+        } />
+        <Router>
+            <Layout>
+                <Routes fallback=pages::not_found::NotFound>
+                    <Route path=path!("/") view=pages::home::HomePage />
+                    <Route path=path!("/sign-in") view=pages::sign_in::SignInPage />
+                    <Route path=path!("/availability") view=pages::availability::AvailabilityPage />
+                    <Route path=path!("/reservations") view=pages::reservations::ReservationsPage />
+                    <Route path=path!("/chargeback") view=pages::chargeback::ChargebackPage />
+                    <Route path=path!("/admin") view=pages::admin::fleet::FleetPage />
+                    <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage />
+                </Routes>
+            </Layout>
+        </Router>
+    }
+}
+
+/// Marks the document once the browser has hydrated it (`<html data-hydrated="true">`), so
+/// tests and scripts can tell a live page from server-rendered HTML.
+fn mark_hydrated() {
+    Effect::new(move |_| {
+        if let Some(root) = document().document_element() {
+            let _ = root.set_attribute("data-hydrated", "true");
+        }
+    });
+}

@@ -1,1 +1,126 @@
-fn main() {}
+//! The `tenantry` binary: parses the command line once and runs one command.
+
+use clap::Parser;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tenantry_app::server::PortalSettings;
+use tenantry_engine::seed::{seed_demo, SeedOptions};
+use tenantry_engine::{Engine, EngineConfig, Store};
+use tenantry_server::config::{DemoCommand, FleetKind, SeedArgs, ServeArgs, TokenCommand};
+use tenantry_server::{build_router, sessions, AppState, Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn")))
+        .with_writer(std::io::stderr)
+        .init();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn open(database_url: &str, turnaround_minutes: u32) -> Result<Engine, String> {
+    let store = Store::connect(database_url).await.map_err(|e| format!("cannot open {database_url}: {e}"))?;
+    store.migrate().await.map_err(|e| format!("cannot migrate the database: {e}"))?;
+    let config = EngineConfig { turnaround: chrono::Duration::minutes(i64::from(turnaround_minutes)) };
+    Ok(Engine::new(store, config))
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Migrate => {
+            open(&cli.database_url, 30).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Demo { command: DemoCommand::Seed(args) } => {
+            let engine = open(&cli.database_url, 30).await?;
+            seed(&engine, args).await
+        }
+        Command::Token { command: TokenCommand::Create { user, name } } => {
+            let engine = open(&cli.database_url, 30).await?;
+            let token = engine.create_api_token(&user, &name, chrono::Utc::now()).await.map_err(|e| e.to_string())?;
+            println!("{token}");
+            Ok(())
+        }
+        Command::Serve(args) => serve(&cli.database_url, args).await,
+    }
+}
+
+async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
+    let options = SeedOptions { nodes: args.nodes, reservations: args.reservations, seed: args.seed };
+    let summary = seed_demo(engine, &options, chrono::Utc::now()).await.map_err(|e| e.to_string())?;
+    tracing::info!(
+        nodes = summary.nodes,
+        gpus = summary.gpus,
+        reservations = summary.reservations,
+        allocations = summary.allocations,
+        "demo data seeded"
+    );
+    Ok(())
+}
+
+async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
+    if args.fleet == FleetKind::Slurm {
+        return Err("the Slurm fleet driver is not available in this build yet; use TENANTRY_FLEET=sim".to_owned());
+    }
+    let engine = open(database_url, args.turnaround_minutes).await?;
+    if args.demo {
+        tracing::warn!("DEMO MODE: anyone can sign in as any seeded user without a password");
+        if engine.store.count_nodes().await.map_err(|e| e.to_string())? == 0 {
+            seed(&engine, SeedArgs { nodes: 40, reservations: 80, seed: 42 }).await?;
+        }
+    }
+    let session_store = sessions::DbSessionStore::open(&engine.store)
+        .await
+        .map_err(|e| format!("cannot prepare the session table: {e}"))?;
+    let secure = args.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+    let leptos = leptos::config::LeptosOptions::builder()
+        .output_name("tenantry")
+        .site_root(args.site_root.display().to_string())
+        .site_pkg_dir("pkg")
+        .site_addr(args.addr)
+        .env(leptos::config::Env::PROD)
+        .build();
+    let state = AppState { engine: engine.clone(), leptos, settings: Arc::new(PortalSettings { demo: args.demo }) };
+    let app = build_router(state, session_store, secure);
+    let listener = tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    tracing::info!("listening on http://{}", args.addr);
+    axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    engine.store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM; in-flight requests then finish before the server stops.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,122 @@
+//! The app shell: skip link, demo banner, top navigation with the signed-in user, and the main
+//! landmark. The session is fetched once here and shared with pages through the context.
+
+use crate::api::{get_session, SessionInfo};
+use crate::error::AppError;
+use leptos::prelude::*;
+use leptos_router::components::A;
+
+/// The current session, fetched once per page load and shared with every page.
+pub type SessionResource = Resource<Result<SessionInfo, AppError>>;
+
+/// The session info the layout fetched, for pages that need the user.
+pub fn use_session() -> SessionResource {
+    expect_context::<SessionResource>()
+}
+
+#[component]
+pub fn Layout(children: Children) -> impl IntoView {
+    let session: SessionResource = Resource::new(|| (), |_| get_session());
+    provide_context(session);
+    let nav_link = "rounded-md px-3 py-2 text-sm font-medium text-slate-600 hover:bg-slate-100 hover:text-slate-900 \
+                    focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-500 \
+                    aria-[current=page]:bg-indigo-50 aria-[current=page]:text-indigo-700 \
+                    dark:text-slate-300 dark:hover:bg-slate-800 dark:hover:text-white \
+                    dark:aria-[current=page]:bg-indigo-950 dark:aria-[current=page]:text-indigo-200";
+    view! {
+        <a
+            href="#main"
+            class="sr-only focus:not-sr-only focus:absolute focus:left-2 focus:top-2 focus:z-50 focus:rounded focus:bg-white focus:px-3 focus:py-2 focus:text-indigo-700"
+        >
+            "Skip to content"
+        </a>
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let demo = session.await.map(|s| s.demo).unwrap_or(false);
+                demo.then(|| view! { <DemoBanner /> })
+            })}
+        </Suspense>
+        <header class="border-b border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900">
+            <nav
+                aria-label="Main"
+                class="mx-auto flex max-w-7xl flex-wrap items-center gap-x-2 gap-y-2 px-4 py-3"
+            >
+                <A href="/" attr:class="mr-4 flex items-center gap-2 text-lg font-semibold tracking-tight">
+                    <span aria-hidden="true" class="inline-block h-6 w-6 rounded bg-indigo-600"></span>
+                    "Tenantry"
+                </A>
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        let user = session.await.ok().and_then(|s| s.user);
+                        user.map(|user| {
+                            let admin = user.is_admin;
+                            view! {
+                                <ul class="flex flex-wrap items-center gap-1">
+                                    <li><A href="/availability" attr:class=nav_link>"Availability"</A></li>
+                                    <li><A href="/reservations" attr:class=nav_link>"Reservations"</A></li>
+                                    <li><A href="/chargeback" attr:class=nav_link>"Chargeback"</A></li>
+                                    {admin.then(|| view! {
+                                        <li><A href="/admin/fleet" attr:class=nav_link>"Admin"</A></li>
+                                    })}
+                                </ul>
+                            }
+                        })
+                    })}
+                </Suspense>
+                <div class="ml-auto flex items-center gap-3 text-sm">
+                    <Suspense fallback=|| ()>
+                        {move || Suspend::new(async move {
+                            match session.await.ok().and_then(|s| s.user) {
+                                Some(user) => view! { <UserMenu user /> }.into_any(),
+                                None => view! {
+                                    <a href="/sign-in" class="rounded-md bg-indigo-600 px-3 py-2 font-medium text-white hover:bg-indigo-500">
+                                        "Sign in"
+                                    </a>
+                                }.into_any(),
+                            }
+                        })}
+                    </Suspense>
+                </div>
+            </nav>
+        </header>
+        <main id="main" class="mx-auto max-w-7xl px-4 py-6">
+            {children()}
+        </main>
+    }
+}
+
+#[component]
+fn DemoBanner() -> impl IntoView {
+    view! {
+        <div
+            role="status"
+            class="bg-amber-400 px-4 py-2 text-center text-sm font-semibold text-amber-950"
+            data-testid="demo-banner"
+        >
+            "Demo mode: anyone can sign in as any seeded user without a password. Never run this in production."
+        </div>
+    }
+}
+
+#[component]
+fn UserMenu(user: tenantry_domain::Identity) -> impl IntoView {
+    let team = match (&user.tenant, user.role) {
+        (Some(t), Some(role)) => format!("{} · {}", t.name, role.code()),
+        _ if user.is_admin => "Platform admin".to_owned(),
+        _ => "No team".to_owned(),
+    };
+    view! {
+        <div class="text-right leading-tight">
+            <div class="font-medium" data-testid="signed-in-as">{user.email.clone()}</div>
+            <div class="text-xs text-slate-500 dark:text-slate-400">{team}</div>
+        </div>
+        <form method="post" action="/auth/logout">
+            <button
+                type="submit"
+                class="rounded-md border border-slate-300 px-3 py-2 font-medium hover:bg-slate-100 dark:border-slate-700 dark:hover:bg-slate-800"
+            >
+                "Sign out"
+            </button>
+        </form>
+    }
+}

@@ -1,0 +1,246 @@
+//! Admin → Fleet: every node grouped by region and fabric domain, with GPU model and count, state
+//! and health. The filters are a plain GET form (they work before the wasm arrives and survive a
+//! reload or a shared link); once hydrated they also filter as you type.
+
+use crate::api::fleet_nodes;
+use crate::components::badges::{HealthBadge, NodeStateBadge};
+use crate::components::errors::ErrorPanel;
+use crate::pages::{PageHeader, CARD};
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use std::collections::BTreeMap;
+use tenantry_domain::fleet::NodeSummary;
+use tenantry_domain::{GpuModel, NodeState};
+
+/// The fleet filter: free text over hostname, rack, fabric domain and region, plus exact GPU model
+/// and node state (empty means any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetFilter {
+    pub text: String,
+    pub model: String,
+    pub state: String,
+}
+
+impl FleetFilter {
+    pub fn matches(&self, node: &NodeSummary) -> bool {
+        let text = self.text.trim().to_lowercase();
+        let text_ok = text.is_empty()
+            || [&node.hostname, &node.rack, &node.fabric_domain, &node.region, &node.gpu_model.code().to_owned()]
+                .iter()
+                .any(|field| field.to_lowercase().contains(&text));
+        let model_ok = self.model.is_empty() || node.gpu_model.code() == self.model;
+        let state_ok = self.state.is_empty() || node.state.code() == self.state;
+        text_ok && model_ok && state_ok
+    }
+}
+
+/// Matching nodes grouped by region, then fabric domain, in name order.
+pub fn group_nodes<'a>(
+    nodes: &'a [NodeSummary],
+    filter: &FleetFilter,
+) -> BTreeMap<&'a str, BTreeMap<&'a str, Vec<&'a NodeSummary>>> {
+    let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&NodeSummary>>> = BTreeMap::new();
+    for node in nodes.iter().filter(|n| filter.matches(n)) {
+        groups.entry(&node.region).or_default().entry(&node.fabric_domain).or_default().push(node);
+    }
+    groups
+}
+
+#[component]
+pub fn FleetPage() -> impl IntoView {
+    let query = use_query_map();
+    let initial = query.with_untracked(|q| FleetFilter {
+        text: q.get("q").unwrap_or_default(),
+        model: q.get("model").unwrap_or_default(),
+        state: q.get("state").unwrap_or_default(),
+    });
+    let filter = RwSignal::new(initial);
+    let nodes = Resource::new(|| (), |_| fleet_nodes());
+    view! {
+        <PageHeader title="Fleet" subtitle="Nodes by region and fabric domain." />
+        <Suspense fallback=|| view! { <p>"Loading the fleet…"</p> }>
+            {move || Suspend::new(async move {
+                match nodes.await {
+                    Err(error) => view! { <ErrorPanel error /> }.into_any(),
+                    Ok(nodes) => view! { <FleetView nodes filter /> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>) -> impl IntoView {
+    let nodes = StoredValue::new(nodes);
+    let total = nodes.with_value(|n| n.len());
+    let gpus: u32 = nodes.with_value(|n| n.iter().map(|n| n.gpu_count).sum());
+    let count_state = move |s: NodeState| nodes.with_value(|n| n.iter().filter(|n| n.state == s).count());
+    let shown = move || filter.with(|f| nodes.with_value(|n| n.iter().filter(|node| f.matches(node)).count()));
+    let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
+                 focus:border-indigo-500 focus:outline-2 focus:outline-indigo-500 dark:border-slate-700 dark:bg-slate-800";
+    view! {
+        <section aria-label="Fleet summary" class="mb-6 grid grid-cols-2 gap-3 sm:grid-cols-5">
+            <Stat label="Nodes" value=total.to_string() />
+            <Stat label="GPUs" value=gpus.to_string() />
+            <Stat label="Available" value=count_state(NodeState::Available).to_string() />
+            <Stat label="In use" value=count_state(NodeState::InUse).to_string() />
+            <Stat label="Failed" value=count_state(NodeState::Failed).to_string() />
+        </section>
+        <form method="get" action="/admin/fleet" class=format!("{CARD} mb-6 grid gap-4 sm:grid-cols-4 sm:items-end") role="search" aria-label="Filter nodes">
+            <label class="block text-sm font-medium sm:col-span-2">
+                "Search"
+                <input
+                    type="search"
+                    name="q"
+                    placeholder="hostname, rack, fabric domain, region"
+                    class=input
+                    data-testid="fleet-search"
+                    prop:value=move || filter.with(|f| f.text.clone())
+                    on:input=move |ev| filter.update(|f| f.text = event_target_value(&ev))
+                />
+            </label>
+            <label class="block text-sm font-medium">
+                "GPU model"
+                <select
+                    name="model"
+                    class=input
+                    data-testid="fleet-model"
+                    prop:value=move || filter.with(|f| f.model.clone())
+                    on:change=move |ev| filter.update(|f| f.model = event_target_value(&ev))
+                >
+                    <option value="">"Any model"</option>
+                    {GpuModel::ALL.iter().map(|m| view! { <option value=m.code() selected=filter.with_untracked(|f| f.model == m.code())>{m.display_name()}</option> }).collect_view()}
+                </select>
+            </label>
+            <label class="block text-sm font-medium">
+                "State"
+                <select
+                    name="state"
+                    class=input
+                    data-testid="fleet-state"
+                    prop:value=move || filter.with(|f| f.state.clone())
+                    on:change=move |ev| filter.update(|f| f.state = event_target_value(&ev))
+                >
+                    <option value="">"Any state"</option>
+                    {NodeState::ALL.iter().map(|s| view! { <option value=s.code() selected=filter.with_untracked(|f| f.state == s.code())>{s.code()}</option> }).collect_view()}
+                </select>
+            </label>
+            <div class="flex items-center gap-3 sm:col-span-4">
+                <button type="submit" class="rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500">"Apply filters"</button>
+                <p class="text-sm text-slate-600 dark:text-slate-400" aria-live="polite" data-testid="fleet-count">
+                    {move || format!("Showing {} of {} nodes", shown(), total)}
+                </p>
+            </div>
+        </form>
+        {move || {
+            let current = filter.get();
+            nodes.with_value(|all| {
+                let groups = group_nodes(all, &current);
+                if groups.is_empty() {
+                    return view! { <p class=CARD>"No nodes match these filters."</p> }.into_any();
+                }
+                groups.into_iter().map(|(region, domains)| view! {
+                    <section class="mb-8" aria-labelledby=format!("region-{region}")>
+                        <h2 id=format!("region-{region}") class="mb-3 text-lg font-semibold">{format!("Region {region}")}</h2>
+                        {domains.into_iter().map(|(domain, nodes)| view! { <DomainTable domain=domain.to_owned() nodes=nodes.into_iter().cloned().collect() /> }).collect_view()}
+                    </section>
+                }).collect_view().into_any()
+            })
+        }}
+    }
+}
+
+#[component]
+fn Stat(label: &'static str, value: String) -> impl IntoView {
+    view! {
+        <div class=CARD>
+            <div class="text-xs uppercase text-slate-500">{label}</div>
+            <div class="text-2xl font-semibold tabular-nums">{value}</div>
+        </div>
+    }
+}
+
+#[component]
+fn DomainTable(domain: String, nodes: Vec<NodeSummary>) -> impl IntoView {
+    let gpus: u32 = nodes.iter().map(|n| n.gpu_count).sum();
+    view! {
+        <div class=format!("{CARD} mb-4 overflow-x-auto p-0")>
+            <table class="min-w-full text-left text-sm" data-testid="fleet-domain">
+                <caption class="px-4 py-2 text-left font-medium">
+                    {format!("Fabric domain {domain} · {} nodes · {gpus} GPUs", nodes.len())}
+                </caption>
+                <thead class="border-y border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
+                    <tr>
+                        <th scope="col" class="px-4 py-2">"Node"</th>
+                        <th scope="col" class="hidden px-4 py-2 sm:table-cell">"Rack"</th>
+                        <th scope="col" class="px-4 py-2">"GPUs"</th>
+                        <th scope="col" class="hidden px-4 py-2 md:table-cell">"CPU / memory / NVMe"</th>
+                        <th scope="col" class="px-4 py-2">"State"</th>
+                        <th scope="col" class="px-4 py-2">"Health"</th>
+                    </tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
+                    {nodes.into_iter().map(|n| {
+                        let mig = (n.mig_gpus > 0).then(|| format!(" · MIG on {}", n.mig_gpus));
+                        view! {
+                            <tr data-testid="fleet-node">
+                                <th scope="row" class="px-4 py-2 font-mono font-medium">{n.hostname.clone()}</th>
+                                <td class="hidden px-4 py-2 sm:table-cell">{n.rack.clone()}</td>
+                                <td class="px-4 py-2 whitespace-nowrap">{format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}</td>
+                                <td class="hidden px-4 py-2 md:table-cell">{format!("{} cores / {} GB / {} TB", n.cpu_cores, n.memory_gb, n.nvme_tb)}</td>
+                                <td class="px-4 py-2"><NodeStateBadge state=n.state /></td>
+                                <td class="px-4 py-2">
+                                    <HealthBadge health=n.health />
+                                    {n.health_reason.clone().map(|r| view! { <span class="ml-2 text-xs text-slate-500">{r}</span> })}
+                                </td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tenantry_domain::Health;
+
+    fn node(host: &str, region: &str, domain: &str, model: GpuModel, state: NodeState) -> NodeSummary {
+        NodeSummary {
+            node_id: 1,
+            hostname: host.into(),
+            region: region.into(),
+            fabric_domain: domain.into(),
+            rack: format!("{domain}-r01"),
+            gpu_model: model,
+            gpu_count: 8,
+            mig_gpus: 0,
+            cpu_cores: 1,
+            memory_gb: 1,
+            nvme_tb: 1,
+            state,
+            health: Health::Healthy,
+            health_reason: None,
+        }
+    }
+
+    #[test]
+    fn filters_combine_and_groups_follow_region_then_domain() {
+        let nodes = vec![
+            node("h100-1", "us-east-1", "ib-b", GpuModel::H100Sxm80, NodeState::Available),
+            node("h100-2", "us-east-1", "ib-a", GpuModel::H100Sxm80, NodeState::Failed),
+            node("a100-1", "eu-west-1", "nvl-a", GpuModel::A100_80, NodeState::Available),
+        ];
+        let all = group_nodes(&nodes, &FleetFilter::default());
+        assert_eq!(all.keys().copied().collect::<Vec<_>>(), ["eu-west-1", "us-east-1"]);
+        assert_eq!(all["us-east-1"].keys().copied().collect::<Vec<_>>(), ["ib-a", "ib-b"]);
+        let h100 = FleetFilter { model: "H100-SXM-80GB".into(), ..FleetFilter::default() };
+        assert_eq!(nodes.iter().filter(|n| h100.matches(n)).count(), 2);
+        let failed_h100 = FleetFilter { state: "failed".into(), ..h100 };
+        assert_eq!(nodes.iter().filter(|n| failed_h100.matches(n)).count(), 1);
+        let text = FleetFilter { text: "  EU-WEST ".into(), ..FleetFilter::default() };
+        assert_eq!(nodes.iter().filter(|n| text.matches(n)).map(|n| n.hostname.as_str()).collect::<Vec<_>>(), ["a100-1"]);
+    }
+}

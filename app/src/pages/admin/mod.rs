@@ -1,0 +1,3 @@
+//! Platform admin pages.
+
+pub mod fleet;

@@ -1,0 +1,15 @@
+//! The `tenantry` server: configuration, the HTTP router (the Leptos UI, the REST API under
+//! `/api/v1`, sign-in), sessions and the CLI's commands. Kept as a library so tests build the
+//! whole app in-process and drive it with `tower::ServiceExt::oneshot`.
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod router;
+pub mod sessions;
+pub mod state;
+
+pub use config::{Cli, Command};
+pub use router::build_router;
+pub use state::AppState;
