@@ -14,7 +14,7 @@ use components::layout::Layout;
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::components::{Route, Router, Routes};
-use leptos_router::path;
+use leptos_router::{path, SsrMode};
 
 /// The HTML document around the app, rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -36,6 +36,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
     }
 }
 
+/// Every page renders in `Async` mode: the server waits for the page's data and sends complete
+/// HTML with the right status (401/403/404), so a page is readable before the wasm arrives.
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
@@ -48,13 +50,13 @@ pub fn App() -> impl IntoView {
         <Router>
             <Layout>
                 <Routes fallback=pages::not_found::NotFound>
-                    <Route path=path!("/") view=pages::home::HomePage />
-                    <Route path=path!("/sign-in") view=pages::sign_in::SignInPage />
-                    <Route path=path!("/availability") view=pages::availability::AvailabilityPage />
-                    <Route path=path!("/reservations") view=pages::reservations::ReservationsPage />
-                    <Route path=path!("/chargeback") view=pages::chargeback::ChargebackPage />
-                    <Route path=path!("/admin") view=pages::admin::fleet::FleetPage />
-                    <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage />
+                    <Route path=path!("/") view=pages::home::HomePage ssr=SsrMode::Async />
+                    <Route path=path!("/sign-in") view=pages::sign_in::SignInPage ssr=SsrMode::Async />
+                    <Route path=path!("/availability") view=pages::availability::AvailabilityPage ssr=SsrMode::Async />
+                    <Route path=path!("/reservations") view=pages::reservations::ReservationsPage ssr=SsrMode::Async />
+                    <Route path=path!("/chargeback") view=pages::chargeback::ChargebackPage ssr=SsrMode::Async />
+                    <Route path=path!("/admin") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
+                    <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
                 </Routes>
             </Layout>
         </Router>

@@ -1,0 +1,133 @@
+//! The in-process test harness: the whole app (router, sessions, engine) on a fresh, seeded
+//! database of either backend, driven with `oneshot` requests.
+
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use sqlx::Connection;
+use std::sync::Arc;
+use tenantry_app::server::PortalSettings;
+use tenantry_engine::seed::{seed_demo, SeedOptions};
+use tenantry_engine::{Engine, EngineConfig, Store};
+use tenantry_server::{build_router, sessions, AppState};
+use tower::ServiceExt;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+pub struct TestApp {
+    pub router: Router,
+    pub engine: Engine,
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{prefix}_{}_{}", std::process::id(), nanos % 1_000_000_000_000)
+}
+
+async fn database(db: Db) -> Store {
+    match db {
+        Db::Sqlite => {
+            let dir = std::env::temp_dir().join("tenantry-tests");
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join(format!("{}.db", unique("app")));
+            Store::connect(&format!("sqlite://{}", path.display())).await.unwrap()
+        }
+        Db::Postgres => {
+            let admin = std::env::var("TENANTRY_TEST_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+            let name = unique("tenantry_test_app");
+            let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL reachable");
+            sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
+            let (base, _) = admin.rsplit_once('/').unwrap();
+            Store::connect(&format!("{base}/{name}")).await.unwrap()
+        }
+    }
+}
+
+impl TestApp {
+    /// The app on a fresh database seeded with the small demo world, demo sign-in on.
+    pub async fn start(db: Db) -> TestApp {
+        let store = database(db).await;
+        store.migrate().await.unwrap();
+        let engine = Engine::new(store, EngineConfig::default());
+        seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 30, seed: 3 }, chrono::Utc::now()).await.unwrap();
+        let sessions = sessions::DbSessionStore::open(&engine.store).await.unwrap();
+        let leptos = leptos::config::LeptosOptions::builder().output_name("tenantry").build();
+        let state = AppState { engine: engine.clone(), leptos, settings: Arc::new(PortalSettings { demo: true }) };
+        TestApp { router: build_router(state, sessions, false), engine }
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (status, headers, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    pub async fn get(&self, path: &str, auth: Option<&Auth>) -> (StatusCode, String) {
+        let mut req = Request::get(path);
+        if let Some(auth) = auth {
+            req = auth.apply(req);
+        }
+        let (status, _, body) = self.send(req.body(Body::empty()).unwrap()).await;
+        (status, body)
+    }
+
+    pub async fn token(&self, email: &str) -> Auth {
+        Auth::Bearer(self.engine.create_api_token(email, "test", chrono::Utc::now()).await.unwrap())
+    }
+
+    /// Signs in through the demo form and returns the session cookie.
+    pub async fn demo_session(&self, email: &str) -> Auth {
+        let req = Request::post("/auth/demo")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(format!("email={}", email.replace('@', "%40"))))
+            .unwrap();
+        let (status, headers, _) = self.send(req).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        let cookie = headers.get(header::SET_COOKIE).expect("a session cookie").to_str().unwrap();
+        Auth::Cookie(cookie.split(';').next().unwrap().to_owned())
+    }
+}
+
+pub enum Auth {
+    Bearer(String),
+    Cookie(String),
+}
+
+impl Auth {
+    pub fn apply(&self, req: axum::http::request::Builder) -> axum::http::request::Builder {
+        match self {
+            Auth::Bearer(token) => req.header(header::AUTHORIZATION, format!("Bearer {token}")),
+            Auth::Cookie(cookie) => req.header(header::COOKIE, cookie),
+        }
+    }
+}
+
+/// One `#[tokio::test]` per database from one async body taking a `TestApp`.
+#[macro_export]
+macro_rules! app_test {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test]
+            async fn sqlite() {
+                ($body)(TestApp::start(Db::Sqlite).await).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                ($body)(TestApp::start(Db::Postgres).await).await;
+            }
+        }
+    };
+}
