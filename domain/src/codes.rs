@@ -44,4 +44,3 @@ macro_rules! coded_enum {
         }
     };
 }
-

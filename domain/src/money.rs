@@ -40,7 +40,7 @@ impl fmt::Display for Cents {
         let dollars = (abs / 100).to_string();
         let mut grouped = String::with_capacity(dollars.len() + dollars.len() / 3);
         for (i, ch) in dollars.chars().enumerate() {
-            if i > 0 && (dollars.len() - i) % 3 == 0 {
+            if i > 0 && (dollars.len() - i).is_multiple_of(3) {
                 grouped.push(',');
             }
             grouped.push(ch);
@@ -77,8 +77,8 @@ mod tests {
     fn displays_dollars_with_grouping() {
         assert_eq!(Cents(0).to_string(), "$0.00");
         assert_eq!(Cents(5).to_string(), "$0.05");
-        assert_eq!(Cents(123_456_78).to_string(), "$123,456.78");
-        assert_eq!(Cents(-1_000_00).to_string(), "-$1,000.00");
+        assert_eq!(Cents(12_345_678).to_string(), "$123,456.78");
+        assert_eq!(Cents(-100_000).to_string(), "-$1,000.00");
     }
 
     #[test]

@@ -108,9 +108,7 @@ impl Offering {
     /// How much GPU one unit of this offering is.
     pub fn gpus_per_unit(&self) -> GpuSevenths {
         match (self.grain, self.mig_profile) {
-            (Grain::Node, _) => {
-                GpuSevenths::whole_gpus(i64::from(self.gpu_model.gpus_per_node()))
-            }
+            (Grain::Node, _) => GpuSevenths::whole_gpus(i64::from(self.gpu_model.gpus_per_node())),
             (Grain::Gpu, _) => GpuSevenths::whole_gpus(1),
             (Grain::Mig, Some(profile)) => GpuSevenths(i64::from(profile.slices())),
             (Grain::Mig, None) => GpuSevenths(1),

@@ -94,21 +94,12 @@ struct Candidate<'a> {
 
 /// All the units the request could get in its window, best-fit first, at most `limit` of them.
 /// Each unit is a list of GPU pieces (a node unit has one piece per GPU).
-fn units(
-    gpus: &[GpuSlot],
-    holds: &[Hold],
-    request: &Request,
-    limit: u32,
-) -> Vec<Vec<Placed>> {
+fn units(gpus: &[GpuSlot], holds: &[Hold], request: &Request, limit: u32) -> Vec<Vec<Placed>> {
     let busy = occupancy(holds, &request.window);
     // Group eligible GPUs by fabric domain, then node. BTreeMaps keep everything deterministic.
     let mut domains: BTreeMap<i64, BTreeMap<i64, Vec<Candidate>>> = BTreeMap::new();
     for slot in gpus.iter().filter(|g| g.gpu_model == request.gpu_model) {
-        let free = if slot.schedulable {
-            slot.full_mask() & !busy.get(&slot.gpu_id).copied().unwrap_or(0)
-        } else {
-            0
-        };
+        let free = if slot.schedulable { slot.full_mask() & !busy.get(&slot.gpu_id).copied().unwrap_or(0) } else { 0 };
         domains
             .entry(slot.fabric_domain_id)
             .or_default()
@@ -145,10 +136,15 @@ fn units(
                 let better = match &best {
                     None => true,
                     Some(b) => {
-                        let fits = found.len() >= limit as usize;
-                        let best_fits = b.len() >= limit as usize;
-                        (fits && (!best_fits || found.len() < b.len()))
-                            || (!fits && !best_fits && found.len() > b.len())
+                        let want = limit as usize;
+                        match (found.len() >= want, b.len() >= want) {
+                            // Both fit: the tighter one wins.
+                            (true, true) => found.len() < b.len(),
+                            (true, false) => true,
+                            (false, true) => false,
+                            // Neither fits: the larger one, so the error says the most available.
+                            (false, false) => found.len() > b.len(),
+                        }
                     }
                 };
                 if better {
@@ -169,12 +165,7 @@ fn node_units(nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32) -> Vec<Vec<Plac
         .take(limit as usize)
         .map(|(&node_id, gpus)| {
             gpus.iter()
-                .map(|c| Placed {
-                    node_id,
-                    gpu_id: c.slot.gpu_id,
-                    slice_lo: 0,
-                    slice_hi: c.slot.slice_count(),
-                })
+                .map(|c| Placed { node_id, gpu_id: c.slot.gpu_id, slice_lo: 0, slice_hi: c.slot.slice_count() })
                 .collect()
         })
         .collect()
@@ -206,12 +197,7 @@ fn gpu_units(nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32) -> Vec<Vec<Place
             if out.len() >= limit as usize {
                 return out;
             }
-            out.push(vec![Placed {
-                node_id,
-                gpu_id: c.slot.gpu_id,
-                slice_lo: 0,
-                slice_hi: c.slot.slice_count(),
-            }]);
+            out.push(vec![Placed { node_id, gpu_id: c.slot.gpu_id, slice_lo: 0, slice_hi: c.slot.slice_count() }]);
         }
     }
     out

@@ -42,11 +42,9 @@ impl Engine {
 
     /// Signs in as a seeded user without a password (demo mode only; the caller checks the mode).
     pub async fn demo_sign_in(&self, email: &str, now: DateTime<Utc>) -> EngineResult<Identity> {
-        let who = self
-            .store
-            .identity_by_email(email.trim())
-            .await?
-            .ok_or_else(|| EngineError::invalid("email", format!("no demo user `{}`; pick one from the list", email.trim())))?;
+        let who = self.store.identity_by_email(email.trim()).await?.ok_or_else(|| {
+            EngineError::invalid("email", format!("no demo user `{}`; pick one from the list", email.trim()))
+        })?;
         self.store.record_sign_in(who.user_id, now).await?;
         Ok(who)
     }

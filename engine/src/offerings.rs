@@ -12,9 +12,8 @@ impl Engine {
     /// The reservations of the caller's own tenant (the tenant comes from the identity, never
     /// from the request).
     pub async fn reservations(&self, who: &Identity) -> EngineResult<Vec<Reservation>> {
-        let tenant_id = who
-            .tenant_id()
-            .ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
+        let tenant_id =
+            who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
         self.store.list_reservations(tenant_id).await
     }
 }

@@ -16,8 +16,7 @@ use tenantry_domain::offering::Bounds;
 use tenantry_domain::placement::Placed;
 use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
 use tenantry_domain::{
-    Cents, GpuModel, Grain, Health, MigProfile, NodeState, Offering, ReservationOptions, ReservationState, Role,
-    Window,
+    Cents, GpuModel, Grain, Health, MigProfile, NodeState, Offering, ReservationOptions, ReservationState, Role, Window,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,12 +41,30 @@ pub struct SeedSummary {
     pub allocations: usize,
 }
 
-/// The seeded users: email, name, tenant slug, role, admin.
-pub const DEMO_USERS: [(&str, &str, Option<&str>, Option<Role>, bool); 4] = [
-    ("lead@acme.example", "Ada Lead", Some("acme"), Some(Role::Lead), false),
-    ("member@acme.example", "Max Member", Some("acme"), Some(Role::Member), false),
-    ("lead@globex.example", "Grace Lead", Some("globex"), Some(Role::Lead), false),
-    ("admin@tenantry.example", "Pat Admin", None, None, true),
+/// A seeded user.
+#[derive(Debug, Clone, Copy)]
+pub struct DemoUser {
+    pub email: &'static str,
+    pub name: &'static str,
+    pub tenant: Option<&'static str>,
+    pub role: Option<Role>,
+    pub is_admin: bool,
+}
+
+const fn demo_user(
+    email: &'static str,
+    name: &'static str,
+    tenant: Option<&'static str>,
+    role: Option<Role>,
+) -> DemoUser {
+    DemoUser { email, name, tenant, role, is_admin: tenant.is_none() }
+}
+
+pub const DEMO_USERS: [DemoUser; 4] = [
+    demo_user("lead@acme.example", "Ada Lead", Some("acme"), Some(Role::Lead)),
+    demo_user("member@acme.example", "Max Member", Some("acme"), Some(Role::Member)),
+    demo_user("lead@globex.example", "Grace Lead", Some("globex"), Some(Role::Lead)),
+    demo_user("admin@tenantry.example", "Pat Admin", None, None),
 ];
 
 const DEMO_TENANTS: [(&str, &str); 2] = [("acme", "Acme Research"), ("globex", "Globex AI")];
@@ -444,10 +461,12 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     for (slug, name) in DEMO_TENANTS {
         tenant_ids.push((slug, store.insert_tenant(slug, name, now).await?));
     }
-    for (email, name, tenant, role, is_admin) in DEMO_USERS {
-        let tenant_id = tenant.and_then(|slug| tenant_ids.iter().find(|(s, _)| *s == slug).map(|(_, id)| *id));
-        let user_id = store.insert_user(&NewUser { email, name, tenant_id, role, is_admin }, now).await?;
-        if let (Some(tenant_id), Some(Role::Lead)) = (tenant_id, role) {
+    for user in DEMO_USERS {
+        let tenant_id = user.tenant.and_then(|slug| tenant_ids.iter().find(|(s, _)| *s == slug).map(|(_, id)| *id));
+        let new_user =
+            NewUser { email: user.email, name: user.name, tenant_id, role: user.role, is_admin: user.is_admin };
+        let user_id = store.insert_user(&new_user, now).await?;
+        if let (Some(tenant_id), Some(Role::Lead)) = (tenant_id, user.role) {
             bookers.push(Booker { tenant_id, user_id });
         }
     }

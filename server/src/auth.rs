@@ -32,9 +32,7 @@ impl FromRequestParts<AppState> for Caller {
             let identity = state.engine.identity_for_token(token, chrono::Utc::now()).await?;
             return identity.map(Caller).ok_or_else(ApiError::unauthenticated);
         }
-        let session = Session::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiError::unauthenticated())?;
+        let session = Session::from_request_parts(parts, state).await.map_err(|_| ApiError::unauthenticated())?;
         let user_id = session.get::<i64>(SESSION_USER_KEY).await.map_err(|e| {
             tracing::error!(error = %e, "session store unavailable");
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "sessions are unavailable; try again")

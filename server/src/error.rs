@@ -51,18 +51,19 @@ impl From<EngineError> for ApiError {
     fn from(err: EngineError) -> Self {
         match err {
             EngineError::NotFound(what) => ApiError::not_found(what),
-            EngineError::Invalid { field, message } => ApiError {
-                status: StatusCode::UNPROCESSABLE_ENTITY,
-                code: "invalid",
-                message,
-                field: Some(field),
-            },
+            EngineError::Invalid { field, message } => {
+                ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, code: "invalid", message, field: Some(field) }
+            }
             EngineError::Conflict(message) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
             EngineError::Forbidden(message) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
             EngineError::Unauthenticated => ApiError::unauthenticated(),
             EngineError::Store(_) | EngineError::Migrate(_) => {
                 tracing::error!(error = %err, "internal error");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "something went wrong on our side; try again")
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "something went wrong on our side; try again",
+                )
             }
         }
     }

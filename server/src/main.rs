@@ -91,7 +91,8 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         .build();
     let state = AppState { engine: engine.clone(), leptos, settings: Arc::new(PortalSettings { demo: args.demo }) };
     let app = build_router(state, session_store, secure);
-    let listener = tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     tracing::info!("listening on http://{}", args.addr);
     axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown(shutdown_signal())

@@ -23,4 +23,5 @@ pub fn PageHeader(#[prop(into)] title: String, #[prop(optional, into)] subtitle:
 }
 
 /// Shared look of a white card.
-pub const CARD: &str = "rounded-lg border border-slate-200 bg-white p-4 shadow-sm dark:border-slate-800 dark:bg-slate-900";
+pub const CARD: &str =
+    "rounded-lg border border-slate-200 bg-white p-4 shadow-sm dark:border-slate-800 dark:bg-slate-900";

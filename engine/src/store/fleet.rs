@@ -175,8 +175,7 @@ impl Store {
                 .bind(now)
                 .fetch_one(&mut *tx)
                 .await?;
-                let mut builder =
-                    sqlx::QueryBuilder::<Db>::new("insert into gpu (node_id, gpu_index, mig_enabled) ");
+                let mut builder = sqlx::QueryBuilder::<Db>::new("insert into gpu (node_id, gpu_index, mig_enabled) ");
                 builder.push_values(0..node.gpu_count, |mut row, index| {
                     row.push_bind(node_id).push_bind(i64::from(index)).push_bind(node.mig_enabled);
                 });

@@ -85,17 +85,15 @@ impl Store {
 
     pub async fn identity_by_user_id(&self, user_id: i64) -> EngineResult<Option<Identity>> {
         let sql = format!("{IDENTITY_SELECT} where u.user_id = $1");
-        let row = on_pool!(self, |pool| {
-            sqlx::query_as::<_, IdentityRow>(&sql).bind(user_id).fetch_optional(pool).await?
-        });
+        let row =
+            on_pool!(self, |pool| sqlx::query_as::<_, IdentityRow>(&sql).bind(user_id).fetch_optional(pool).await?);
         Ok(row.map(Identity::from))
     }
 
     pub async fn identity_by_email(&self, email: &str) -> EngineResult<Option<Identity>> {
         let sql = format!("{IDENTITY_SELECT} where lower(u.email) = lower($1)");
-        let row = on_pool!(self, |pool| {
-            sqlx::query_as::<_, IdentityRow>(&sql).bind(email).fetch_optional(pool).await?
-        });
+        let row =
+            on_pool!(self, |pool| sqlx::query_as::<_, IdentityRow>(&sql).bind(email).fetch_optional(pool).await?);
         Ok(row.map(Identity::from))
     }
 
@@ -141,11 +139,7 @@ impl Store {
 
     /// The identity behind a live (unrevoked) token. Its last-used time is refreshed at most once
     /// a minute, so a busy API client does not turn every read into a write.
-    pub async fn identity_by_token_hash(
-        &self,
-        token_hash: &str,
-        now: DateTime<Utc>,
-    ) -> EngineResult<Option<Identity>> {
+    pub async fn identity_by_token_hash(&self, token_hash: &str, now: DateTime<Utc>) -> EngineResult<Option<Identity>> {
         let found = on_pool!(self, |pool| {
             sqlx::query_as::<_, (i64, i64, Option<DateTime<Utc>>)>(
                 "select api_token_id, user_id, last_used_at from api_token

@@ -27,11 +27,7 @@ struct OfferingRow {
 }
 
 fn bounds(min: i64, max: i64, default: i64) -> Option<Bounds> {
-    Some(Bounds {
-        min: u32::try_from(min).ok()?,
-        max: u32::try_from(max).ok()?,
-        default: u32::try_from(default).ok()?,
-    })
+    Some(Bounds { min: u32::try_from(min).ok()?, max: u32::try_from(max).ok()?, default: u32::try_from(default).ok()? })
 }
 
 impl OfferingRow {

@@ -7,10 +7,6 @@ use sqlx::PgPool;
 use std::time::Duration;
 
 pub(super) async fn connect(url: &str) -> EngineResult<PgPool> {
-    let pool = PgPoolOptions::new()
-        .max_connections(16)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(url)
-        .await?;
+    let pool = PgPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(10)).connect(url).await?;
     Ok(pool)
 }

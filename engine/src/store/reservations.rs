@@ -177,7 +177,8 @@ impl Store {
 
     /// How many nodes the fleet has; zero means the database has never been seeded.
     pub async fn count_nodes(&self) -> EngineResult<i64> {
-        let n = on_pool!(self, |pool| sqlx::query_scalar::<_, i64>("select count(*) from node").fetch_one(pool).await?);
+        let n =
+            on_pool!(self, |pool| sqlx::query_scalar::<_, i64>("select count(*) from node").fetch_one(pool).await?);
         Ok(n)
     }
 

@@ -18,12 +18,9 @@ pub(super) async fn connect(url: &str) -> EngineResult<SqlitePool> {
         .foreign_keys(true);
     if let Some(parent) = options.get_filename().parent() {
         if !parent.as_os_str().is_empty() {
-            std::fs::create_dir_all(parent).map_err(|e| sqlx::Error::Io(e))?;
+            std::fs::create_dir_all(parent).map_err(sqlx::Error::Io)?;
         }
     }
-    let pool = SqlitePoolOptions::new()
-        .max_connections(8)
-        .connect_with(options)
-        .await?;
+    let pool = SqlitePoolOptions::new().max_connections(8).connect_with(options).await?;
     Ok(pool)
 }

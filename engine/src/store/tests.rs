@@ -61,8 +61,10 @@ store_test!(seed_creates_the_demo_world, |store: Store| async move {
     let offerings = engine.store.list_offerings().await.unwrap();
     let ids: Vec<_> = offerings.iter().map(|o| o.id.as_str()).collect();
     assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb"]);
-    for (email, ..) in DEMO_USERS {
-        assert!(engine.store.identity_by_email(email).await.unwrap().is_some(), "{email}");
+    for user in DEMO_USERS {
+        let found = engine.store.identity_by_email(user.email).await.unwrap().expect(user.email);
+        assert_eq!(found.is_admin, user.is_admin);
+        assert_eq!(found.role, user.role);
     }
     let acme = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let mine = engine.store.list_reservations(acme.tenant_id().unwrap()).await.unwrap();

@@ -241,6 +241,9 @@ mod tests {
         let failed_h100 = FleetFilter { state: "failed".into(), ..h100 };
         assert_eq!(nodes.iter().filter(|n| failed_h100.matches(n)).count(), 1);
         let text = FleetFilter { text: "  EU-WEST ".into(), ..FleetFilter::default() };
-        assert_eq!(nodes.iter().filter(|n| text.matches(n)).map(|n| n.hostname.as_str()).collect::<Vec<_>>(), ["a100-1"]);
+        assert_eq!(
+            nodes.iter().filter(|n| text.matches(n)).map(|n| n.hostname.as_str()).collect::<Vec<_>>(),
+            ["a100-1"]
+        );
     }
 }

@@ -1,0 +1,63 @@
+import { expect, test } from '@playwright/test';
+import { hydrated, signIn } from './helpers';
+
+test('an admin signs in, opens the fleet and filters it as they type', async ({ page }) => {
+  await signIn(page, 'admin@tenantry.example');
+  await page.getByRole('link', { name: 'Admin' }).click();
+  await expect(page).toHaveURL(/\/admin\/fleet$/);
+  await expect(page.getByRole('heading', { name: 'Fleet', level: 1 })).toBeVisible();
+
+  const rows = page.getByTestId('fleet-node');
+  await expect(rows).toHaveCount(40);
+  await expect(page.getByRole('heading', { name: 'Region us-east-1' })).toBeVisible();
+  await expect(page.getByRole('heading', { name: 'Region eu-west-1' })).toBeVisible();
+  await expect(page.getByTestId('fleet-count')).toHaveText('Showing 40 of 40 nodes');
+
+  // Typing filters without submitting the form: only the hydrated app can do that.
+  await hydrated(page);
+  await page.getByTestId('fleet-search').pressSequentially('a100');
+  await expect(page.getByTestId('fleet-count')).toHaveText('Showing 10 of 40 nodes');
+  await expect(rows).toHaveCount(10);
+  await expect(page).toHaveURL(/\/admin\/fleet$/);
+  for (const host of await rows.locator('th').allTextContents()) {
+    expect(host).toMatch(/^a100-/);
+  }
+
+  // The keyboard reaches the state filter and changes it.
+  await page.getByTestId('fleet-search').fill('');
+  await page.getByTestId('fleet-state').focus();
+  await page.getByTestId('fleet-state').selectOption('failed');
+  const failed = await rows.count();
+  expect(failed).toBeLessThan(40);
+  await expect(page.getByTestId('fleet-count')).toHaveText(`Showing ${failed} of 40 nodes`);
+});
+
+test('the fleet filter also works as a plain form, before any script runs', async ({ browser }) => {
+  const context = await browser.newContext({ javaScriptEnabled: false });
+  const page = await context.newPage();
+  await page.goto('/sign-in');
+  await page.getByRole('button', { name: 'Sign in as admin@tenantry.example' }).click();
+  await page.goto('/admin/fleet?model=L40S-48GB');
+  await expect(page.getByTestId('fleet-node')).toHaveCount(10);
+  await expect(page.getByTestId('fleet-count')).toHaveText('Showing 10 of 40 nodes');
+  await context.close();
+});
+
+test('a team lead sees the team pages but not the admin area', async ({ page }) => {
+  await signIn(page, 'lead@acme.example');
+  const nav = page.getByRole('navigation', { name: 'Main' });
+  await expect(nav.getByRole('link', { name: 'Availability' })).toBeVisible();
+  await expect(nav.getByRole('link', { name: 'Admin' })).toHaveCount(0);
+
+  await nav.getByRole('link', { name: 'Reservations' }).click();
+  await expect(page.getByRole('heading', { name: 'Reservations', level: 1 })).toBeVisible();
+  await expect(page.getByRole('row').nth(1)).toBeVisible();
+
+  const response = await page.goto('/admin/fleet');
+  expect(response?.status()).toBe(403);
+  await expect(page.getByRole('alert')).toContainText('platform admin');
+
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await expect(page).toHaveURL(/\/sign-in$/);
+  await expect(page.getByRole('link', { name: 'Sign in', exact: true })).toBeVisible();
+});

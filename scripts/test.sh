@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every check and test: formatting and lints, the Rust tests on SQLite and PostgreSQL, and
+# the Playwright end-to-end suite in Debian's Chromium. Installs and starts what it needs.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+cd "$ROOT"
+bootstrap_test
+
+say "formatting"
+cargo fmt --all --check
+leptosfmt --check app/src >/dev/null
+
+say "lints"
+cargo clippy --all-targets --locked -- -D warnings
+
+say "dropping test databases left by earlier runs"
+psql "$TENANTRY_TEST_POSTGRES_URL" -Atqc \
+  "select 'drop database if exists \"' || datname || '\";' from pg_database where datname like 'tenantry_test%'" \
+  | psql "$TENANTRY_TEST_POSTGRES_URL" -q >/dev/null
+rm -rf "${TMPDIR:-/tmp}/tenantry-tests"
+
+say "Rust tests (SQLite and PostgreSQL)"
+cargo test --locked
+
+say "building the site for the end-to-end tests"
+cargo leptos build
+
+say "end-to-end tests (Playwright, Chromium)"
+(cd end2end && npx playwright test)
