@@ -13,7 +13,9 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
     }
     let action = match &error {
         AppError::Unauthenticated => Some(view! {
-            <a href="/sign-in" class="font-medium text-indigo-700 underline dark:text-indigo-300">"Sign in"</a>
+            <a href="/sign-in" class="font-medium text-indigo-700 underline dark:text-indigo-300">
+                "Sign in"
+            </a>
         }),
         _ => None,
     };

@@ -37,10 +37,7 @@ pub fn Layout(children: Children) -> impl IntoView {
             })}
         </Suspense>
         <header class="border-b border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900">
-            <nav
-                aria-label="Main"
-                class="mx-auto flex max-w-7xl flex-wrap items-center gap-x-2 gap-y-2 px-4 py-3"
-            >
+            <nav aria-label="Main" class="mx-auto flex max-w-7xl flex-wrap items-center gap-x-2 gap-y-2 px-4 py-3">
                 <A href="/" attr:class="mr-4 flex items-center gap-2 text-lg font-semibold tracking-tight">
                     <span aria-hidden="true" class="inline-block h-6 w-6 rounded bg-indigo-600"></span>
                     "Tenantry"
@@ -52,12 +49,31 @@ pub fn Layout(children: Children) -> impl IntoView {
                             let admin = user.is_admin;
                             view! {
                                 <ul class="flex flex-wrap items-center gap-1">
-                                    <li><A href="/availability" attr:class=nav_link>"Availability"</A></li>
-                                    <li><A href="/reservations" attr:class=nav_link>"Reservations"</A></li>
-                                    <li><A href="/chargeback" attr:class=nav_link>"Chargeback"</A></li>
-                                    {admin.then(|| view! {
-                                        <li><A href="/admin/fleet" attr:class=nav_link>"Admin"</A></li>
-                                    })}
+                                    <li>
+                                        <A href="/availability" attr:class=nav_link>
+                                            "Availability"
+                                        </A>
+                                    </li>
+                                    <li>
+                                        <A href="/reservations" attr:class=nav_link>
+                                            "Reservations"
+                                        </A>
+                                    </li>
+                                    <li>
+                                        <A href="/chargeback" attr:class=nav_link>
+                                            "Chargeback"
+                                        </A>
+                                    </li>
+                                    {admin
+                                        .then(|| {
+                                            view! {
+                                                <li>
+                                                    <A href="/admin/fleet" attr:class=nav_link>
+                                                        "Admin"
+                                                    </A>
+                                                </li>
+                                            }
+                                        })}
                                 </ul>
                             }
                         })
@@ -68,11 +84,17 @@ pub fn Layout(children: Children) -> impl IntoView {
                         {move || Suspend::new(async move {
                             match session.await.ok().and_then(|s| s.user) {
                                 Some(user) => view! { <UserMenu user /> }.into_any(),
-                                None => view! {
-                                    <a href="/sign-in" class="rounded-md bg-indigo-600 px-3 py-2 font-medium text-white hover:bg-indigo-500">
-                                        "Sign in"
-                                    </a>
-                                }.into_any(),
+                                None => {
+                                    view! {
+                                        <a
+                                            href="/sign-in"
+                                            class="rounded-md bg-indigo-600 px-3 py-2 font-medium text-white hover:bg-indigo-500"
+                                        >
+                                            "Sign in"
+                                        </a>
+                                    }
+                                        .into_any()
+                                }
                             }
                         })}
                     </Suspense>
@@ -107,7 +129,9 @@ fn UserMenu(user: tenantry_domain::Identity) -> impl IntoView {
     };
     view! {
         <div class="text-right leading-tight">
-            <div class="font-medium" data-testid="signed-in-as">{user.email.clone()}</div>
+            <div class="font-medium" data-testid="signed-in-as">
+                {user.email.clone()}
+            </div>
             <div class="text-xs text-slate-500 dark:text-slate-400">{team}</div>
         </div>
         <form method="post" action="/auth/logout">

@@ -11,15 +11,20 @@ pub fn AvailabilityPage() -> impl IntoView {
     let catalogue = Resource::new(|| (), |_| offerings());
     view! {
         <PageHeader title="Availability" subtitle="What your team can book, per unit-hour." />
-        <Suspense fallback=|| view! { <p>"Loading offerings…"</p> }>
+        <Suspense fallback=|| {
+            view! { <p>"Loading offerings…"</p> }
+        }>
             {move || Suspend::new(async move {
                 match catalogue.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(list) => view! {
-                        <ul class="grid gap-4 md:grid-cols-2" data-testid="offerings">
-                            {list.into_iter().map(|o| view! { <OfferingCard offering=o /> }).collect_view()}
-                        </ul>
-                    }.into_any(),
+                    Ok(list) => {
+                        view! {
+                            <ul class="grid gap-4 md:grid-cols-2" data-testid="offerings">
+                                {list.into_iter().map(|o| view! { <OfferingCard offering=o /> }).collect_view()}
+                            </ul>
+                        }
+                            .into_any()
+                    }
                 }
             })}
         </Suspense>

@@ -25,8 +25,13 @@ pub fn spend_by_month(reservations: &[Reservation]) -> Vec<(String, Cents, usize
 pub fn ChargebackPage() -> impl IntoView {
     let list = Resource::new(|| (), |_| my_reservations());
     view! {
-        <PageHeader title="Chargeback" subtitle="Reserved spend by month, at the prices locked when each window was booked." />
-        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+        <PageHeader
+            title="Chargeback"
+            subtitle="Reserved spend by month, at the prices locked when each window was booked."
+        />
+        <Suspense fallback=|| {
+            view! { <p>"Loading…"</p> }
+        }>
             {move || Suspend::new(async move {
                 match list.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
@@ -38,23 +43,37 @@ pub fn ChargebackPage() -> impl IntoView {
                                     <caption class="sr-only">"Reserved spend by month"</caption>
                                     <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
                                         <tr>
-                                            <th scope="col" class="px-4 py-2">"Month"</th>
-                                            <th scope="col" class="px-4 py-2 text-right">"Reservations"</th>
-                                            <th scope="col" class="px-4 py-2 text-right">"Reserved spend"</th>
+                                            <th scope="col" class="px-4 py-2">
+                                                "Month"
+                                            </th>
+                                            <th scope="col" class="px-4 py-2 text-right">
+                                                "Reservations"
+                                            </th>
+                                            <th scope="col" class="px-4 py-2 text-right">
+                                                "Reserved spend"
+                                            </th>
                                         </tr>
                                     </thead>
                                     <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
-                                        {months.into_iter().map(|(month, cents, count)| view! {
-                                            <tr>
-                                                <td class="px-4 py-2">{month}</td>
-                                                <td class="px-4 py-2 text-right tabular-nums">{count}</td>
-                                                <td class="px-4 py-2 text-right tabular-nums">{cents.to_string()}</td>
-                                            </tr>
-                                        }).collect_view()}
+                                        {months
+                                            .into_iter()
+                                            .map(|(month, cents, count)| {
+                                                view! {
+                                                    <tr>
+                                                        <td class="px-4 py-2">{month}</td>
+                                                        <td class="px-4 py-2 text-right tabular-nums">{count}</td>
+                                                        <td class="px-4 py-2 text-right tabular-nums">
+                                                            {cents.to_string()}
+                                                        </td>
+                                                    </tr>
+                                                }
+                                            })
+                                            .collect_view()}
                                     </tbody>
                                 </table>
                             </div>
-                        }.into_any()
+                        }
+                            .into_any()
                     }
                 }
             })}

@@ -11,6 +11,8 @@ pub fn NotFound() -> impl IntoView {
     }
     view! {
         <PageHeader title="Page not found" subtitle="There is nothing at this address." />
-        <a href="/" class="font-medium text-indigo-700 underline dark:text-indigo-300">"Go to the start page"</a>
+        <a href="/" class="font-medium text-indigo-700 underline dark:text-indigo-300">
+            "Go to the start page"
+        </a>
     }
 }

@@ -16,42 +16,78 @@ pub fn ReservationsPage() -> impl IntoView {
     let list = Resource::new(|| (), |_| my_reservations());
     view! {
         <PageHeader title="Reservations" subtitle="Your team's windows, latest first. Times are UTC." />
-        <Suspense fallback=|| view! { <p>"Loading reservations…"</p> }>
+        <Suspense fallback=|| {
+            view! { <p>"Loading reservations…"</p> }
+        }>
             {move || Suspend::new(async move {
                 match list.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
                     Ok(items) if items.is_empty() => view! { <p class=CARD>"No reservations yet."</p> }.into_any(),
-                    Ok(items) => view! {
-                        <div class=format!("{CARD} overflow-x-auto p-0")>
-                            <table class="min-w-full text-left text-sm">
-                                <caption class="sr-only">"Reservations"</caption>
-                                <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
-                                    <tr>
-                                        <th scope="col" class="px-4 py-2">"#"</th>
-                                        <th scope="col" class="px-4 py-2">"Offering"</th>
-                                        <th scope="col" class="px-4 py-2">"Qty"</th>
-                                        <th scope="col" class="px-4 py-2">"Window"</th>
-                                        <th scope="col" class="px-4 py-2">"State"</th>
-                                        <th scope="col" class="hidden px-4 py-2 md:table-cell">"Orchestrator"</th>
-                                        <th scope="col" class="px-4 py-2 text-right">"Price"</th>
-                                    </tr>
-                                </thead>
-                                <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
-                                    {items.into_iter().map(|r| view! {
+                    Ok(items) => {
+                        view! {
+                            <div class=format!("{CARD} overflow-x-auto p-0")>
+                                <table class="min-w-full text-left text-sm">
+                                    <caption class="sr-only">"Reservations"</caption>
+                                    <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
                                         <tr>
-                                            <td class="px-4 py-2 tabular-nums">{r.id}</td>
-                                            <td class="px-4 py-2">{r.offering.clone()}</td>
-                                            <td class="px-4 py-2 tabular-nums">{r.quantity}</td>
-                                            <td class="px-4 py-2 whitespace-nowrap">{format!("{} → {}", format_utc(r.start), format_utc(r.end))}</td>
-                                            <td class="px-4 py-2"><ReservationStateBadge state=r.state /></td>
-                                            <td class="hidden px-4 py-2 md:table-cell">{r.options.orchestrator.code()}</td>
-                                            <td class="px-4 py-2 text-right tabular-nums">{r.price_cents.to_string()}</td>
+                                            <th scope="col" class="px-4 py-2">
+                                                "#"
+                                            </th>
+                                            <th scope="col" class="px-4 py-2">
+                                                "Offering"
+                                            </th>
+                                            <th scope="col" class="px-4 py-2">
+                                                "Qty"
+                                            </th>
+                                            <th scope="col" class="px-4 py-2">
+                                                "Window"
+                                            </th>
+                                            <th scope="col" class="px-4 py-2">
+                                                "State"
+                                            </th>
+                                            <th scope="col" class="hidden px-4 py-2 md:table-cell">
+                                                "Orchestrator"
+                                            </th>
+                                            <th scope="col" class="px-4 py-2 text-right">
+                                                "Price"
+                                            </th>
                                         </tr>
-                                    }).collect_view()}
-                                </tbody>
-                            </table>
-                        </div>
-                    }.into_any(),
+                                    </thead>
+                                    <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
+                                        {items
+                                            .into_iter()
+                                            .map(|r| {
+                                                view! {
+                                                    <tr>
+                                                        <td class="px-4 py-2 tabular-nums">{r.id}</td>
+                                                        <td class="px-4 py-2">{r.offering.clone()}</td>
+                                                        <td class="px-4 py-2 tabular-nums">{r.quantity}</td>
+                                                        <td class="px-4 py-2 whitespace-nowrap">
+                                                            {format!(
+                                                                "{} → {}",
+                                                                format_utc(r.start),
+                                                                format_utc(r.end),
+                                                            )}
+                                                        </td>
+                                                        <td class="px-4 py-2">
+                                                            <ReservationStateBadge state=r.state />
+                                                        </td>
+                                                        <td class="hidden px-4 py-2 md:table-cell">
+                                                            {r.options.orchestrator.code()}
+                                                        </td>
+                                                        <td class="px-4 py-2 text-right tabular-nums">
+                                                            {r.price_cents.to_string()}
+                                                        </td>
+                                                    </tr>
+                                                }
+                                            })
+                                            .collect_view()}
+                                    </tbody>
+                                </table>
+                            </div>
+                        }
+                            .into_any()
+                    }
                 }
             })}
         </Suspense>

@@ -58,7 +58,9 @@ pub fn FleetPage() -> impl IntoView {
     let nodes = Resource::new(|| (), |_| fleet_nodes());
     view! {
         <PageHeader title="Fleet" subtitle="Nodes by region and fabric domain." />
-        <Suspense fallback=|| view! { <p>"Loading the fleet…"</p> }>
+        <Suspense fallback=|| {
+            view! { <p>"Loading the fleet…"</p> }
+        }>
             {move || Suspend::new(async move {
                 match nodes.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
@@ -86,7 +88,13 @@ fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>) -> impl Int
             <Stat label="In use" value=count_state(NodeState::InUse).to_string() />
             <Stat label="Failed" value=count_state(NodeState::Failed).to_string() />
         </section>
-        <form method="get" action="/admin/fleet" class=format!("{CARD} mb-6 grid gap-4 sm:grid-cols-4 sm:items-end") role="search" aria-label="Filter nodes">
+        <form
+            method="get"
+            action="/admin/fleet"
+            class=format!("{CARD} mb-6 grid gap-4 sm:grid-cols-4 sm:items-end")
+            role="search"
+            aria-label="Filter nodes"
+        >
             <label class="block text-sm font-medium sm:col-span-2">
                 "Search"
                 <input
@@ -109,7 +117,16 @@ fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>) -> impl Int
                     on:change=move |ev| filter.update(|f| f.model = event_target_value(&ev))
                 >
                     <option value="">"Any model"</option>
-                    {GpuModel::ALL.iter().map(|m| view! { <option value=m.code() selected=filter.with_untracked(|f| f.model == m.code())>{m.display_name()}</option> }).collect_view()}
+                    {GpuModel::ALL
+                        .iter()
+                        .map(|m| {
+                            view! {
+                                <option value=m.code() selected=filter.with_untracked(|f| f.model == m.code())>
+                                    {m.display_name()}
+                                </option>
+                            }
+                        })
+                        .collect_view()}
                 </select>
             </label>
             <label class="block text-sm font-medium">
@@ -122,11 +139,25 @@ fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>) -> impl Int
                     on:change=move |ev| filter.update(|f| f.state = event_target_value(&ev))
                 >
                     <option value="">"Any state"</option>
-                    {NodeState::ALL.iter().map(|s| view! { <option value=s.code() selected=filter.with_untracked(|f| f.state == s.code())>{s.code()}</option> }).collect_view()}
+                    {NodeState::ALL
+                        .iter()
+                        .map(|s| {
+                            view! {
+                                <option value=s.code() selected=filter.with_untracked(|f| f.state == s.code())>
+                                    {s.code()}
+                                </option>
+                            }
+                        })
+                        .collect_view()}
                 </select>
             </label>
             <div class="flex items-center gap-3 sm:col-span-4">
-                <button type="submit" class="rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500">"Apply filters"</button>
+                <button
+                    type="submit"
+                    class="rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500"
+                >
+                    "Apply filters"
+                </button>
                 <p class="text-sm text-slate-600 dark:text-slate-400" aria-live="polite" data-testid="fleet-count">
                     {move || format!("Showing {} of {} nodes", shown(), total)}
                 </p>
@@ -134,18 +165,37 @@ fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>) -> impl Int
         </form>
         {move || {
             let current = filter.get();
-            nodes.with_value(|all| {
-                let groups = group_nodes(all, &current);
-                if groups.is_empty() {
-                    return view! { <p class=CARD>"No nodes match these filters."</p> }.into_any();
-                }
-                groups.into_iter().map(|(region, domains)| view! {
-                    <section class="mb-8" aria-labelledby=format!("region-{region}")>
-                        <h2 id=format!("region-{region}") class="mb-3 text-lg font-semibold">{format!("Region {region}")}</h2>
-                        {domains.into_iter().map(|(domain, nodes)| view! { <DomainTable domain=domain.to_owned() nodes=nodes.into_iter().cloned().collect() /> }).collect_view()}
-                    </section>
-                }).collect_view().into_any()
-            })
+            nodes
+                .with_value(|all| {
+                    let groups = group_nodes(all, &current);
+                    if groups.is_empty() {
+                        return view! { <p class=CARD>"No nodes match these filters."</p> }.into_any();
+                    }
+                    groups
+                        .into_iter()
+                        .map(|(region, domains)| {
+                            view! {
+                                <section class="mb-8" aria-labelledby=format!("region-{region}")>
+                                    <h2 id=format!("region-{region}") class="mb-3 text-lg font-semibold">
+                                        {format!("Region {region}")}
+                                    </h2>
+                                    {domains
+                                        .into_iter()
+                                        .map(|(domain, nodes)| {
+                                            view! {
+                                                <DomainTable
+                                                    domain=domain.to_owned()
+                                                    nodes=nodes.into_iter().cloned().collect()
+                                                />
+                                            }
+                                        })
+                                        .collect_view()}
+                                </section>
+                            }
+                        })
+                        .collect_view()
+                        .into_any()
+                })
         }}
     }
 }
@@ -171,31 +221,57 @@ fn DomainTable(domain: String, nodes: Vec<NodeSummary>) -> impl IntoView {
                 </caption>
                 <thead class="border-y border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
                     <tr>
-                        <th scope="col" class="px-4 py-2">"Node"</th>
-                        <th scope="col" class="hidden px-4 py-2 sm:table-cell">"Rack"</th>
-                        <th scope="col" class="px-4 py-2">"GPUs"</th>
-                        <th scope="col" class="hidden px-4 py-2 md:table-cell">"CPU / memory / NVMe"</th>
-                        <th scope="col" class="px-4 py-2">"State"</th>
-                        <th scope="col" class="px-4 py-2">"Health"</th>
+                        <th scope="col" class="px-4 py-2">
+                            "Node"
+                        </th>
+                        <th scope="col" class="hidden px-4 py-2 sm:table-cell">
+                            "Rack"
+                        </th>
+                        <th scope="col" class="px-4 py-2">
+                            "GPUs"
+                        </th>
+                        <th scope="col" class="hidden px-4 py-2 md:table-cell">
+                            "CPU / memory / NVMe"
+                        </th>
+                        <th scope="col" class="px-4 py-2">
+                            "State"
+                        </th>
+                        <th scope="col" class="px-4 py-2">
+                            "Health"
+                        </th>
                     </tr>
                 </thead>
                 <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
-                    {nodes.into_iter().map(|n| {
-                        let mig = (n.mig_gpus > 0).then(|| format!(" · MIG on {}", n.mig_gpus));
-                        view! {
-                            <tr data-testid="fleet-node">
-                                <th scope="row" class="px-4 py-2 font-mono font-medium">{n.hostname.clone()}</th>
-                                <td class="hidden px-4 py-2 sm:table-cell">{n.rack.clone()}</td>
-                                <td class="px-4 py-2 whitespace-nowrap">{format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}</td>
-                                <td class="hidden px-4 py-2 md:table-cell">{format!("{} cores / {} GB / {} TB", n.cpu_cores, n.memory_gb, n.nvme_tb)}</td>
-                                <td class="px-4 py-2"><NodeStateBadge state=n.state /></td>
-                                <td class="px-4 py-2">
-                                    <HealthBadge health=n.health />
-                                    {n.health_reason.clone().map(|r| view! { <span class="ml-2 text-xs text-slate-500">{r}</span> })}
-                                </td>
-                            </tr>
-                        }
-                    }).collect_view()}
+                    {nodes
+                        .into_iter()
+                        .map(|n| {
+                            let mig = (n.mig_gpus > 0).then(|| format!(" · MIG on {}", n.mig_gpus));
+                            view! {
+                                <tr data-testid="fleet-node">
+                                    <th scope="row" class="px-4 py-2 font-mono font-medium">
+                                        {n.hostname.clone()}
+                                    </th>
+                                    <td class="hidden px-4 py-2 sm:table-cell">{n.rack.clone()}</td>
+                                    <td class="px-4 py-2 whitespace-nowrap">
+                                        {format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}
+                                    </td>
+                                    <td class="hidden px-4 py-2 md:table-cell">
+                                        {format!("{} cores / {} GB / {} TB", n.cpu_cores, n.memory_gb, n.nvme_tb)}
+                                    </td>
+                                    <td class="px-4 py-2">
+                                        <NodeStateBadge state=n.state />
+                                    </td>
+                                    <td class="px-4 py-2">
+                                        <HealthBadge health=n.health />
+                                        {n
+                                            .health_reason
+                                            .clone()
+                                            .map(|r| view! { <span class="ml-2 text-xs text-slate-500">{r}</span> })}
+                                    </td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
                 </tbody>
             </table>
         </div>
