@@ -3,6 +3,7 @@
 //! property tests and it compiles for the browser (wasm) as well as for the server.
 
 pub mod codes;
+pub mod availability;
 pub mod fleet;
 pub mod identity;
 pub mod money;

@@ -34,7 +34,7 @@ impl GpuSlot {
         }
     }
 
-    fn full_mask(&self) -> u8 {
+    pub(crate) fn full_mask(&self) -> u8 {
         (1u16 << self.slice_count()).wrapping_sub(1) as u8
     }
 }
@@ -48,12 +48,29 @@ pub struct Hold {
     pub window: Window,
 }
 
-/// What to place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
+/// The kind of unit an offering sells, as placement needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UnitKind {
     pub gpu_model: GpuModel,
     pub grain: Grain,
     pub mig_profile: Option<MigProfile>,
+}
+
+impl UnitKind {
+    pub fn of(offering: &crate::Offering) -> Self {
+        UnitKind { gpu_model: offering.gpu_model, grain: offering.grain, mig_profile: offering.mig_profile }
+    }
+
+    /// The MIG profile of a `mig` unit (1g.10gb when an offering forgot to say).
+    pub fn profile(&self) -> MigProfile {
+        self.mig_profile.unwrap_or(MigProfile::G1_10)
+    }
+}
+
+/// What to place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub kind: UnitKind,
     pub quantity: u32,
     /// The window including its turnaround buffer.
     pub window: Window,
@@ -80,7 +97,7 @@ fn occupancy<'a>(holds: impl IntoIterator<Item = &'a Hold>, window: &Window) -> 
     busy
 }
 
-fn range_mask(lo: u8, hi: u8) -> u8 {
+pub(crate) fn range_mask(lo: u8, hi: u8) -> u8 {
     let hi_mask = (1u16 << hi).wrapping_sub(1);
     let lo_mask = (1u16 << lo).wrapping_sub(1);
     (hi_mask & !lo_mask) as u8
@@ -98,7 +115,7 @@ fn units(gpus: &[GpuSlot], holds: &[Hold], request: &Request, limit: u32) -> Vec
     let busy = occupancy(holds, &request.window);
     // Group eligible GPUs by fabric domain, then node. BTreeMaps keep everything deterministic.
     let mut domains: BTreeMap<i64, BTreeMap<i64, Vec<Candidate>>> = BTreeMap::new();
-    for slot in gpus.iter().filter(|g| g.gpu_model == request.gpu_model) {
+    for slot in gpus.iter().filter(|g| g.gpu_model == request.kind.gpu_model) {
         let free = if slot.schedulable { slot.full_mask() & !busy.get(&slot.gpu_id).copied().unwrap_or(0) } else { 0 };
         domains
             .entry(slot.fabric_domain_id)
@@ -114,10 +131,10 @@ fn units(gpus: &[GpuSlot], holds: &[Hold], request: &Request, limit: u32) -> Vec
     }
 
     let per_domain = |nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32| -> Vec<Vec<Placed>> {
-        match request.grain {
+        match request.kind.grain {
             Grain::Node => node_units(nodes, limit),
             Grain::Gpu => gpu_units(nodes, limit),
-            Grain::Mig => mig_units(nodes, request.mig_profile.unwrap_or(MigProfile::G1_10), limit),
+            Grain::Mig => mig_units(nodes, request.kind.profile(), limit),
         }
     };
 
@@ -206,7 +223,7 @@ fn gpu_units(nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32) -> Vec<Vec<Place
 /// Valid starts of `profile` whose slices are all free in `free`, taken greedily. NVIDIA's valid
 /// placements of one profile never overlap each other, so greedy is also the maximum; 1g slices
 /// fill from the top so the low starts stay open for larger profiles.
-fn mig_fits(profile: MigProfile, mut free: u8) -> Vec<u8> {
+pub(crate) fn mig_fits(profile: MigProfile, mut free: u8) -> Vec<u8> {
     let mut starts: Vec<u8> = profile.valid_starts().to_vec();
     if profile == MigProfile::G1_10 {
         starts.reverse();
@@ -303,9 +320,7 @@ mod tests {
 
     fn request(grain: Grain, profile: Option<MigProfile>, quantity: u32, placement: Placement) -> Request {
         Request {
-            gpu_model: GpuModel::H100Sxm80,
-            grain,
-            mig_profile: profile,
+            kind: UnitKind { gpu_model: GpuModel::H100Sxm80, grain, mig_profile: profile },
             quantity,
             window: window(1, 5),
             placement,
