@@ -4,6 +4,7 @@
 
 pub mod codes;
 pub mod availability;
+pub mod booking;
 pub mod fleet;
 pub mod identity;
 pub mod money;

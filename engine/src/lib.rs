@@ -3,14 +3,19 @@
 //! and the auth primitives (API tokens). The web layers stay thin: authenticate, validate, make
 //! one engine call, map the result.
 
+pub mod booking;
 pub mod config;
 pub mod error;
 pub mod fleet;
 pub mod identity;
+pub mod index;
 pub mod offerings;
 pub mod seed;
 pub mod store;
 pub mod token;
+
+#[cfg(test)]
+mod booking_tests;
 
 pub use config::EngineConfig;
 pub use error::{EngineError, EngineResult};
@@ -22,10 +27,18 @@ pub use store::Store;
 pub struct Engine {
     pub store: Store,
     pub config: EngineConfig,
+    pub index: index::SharedIndex,
 }
 
 impl Engine {
+    /// An engine over `store` with an empty availability index; call [`Engine::load_index`]
+    /// before serving (the seed does it for the data it writes).
     pub fn new(store: Store, config: EngineConfig) -> Self {
-        Engine { store, config }
+        Engine { store, config, index: Default::default() }
+    }
+
+    /// Rebuilds the availability index from the store.
+    pub async fn load_index(&self) -> EngineResult<()> {
+        self.index.rebuild(&self.store, chrono::Utc::now()).await
     }
 }

@@ -482,6 +482,7 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     let allocations = reservations.iter().map(|r| r.allocations.len()).sum();
     store.insert_reservations(&reservations, now).await?;
     store.mark_nodes_in_use(now).await?;
+    engine.index.rebuild(store, now).await?;
     Ok(SeedSummary { nodes: nodes.len(), gpus, reservations: reservations.len(), allocations })
 }
 

@@ -109,7 +109,9 @@ create table reservation (
     placement text not null,
     workload text not null,
     price_cents integer not null,
+    -- Idempotency-Key of the creating request, and a hash of that request to detect a reused key.
     idempotency_key text,
+    idempotency_fingerprint text,
     created_at text not null,
     updated_at text not null,
     check (end_at > start_at),

@@ -6,7 +6,7 @@ use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::placement::Placed;
-use tenantry_domain::reservation::Reservation;
+use tenantry_domain::reservation::{AllocationView, Reservation};
 use tenantry_domain::{Cents, ReservationOptions, ReservationState, Window};
 
 /// A reservation to write, with the slices it holds.
@@ -198,5 +198,350 @@ impl Store {
             .await?
         });
         Ok(pairs)
+    }
+}
+
+/// The PostgreSQL channel on which a commit announces the GPUs it touched (comma-separated ids).
+pub const ALLOCATION_CHANNEL: &str = "tenantry_allocations";
+
+/// Inside a write transaction on PostgreSQL, announces the GPUs of a reservation to the other
+/// instances (NOTIFY is delivered at commit, so nobody hears of a rolled-back change). SQLite runs
+/// one instance and needs no announcement.
+macro_rules! notify_reservation_gpus {
+    ($store:expr, $tx:ident, $reservation_id:expr) => {
+        if $store.backend() == super::Backend::Postgres {
+            sqlx::query(
+                "select pg_notify($1, coalesce((select string_agg(gpu_id::text, ',')
+                                                 from allocation where reservation_id = $2), ''))",
+            )
+            .bind(ALLOCATION_CHANNEL)
+            .bind($reservation_id)
+            .execute(&mut *$tx)
+            .await?;
+        }
+    };
+}
+
+/// Whether an error is the database refusing an overlapping allocation: PostgreSQL's exclusion
+/// violation (or a deadlock between two such inserts), or SQLite's trigger.
+pub fn is_overlap(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("23P01") | Some("40P01")) || db.message().contains("allocation_overlap")
+        }
+        _ => false,
+    }
+}
+
+/// Whether an error is the (tenant, idempotency key) uniqueness.
+fn is_idempotency_clash(err: &sqlx::Error) -> bool {
+    super::is_unique_violation(err)
+        && matches!(err, sqlx::Error::Database(db) if db.message().contains("idempotency_key") || db.constraint().is_some_and(|c| c.contains("idempotency")))
+}
+
+/// A live allocation that stands in a booking's way, for the 409 message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Clash {
+    pub node: String,
+    pub gpu_index: i64,
+    pub slice_lo: i64,
+    pub slice_hi: i64,
+    pub start: DateTime<Utc>,
+    pub hold_until: DateTime<Utc>,
+}
+
+/// What `insert_booking` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inserted {
+    Created(i64),
+    /// The idempotency key was used before: the earlier reservation and its request fingerprint.
+    Replayed { reservation_id: i64, fingerprint: Option<String> },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ReservationFilter {
+    pub state: Option<ReservationState>,
+    pub offering: Option<String>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+const RESERVATION_SELECT: &str = "select r.reservation_id, t.slug as tenant_slug, u.email as requested_by,
+        r.offering_id, r.quantity, r.start_at, r.end_at, r.state, r.orchestrator, r.cuda_driver,
+        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.created_at
+    from reservation r
+    join tenant t on t.tenant_id = r.tenant_id
+    join app_user u on u.user_id = r.requested_by";
+
+impl Store {
+    /// Live holds (allocations with their turnaround) ending after `since`, on some GPUs or all.
+    pub async fn live_holds(
+        &self,
+        gpu_ids: Option<&[i64]>,
+        since: DateTime<Utc>,
+    ) -> EngineResult<Vec<tenantry_domain::placement::Hold>> {
+        let rows: Vec<(i64, i64, i64, DateTime<Utc>, DateTime<Utc>)> = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select gpu_id, slice_lo, slice_hi, start_at, hold_until from allocation where live and hold_until > ",
+            );
+            q.push_bind(since);
+            if let Some(ids) = gpu_ids {
+                q.push(" and gpu_id in (");
+                let mut list = q.separated(", ");
+                for id in ids {
+                    list.push_bind(*id);
+                }
+                q.push(")");
+            }
+            q.build_query_as().fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(gpu_id, lo, hi, start, hold_until)| tenantry_domain::placement::Hold {
+                gpu_id,
+                slice_lo: lo as u8,
+                slice_hi: hi as u8,
+                window: Window { start, end: hold_until },
+            })
+            .collect())
+    }
+
+    /// Writes one reservation and its allocations in one transaction. The database refuses an
+    /// overlap (see [`is_overlap`]); a reused idempotency key returns the earlier reservation.
+    pub async fn insert_booking(
+        &self,
+        r: &NewReservation,
+        idempotency: Option<(&str, &str)>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Inserted> {
+        let (key, fingerprint) = idempotency.unzip();
+        let result: Result<i64, sqlx::Error> = async {
+            let id = write_tx!(self, |tx| {
+                let id: i64 = sqlx::query_scalar(
+                    "insert into reservation (tenant_id, requested_by, offering_id, quantity, start_at, end_at,
+                        state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement, workload,
+                        price_cents, idempotency_key, idempotency_fingerprint, created_at, updated_at)
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)
+                     returning reservation_id",
+                )
+                .bind(r.tenant_id)
+                .bind(r.requested_by)
+                .bind(&r.offering_id)
+                .bind(i64::from(r.quantity))
+                .bind(r.window.start)
+                .bind(r.window.end)
+                .bind(r.state.code())
+                .bind(r.options.orchestrator.code())
+                .bind(&r.options.cuda_driver)
+                .bind(i64::from(r.options.host_memory_gb))
+                .bind(i64::from(r.options.storage_tb))
+                .bind(r.options.placement.code())
+                .bind(r.options.workload.code())
+                .bind(r.price.0)
+                .bind(key)
+                .bind(fingerprint)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+                let mut builder = sqlx::QueryBuilder::<Db>::new(
+                    "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id,
+                        slice_lo, slice_hi, start_at, end_at, hold_until, live) ",
+                );
+                builder.push_values(&r.allocations, |mut row, p| {
+                    row.push_bind(id)
+                        .push_bind(r.tenant_id)
+                        .push_bind("reservation")
+                        .push_bind(p.node_id)
+                        .push_bind(p.gpu_id)
+                        .push_bind(i64::from(p.slice_lo))
+                        .push_bind(i64::from(p.slice_hi))
+                        .push_bind(r.window.start)
+                        .push_bind(r.window.end)
+                        .push_bind(r.hold_until)
+                        .push_bind(true);
+                });
+                builder.build().execute(&mut *tx).await?;
+                notify_reservation_gpus!(self, tx, id);
+                id
+            });
+            Ok(id)
+        }
+        .await;
+        match result {
+            Ok(id) => Ok(Inserted::Created(id)),
+            Err(err) if key.is_some() && is_idempotency_clash(&err) => {
+                let earlier = on_pool!(self, |pool| {
+                    sqlx::query_as::<_, (i64, Option<String>)>(
+                        "select reservation_id, idempotency_fingerprint from reservation
+                         where tenant_id = $1 and idempotency_key = $2",
+                    )
+                    .bind(r.tenant_id)
+                    .bind(key)
+                    .fetch_one(pool)
+                    .await?
+                });
+                Ok(Inserted::Replayed { reservation_id: earlier.0, fingerprint: earlier.1 })
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Live allocations overlapping `[start, hold_until)` on the slices of `pieces`.
+    pub async fn clashes(
+        &self,
+        pieces: &[Placed],
+        start: DateTime<Utc>,
+        hold_until: DateTime<Utc>,
+        except_reservation: Option<i64>,
+    ) -> EngineResult<Vec<Clash>> {
+        let mut out = Vec::new();
+        for p in pieces {
+            let rows = on_pool!(self, |pool| {
+                sqlx::query_as::<_, (String, i64, i64, i64, DateTime<Utc>, DateTime<Utc>)>(
+                    "select n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, a.start_at, a.hold_until
+                     from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
+                     where a.live and a.gpu_id = $1 and a.slice_lo < $2 and $3 < a.slice_hi
+                       and a.start_at < $4 and $5 < a.hold_until
+                       and ($6 is null or a.reservation_id is null or a.reservation_id <> $6)
+                     order by a.start_at",
+                )
+                .bind(p.gpu_id)
+                .bind(i64::from(p.slice_hi))
+                .bind(i64::from(p.slice_lo))
+                .bind(hold_until)
+                .bind(start)
+                .bind(except_reservation)
+                .fetch_all(pool)
+                .await?
+            });
+            out.extend(rows.into_iter().map(|(node, gpu_index, slice_lo, slice_hi, start, hold_until)| Clash {
+                node,
+                gpu_index,
+                slice_lo,
+                slice_hi,
+                start,
+                hold_until,
+            }));
+        }
+        out.dedup();
+        Ok(out)
+    }
+
+    /// One of a tenant's reservations; `None` when it does not exist or belongs to another tenant.
+    pub async fn reservation(&self, tenant_id: i64, reservation_id: i64) -> EngineResult<Option<Reservation>> {
+        let sql = format!("{RESERVATION_SELECT} where r.tenant_id = $1 and r.reservation_id = $2");
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, ReservationRow>(&sql).bind(tenant_id).bind(reservation_id).fetch_optional(pool).await?
+        });
+        Ok(row.and_then(ReservationRow::into_reservation))
+    }
+
+    /// The slices a reservation holds (live or not), node and GPU order.
+    pub async fn reservation_allocations(&self, reservation_id: i64) -> EngineResult<Vec<(i64, AllocationView)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, String, i64, i64, i64)>(
+                "select a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi
+                 from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
+                 where a.reservation_id = $1 order by n.hostname, g.gpu_index, a.slice_lo",
+            )
+            .bind(reservation_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(gpu_id, node, gpu_index, lo, hi)| {
+                (gpu_id, AllocationView { node, gpu_index: gpu_index as u32, slice_lo: lo as u8, slice_hi: hi as u8 })
+            })
+            .collect())
+    }
+
+    /// A tenant's reservations matching `filter`, latest start first.
+    pub async fn find_reservations(&self, tenant_id: i64, filter: &ReservationFilter) -> EngineResult<Vec<Reservation>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(RESERVATION_SELECT);
+            q.push(" where r.tenant_id = ").push_bind(tenant_id);
+            if let Some(state) = filter.state {
+                q.push(" and r.state = ").push_bind(state.code());
+            }
+            if let Some(offering) = &filter.offering {
+                q.push(" and r.offering_id = ").push_bind(offering.clone());
+            }
+            if let Some(from) = filter.from {
+                q.push(" and r.end_at > ").push_bind(from);
+            }
+            if let Some(to) = filter.to {
+                q.push(" and r.start_at < ").push_bind(to);
+            }
+            q.push(" order by r.start_at desc, r.reservation_id desc");
+            q.build_query_as::<ReservationRow>().fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().filter_map(ReservationRow::into_reservation).collect())
+    }
+
+    /// Moves a reservation's end (and its allocations' end and turnaround) and re-prices it, in
+    /// one transaction. The database refuses an extension that would overlap another hold.
+    pub async fn change_end(
+        &self,
+        tenant_id: i64,
+        reservation_id: i64,
+        end: DateTime<Utc>,
+        hold_until: DateTime<Utc>,
+        price: Cents,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and tenant_id = $4 and live",
+            )
+            .bind(end)
+            .bind(hold_until)
+            .bind(reservation_id)
+            .bind(tenant_id)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "update reservation set end_at = $1, price_cents = $2, updated_at = $3
+                 where reservation_id = $4 and tenant_id = $5",
+            )
+            .bind(end)
+            .bind(price.0)
+            .bind(now)
+            .bind(reservation_id)
+            .bind(tenant_id)
+            .execute(&mut *tx)
+            .await?;
+            notify_reservation_gpus!(self, tx, reservation_id);
+        });
+        Ok(())
+    }
+
+    /// Sets a reservation's state; `release` also frees its allocations.
+    pub async fn set_reservation_state(
+        &self,
+        tenant_id: i64,
+        reservation_id: i64,
+        state: ReservationState,
+        release: bool,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("update reservation set state = $1, updated_at = $2 where reservation_id = $3 and tenant_id = $4")
+                .bind(state.code())
+                .bind(now)
+                .bind(reservation_id)
+                .bind(tenant_id)
+                .execute(&mut *tx)
+                .await?;
+            if release {
+                sqlx::query("update allocation set live = $1 where reservation_id = $2")
+                    .bind(false)
+                    .bind(reservation_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            notify_reservation_gpus!(self, tx, reservation_id);
+        });
+        Ok(())
     }
 }

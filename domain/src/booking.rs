@@ -1,0 +1,239 @@
+//! Checking a booking request against its offering and the clock: every rule that can reject a
+//! request before capacity is looked at, each failure naming the field to fix. Options that are
+//! left out take the offering's defaults.
+
+use crate::offering::Offering;
+use crate::reservation::{Orchestrator, Placement, ReservationOptions, Workload};
+use crate::window::{floor_minute, Window, WindowError};
+use crate::{Cents, Grain};
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The longest window one reservation may span.
+pub const MAX_WINDOW: Duration = Duration::days(30);
+
+/// Options as a client sends them: every field optional, enums as their codes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptionsInput {
+    pub orchestrator: Option<String>,
+    pub cuda_driver: Option<String>,
+    pub host_memory_gb: Option<i64>,
+    pub storage_tb: Option<i64>,
+    pub placement: Option<String>,
+    pub workload: Option<String>,
+}
+
+/// A booking or quote request as a client sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BookingInput {
+    pub offering: String,
+    pub quantity: i64,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    #[serde(default)]
+    pub options: OptionsInput,
+}
+
+/// A request that passed every check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidBooking {
+    pub quantity: u32,
+    pub window: Window,
+    pub options: ReservationOptions,
+    /// Quantity × minutes × the reserved rate, rounded once (see `Cents::per_hour_for_minutes`).
+    pub price: Cents,
+}
+
+/// A rejected field and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct FieldError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+fn field(field: &'static str, message: impl Into<String>) -> FieldError {
+    FieldError { field, message: message.into() }
+}
+
+/// The defaults an offering gives options that a request leaves out.
+pub fn default_options(offering: &Offering) -> ReservationOptions {
+    ReservationOptions {
+        orchestrator: offering.orchestrators.first().copied().unwrap_or(Orchestrator::Kubernetes),
+        cuda_driver: offering.default_cuda_driver().to_owned(),
+        host_memory_gb: offering.host_memory_gb.default,
+        storage_tb: offering.storage_tb.default,
+        placement: if offering.grain == Grain::Node { Placement::Compact } else { Placement::Any },
+        workload: match offering.grain {
+            Grain::Node => Workload::PreTraining,
+            Grain::Gpu => Workload::FineTuning,
+            Grain::Mig => Workload::Development,
+        },
+    }
+}
+
+fn parse_code<T: std::str::FromStr>(name: &'static str, value: &str, allowed: &[&str]) -> Result<T, FieldError> {
+    value.parse::<T>().map_err(|_| field(name, format!("`{value}` is not one of: {}", allowed.join(", "))))
+}
+
+/// Checks the window on its own: whole minutes, end after start, not in the past (the current
+/// minute counts as now), at most [`MAX_WINDOW`] long.
+pub fn validate_window(start: DateTime<Utc>, end: DateTime<Utc>, now: DateTime<Utc>) -> Result<Window, FieldError> {
+    let window = Window::new(start, end).map_err(|e: WindowError| field(e.field(), e.to_string()))?;
+    if window.start < floor_minute(now) {
+        return Err(field("start", "start is in the past; pick a start from the current minute on"));
+    }
+    if window.end - window.start > MAX_WINDOW {
+        return Err(field("end", "a window can be at most 30 days long"));
+    }
+    Ok(window)
+}
+
+/// Validates `input` for `offering` at `now`.
+pub fn validate(offering: &Offering, input: &BookingInput, now: DateTime<Utc>) -> Result<ValidBooking, FieldError> {
+    if input.quantity < 1 {
+        return Err(field("quantity", "quantity must be at least 1"));
+    }
+    let quantity = u32::try_from(input.quantity)
+        .ok()
+        .filter(|q| *q <= 4096)
+        .ok_or_else(|| field("quantity", "quantity must be at most 4096"))?;
+    let window = validate_window(input.start, input.end, now)?;
+    let options = validate_options(offering, &input.options)?;
+    let price = Cents::per_hour_for_minutes(offering.reserved_cents_per_hour * i64::from(quantity), window.minutes());
+    Ok(ValidBooking { quantity, window, options, price })
+}
+
+/// Applies defaults to omitted options and checks the rest against what the offering offers.
+pub fn validate_options(offering: &Offering, input: &OptionsInput) -> Result<ReservationOptions, FieldError> {
+    let mut options = default_options(offering);
+    if let Some(value) = &input.orchestrator {
+        let allowed: Vec<&str> = offering.orchestrators.iter().map(|o| o.code()).collect();
+        let orchestrator: Orchestrator = parse_code("options.orchestrator", value, &allowed)?;
+        if !offering.orchestrators.contains(&orchestrator) {
+            return Err(field(
+                "options.orchestrator",
+                format!("{} does not offer `{value}`; choose one of: {}", offering.name, allowed.join(", ")),
+            ));
+        }
+        options.orchestrator = orchestrator;
+    }
+    if let Some(value) = &input.cuda_driver {
+        if !offering.cuda_drivers.iter().any(|d| d == value) {
+            return Err(field(
+                "options.cuda_driver",
+                format!("CUDA driver branch `{value}` is not offered; choose one of: {}", offering.cuda_drivers.join(", ")),
+            ));
+        }
+        options.cuda_driver = value.clone();
+    }
+    if let Some(value) = input.host_memory_gb {
+        let b = offering.host_memory_gb;
+        options.host_memory_gb = u32::try_from(value)
+            .ok()
+            .filter(|v| b.contains(*v))
+            .ok_or_else(|| field("options.host_memory_gb", format!("host memory must be {} to {} GB", b.min, b.max)))?;
+    }
+    if let Some(value) = input.storage_tb {
+        let b = offering.storage_tb;
+        options.storage_tb = u32::try_from(value)
+            .ok()
+            .filter(|v| b.contains(*v))
+            .ok_or_else(|| field("options.storage_tb", format!("shared storage must be {} to {} TB", b.min, b.max)))?;
+    }
+    if let Some(value) = &input.placement {
+        options.placement = parse_code("options.placement", value, &["compact", "any"])?;
+    }
+    if let Some(value) = &input.workload {
+        let allowed: Vec<&str> = Workload::ALL.iter().map(|w| w.code()).collect();
+        options.workload = parse_code("options.workload", value, &allowed)?;
+    }
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offering::Bounds;
+    use crate::GpuModel;
+    use chrono::TimeZone;
+
+    fn offering() -> Offering {
+        Offering {
+            id: "h100-gpu".into(),
+            name: "H100 SXM GPU".into(),
+            gpu_model: GpuModel::H100Sxm80,
+            grain: Grain::Gpu,
+            mig_profile: None,
+            reserved_cents_per_hour: Cents(275),
+            on_demand_cents_per_hour: Cents(399),
+            cuda_drivers: vec!["570".into(), "550".into()],
+            orchestrators: vec![Orchestrator::Kubernetes, Orchestrator::Slurm],
+            host_memory_gb: Bounds { min: 32, max: 256, default: 128 },
+            storage_tb: Bounds { min: 0, max: 20, default: 1 },
+            description: String::new(),
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 1, 9, 30, 20).unwrap()
+    }
+
+    fn input(start_h: u32, end_h: u32) -> BookingInput {
+        BookingInput {
+            offering: "h100-gpu".into(),
+            quantity: 2,
+            start: Utc.with_ymd_and_hms(2026, 12, 2, start_h, 0, 0).unwrap(),
+            end: Utc.with_ymd_and_hms(2026, 12, 2, end_h, 0, 0).unwrap(),
+            options: OptionsInput::default(),
+        }
+    }
+
+    fn rejected(i: BookingInput) -> &'static str {
+        validate(&offering(), &i, now()).unwrap_err().field
+    }
+
+    #[test]
+    fn omitted_options_take_the_offerings_defaults_and_price_is_locked() {
+        let ok = validate(&offering(), &input(10, 13), now()).unwrap();
+        assert_eq!(ok.options.orchestrator, Orchestrator::Kubernetes);
+        assert_eq!(ok.options.cuda_driver, "570");
+        assert_eq!(ok.options.host_memory_gb, 128);
+        assert_eq!(ok.options.placement, Placement::Any);
+        // 2 GPUs × 3 h × $2.75.
+        assert_eq!(ok.price, Cents(1650));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        assert_eq!(rejected(BookingInput { quantity: 0, ..input(10, 12) }), "quantity");
+        assert_eq!(rejected(input(12, 10)), "end");
+        let mut partial = input(10, 12);
+        partial.start += Duration::seconds(30);
+        assert_eq!(rejected(partial), "start");
+        let mut past = input(10, 12);
+        past.start = Utc.with_ymd_and_hms(2026, 12, 1, 9, 29, 0).unwrap();
+        assert_eq!(rejected(past), "start");
+        let mut long = input(10, 12);
+        long.end = long.start + Duration::days(30) + Duration::minutes(1);
+        assert_eq!(rejected(long), "end");
+        let with = |options: OptionsInput| BookingInput { options, ..input(10, 12) };
+        let o = OptionsInput::default;
+        assert_eq!(rejected(with(OptionsInput { orchestrator: Some("none".into()), ..o() })), "options.orchestrator");
+        assert_eq!(rejected(with(OptionsInput { orchestrator: Some("nomad".into()), ..o() })), "options.orchestrator");
+        assert_eq!(rejected(with(OptionsInput { cuda_driver: Some("418".into()), ..o() })), "options.cuda_driver");
+        assert_eq!(rejected(with(OptionsInput { host_memory_gb: Some(512), ..o() })), "options.host_memory_gb");
+        assert_eq!(rejected(with(OptionsInput { storage_tb: Some(-1), ..o() })), "options.storage_tb");
+        assert_eq!(rejected(with(OptionsInput { placement: Some("spread".into()), ..o() })), "options.placement");
+        assert_eq!(rejected(with(OptionsInput { workload: Some("mining".into()), ..o() })), "options.workload");
+    }
+
+    #[test]
+    fn the_current_minute_counts_as_now() {
+        let mut i = input(10, 12);
+        i.start = Utc.with_ymd_and_hms(2026, 12, 1, 9, 30, 0).unwrap();
+        assert!(validate(&offering(), &i, now()).is_ok());
+    }
+}

@@ -1,0 +1,351 @@
+//! Booking: quotes, reservations, extending and cancelling. Validation and placement are the
+//! domain's; this module adds the index, the store and the rule for races: the database refuses
+//! an overlap, the engine refreshes the GPUs involved and re-plans while placement still finds
+//! room (bounded), and otherwise answers 409 saying how many units were free or which units and
+//! times clashed.
+
+use crate::error::{EngineError, EngineResult};
+use crate::store::reservations::{is_overlap, Clash, Inserted, NewReservation, ReservationFilter};
+use crate::Engine;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tenantry_domain::availability::{self, Bucket, Grid};
+use tenantry_domain::booking::{self, BookingInput, ValidBooking};
+use tenantry_domain::placement::{self, Placed, Request, UnitKind};
+use tenantry_domain::reservation::AllocationView;
+use tenantry_domain::{Cents, Identity, Offering, Reservation, ReservationState, Window};
+
+/// How often a booking re-plans after losing a race before it gives up with a 409.
+const MAX_PLAN_ATTEMPTS: u32 = 8;
+
+/// How far ahead a quote looks for the earliest window that fits.
+pub const EARLIEST_FIT_HORIZON: Duration = Duration::days(14);
+
+/// A reservation with the slices it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReservationDetail {
+    #[serde(flatten)]
+    pub reservation: Reservation,
+    pub allocations: Vec<AllocationView>,
+}
+
+/// Another offering that has room for the requested window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alternative {
+    pub offering: String,
+    pub max_quantity: u32,
+}
+
+/// What a booking would cost and whether it fits, before booking it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quote {
+    pub offering: String,
+    pub quantity: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub price_cents: Cents,
+    /// The most units of this offering free for the whole window (turnaround included).
+    pub max_quantity: u32,
+    pub fits: bool,
+    /// When it does not fit: the earliest window of the same length within 14 days that does.
+    pub earliest_fit: Option<Window>,
+    /// Other offerings with room for at least one unit in this window.
+    pub alternatives: Vec<Alternative>,
+}
+
+/// The result of a booking call: a new reservation, or the one an idempotency key already made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Booked {
+    pub detail: ReservationDetail,
+    pub replayed: bool,
+}
+
+/// Availability of one offering over a grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Availability {
+    pub offering: String,
+    pub buckets: Vec<Bucket>,
+}
+
+fn tenant_of(who: &Identity) -> EngineResult<i64> {
+    who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))
+}
+
+fn require_lead(who: &Identity) -> EngineResult<i64> {
+    let tenant = tenant_of(who)?;
+    if !who.can_book() {
+        return Err(EngineError::Forbidden(
+            "only a team lead can book or change reservations; ask your team lead".to_owned(),
+        ));
+    }
+    Ok(tenant)
+}
+
+fn field_error(e: booking::FieldError) -> EngineError {
+    EngineError::Invalid { field: e.field, message: e.message }
+}
+
+fn describe(clashes: &[Clash]) -> String {
+    let shown: Vec<String> = clashes
+        .iter()
+        .take(3)
+        .map(|c| {
+            format!(
+                "GPU {} of {} (slices {}-{}) is held from {} to {} UTC, turnaround included",
+                c.gpu_index,
+                c.node,
+                c.slice_lo,
+                c.slice_hi - 1,
+                c.start.format("%Y-%m-%d %H:%M"),
+                c.hold_until.format("%Y-%m-%d %H:%M")
+            )
+        })
+        .collect();
+    let more = clashes.len().saturating_sub(3);
+    let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("{}{tail}", shown.join("; "))
+}
+
+/// A stable hash of a booking request, to recognise a reused Idempotency-Key.
+fn fingerprint(input: &BookingInput) -> String {
+    let json = serde_json::to_vec(input).unwrap_or_default();
+    hex::encode(Sha256::digest(json))
+}
+
+impl Engine {
+    async fn offering_for(&self, id: &str) -> EngineResult<Offering> {
+        self.store.offering(id).await?.ok_or_else(|| {
+            EngineError::invalid("offering", format!("unknown offering `{id}`; GET /api/v1/offerings lists them"))
+        })
+    }
+
+    fn request(&self, offering: &Offering, valid: &ValidBooking) -> Request {
+        Request {
+            kind: UnitKind::of(offering),
+            quantity: valid.quantity,
+            window: valid.window.with_turnaround(self.config.turnaround),
+            placement: valid.options.placement,
+        }
+    }
+
+    /// Places a request on the index's current view.
+    fn plan(&self, request: &Request) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
+        self.index.read(|s| placement::place(&s.gpus, &availability::holds_in(&s.holds, &request.window), request))
+    }
+
+    /// Free units of an offering per bucket.
+    pub async fn availability(&self, who: &Identity, offering: &str, grid: Grid) -> EngineResult<Availability> {
+        let _ = who;
+        let offering = self.offering_for(offering).await?;
+        let kind = UnitKind::of(&offering);
+        let buckets = self.index.read(|s| availability::free_by_bucket(&s.gpus, &s.holds, &kind, &grid));
+        Ok(Availability { offering: offering.id, buckets })
+    }
+
+    /// Price, fit, the earliest window that fits and alternatives, without booking.
+    pub async fn quote(&self, who: &Identity, input: &BookingInput, now: DateTime<Utc>) -> EngineResult<Quote> {
+        tenant_of(who).or_else(|e| if who.is_admin { Ok(0) } else { Err(e) })?;
+        let offering = self.offering_for(&input.offering).await?;
+        let valid = booking::validate(&offering, input, now).map_err(field_error)?;
+        let request = self.request(&offering, &valid);
+        let offerings = self.store.list_offerings().await?;
+        let turnaround = self.config.turnaround;
+        Ok(self.index.read(|s| {
+            let holds = availability::holds_in(&s.holds, &request.window);
+            let max_quantity = placement::max_quantity(&s.gpus, &holds, &request);
+            let fits = max_quantity >= valid.quantity;
+            let earliest_fit = (!fits)
+                .then(|| {
+                    let wanted = Request { window: valid.window, ..request };
+                    availability::earliest_fit(
+                        &s.gpus,
+                        &s.holds,
+                        &wanted,
+                        turnaround,
+                        valid.window.start + EARLIEST_FIT_HORIZON,
+                        Duration::minutes(15),
+                    )
+                })
+                .flatten();
+            let alternatives = offerings
+                .iter()
+                .filter(|o| o.id != offering.id)
+                .filter_map(|o| {
+                    let alt = Request { kind: UnitKind::of(o), quantity: 1, ..request };
+                    let n = placement::max_quantity(&s.gpus, &holds, &alt);
+                    (n > 0).then(|| Alternative { offering: o.id.clone(), max_quantity: n })
+                })
+                .collect();
+            Quote {
+                offering: offering.id.clone(),
+                quantity: valid.quantity,
+                start: valid.window.start,
+                end: valid.window.end,
+                price_cents: valid.price,
+                max_quantity,
+                fits,
+                earliest_fit,
+                alternatives,
+            }
+        }))
+    }
+
+    /// Books a reservation for the caller's team.
+    pub async fn book(
+        &self,
+        who: &Identity,
+        input: &BookingInput,
+        idempotency_key: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Booked> {
+        let tenant_id = require_lead(who)?;
+        if let Some(key) = idempotency_key {
+            if key.is_empty() || key.len() > 255 {
+                return Err(EngineError::invalid("Idempotency-Key", "the Idempotency-Key header must be 1 to 255 characters"));
+            }
+        }
+        let offering = self.offering_for(&input.offering).await?;
+        let valid = booking::validate(&offering, input, now).map_err(field_error)?;
+        let request = self.request(&offering, &valid);
+        let print = fingerprint(input);
+        let idempotency = idempotency_key.map(|k| (k, print.as_str()));
+
+        let mut last_clash = Vec::new();
+        // Each lost race means another booking committed, so re-planning makes progress; it stops
+        // as soon as placement finds no room (a 409 with the free count) or after a few rounds.
+        for attempt in 0..MAX_PLAN_ATTEMPTS {
+            let pieces = self.plan(&request).map_err(|e| {
+                EngineError::Conflict(format!(
+                    "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
+                    e.available,
+                    e.requested,
+                    offering.id,
+                    valid.window.start.format("%Y-%m-%d %H:%M"),
+                    (valid.window.end).format("%Y-%m-%d %H:%M"),
+                ))
+            })?;
+            let new = NewReservation {
+                tenant_id,
+                requested_by: who.user_id,
+                offering_id: offering.id.clone(),
+                quantity: valid.quantity,
+                window: valid.window,
+                hold_until: request.window.end,
+                state: ReservationState::Scheduled,
+                options: valid.options.clone(),
+                price: valid.price,
+                allocations: pieces.clone(),
+            };
+            let gpu_ids: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
+            match self.store.insert_booking(&new, idempotency, now).await {
+                Ok(Inserted::Created(id)) => {
+                    self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+                    tracing::info!(reservation = id, tenant = tenant_id, offering = %offering.id, "booked");
+                    let detail = self.reservation_detail(who, id).await?;
+                    return Ok(Booked { detail, replayed: false });
+                }
+                Ok(Inserted::Replayed { reservation_id, fingerprint }) => {
+                    if fingerprint.as_deref() != Some(print.as_str()) {
+                        return Err(EngineError::invalid(
+                            "Idempotency-Key",
+                            "this Idempotency-Key was used for a different request; use a new key",
+                        ));
+                    }
+                    let detail = self.reservation_detail(who, reservation_id).await?;
+                    return Ok(Booked { detail, replayed: true });
+                }
+                Err(EngineError::Store(err)) if is_overlap(&err) => {
+                    // Another booking won the race for these slices: learn what changed, re-plan.
+                    tracing::debug!(attempt, "booking lost a race; re-planning");
+                    last_clash = self.store.clashes(&pieces, valid.window.start, request.window.end, None).await?;
+                    let model_gpus: Vec<i64> = self.index.read(|s| {
+                        s.gpus.iter().filter(|g| g.gpu_model == offering.gpu_model).map(|g| g.gpu_id).collect()
+                    });
+                    self.index.refresh_gpus(&self.store, &model_gpus, now).await?;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(EngineError::Conflict(if last_clash.is_empty() {
+            "another booking took this capacity at the same moment; ask for a new quote".to_owned()
+        } else {
+            format!("another booking took this capacity at the same moment: {}", describe(&last_clash))
+        }))
+    }
+
+    /// One of the caller's team's reservations with the slices it holds; another team's answers
+    /// `NotFound`, exactly like a missing one.
+    pub async fn reservation_detail(&self, who: &Identity, id: i64) -> EngineResult<ReservationDetail> {
+        let tenant_id = tenant_of(who)?;
+        let reservation = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        let allocations = self.store.reservation_allocations(id).await?.into_iter().map(|(_, a)| a).collect();
+        Ok(ReservationDetail { reservation, allocations })
+    }
+
+    /// The caller's team's reservations matching a filter.
+    pub async fn find_reservations(&self, who: &Identity, filter: &ReservationFilter) -> EngineResult<Vec<Reservation>> {
+        let tenant_id = tenant_of(who)?;
+        self.store.find_reservations(tenant_id, filter).await
+    }
+
+    /// Moves a reservation's end: extends (if the slices are free) or shortens it, and re-prices.
+    pub async fn change_end(
+        &self,
+        who: &Identity,
+        id: i64,
+        end: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<ReservationDetail> {
+        let tenant_id = require_lead(who)?;
+        let current = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        if !current.state.holds_capacity() {
+            return Err(EngineError::Conflict(format!("a {} reservation cannot be changed", current.state)));
+        }
+        let window = Window::new(current.start, end).map_err(|e| EngineError::invalid("end", e.to_string()))?;
+        if end <= now {
+            return Err(EngineError::invalid("end", "the new end is in the past; cancel the reservation instead"));
+        }
+        if window.end - window.start > booking::MAX_WINDOW {
+            return Err(EngineError::invalid("end", "a window can be at most 30 days long"));
+        }
+        let offering = self.offering_for(&current.offering).await?;
+        let price = Cents::per_hour_for_minutes(
+            offering.reserved_cents_per_hour * i64::from(current.quantity),
+            window.minutes(),
+        );
+        let hold_until = end + self.config.turnaround;
+        let allocations = self.store.reservation_allocations(id).await?;
+        let gpu_ids: Vec<i64> = allocations.iter().map(|(g, _)| *g).collect();
+        match self.store.change_end(tenant_id, id, end, hold_until, price, now).await {
+            Ok(()) => {}
+            Err(EngineError::Store(err)) if is_overlap(&err) => {
+                let pieces: Vec<Placed> = self
+                    .store
+                    .reservation_allocations(id)
+                    .await?
+                    .iter()
+                    .map(|(gpu_id, a)| Placed { node_id: 0, gpu_id: *gpu_id, slice_lo: a.slice_lo, slice_hi: a.slice_hi })
+                    .collect();
+                let clashes = self.store.clashes(&pieces, current.start, hold_until, Some(id)).await?;
+                return Err(EngineError::Conflict(format!("cannot extend to that end: {}", describe(&clashes))));
+            }
+            Err(err) => return Err(err),
+        }
+        self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        self.reservation_detail(who, id).await
+    }
+
+    /// Cancels a reservation and frees its slices at once.
+    pub async fn cancel(&self, who: &Identity, id: i64, now: DateTime<Utc>) -> EngineResult<ReservationDetail> {
+        let tenant_id = require_lead(who)?;
+        let current = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        if !current.state.holds_capacity() {
+            return Err(EngineError::Conflict(format!("the reservation is already {}", current.state)));
+        }
+        let gpu_ids: Vec<i64> = self.store.reservation_allocations(id).await?.iter().map(|(g, _)| *g).collect();
+        self.store.set_reservation_state(tenant_id, id, ReservationState::Cancelled, true, now).await?;
+        self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        self.reservation_detail(who, id).await
+    }
+}

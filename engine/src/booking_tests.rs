@@ -1,0 +1,193 @@
+//! Booking tests, run on SQLite and PostgreSQL: the guarantee under races, validation, scoping,
+//! idempotency, extend, shorten and cancel.
+
+use crate::error::EngineError;
+use crate::seed::{seed_demo, SeedOptions};
+use crate::store::Store;
+use crate::{store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use tenantry_domain::availability::Grid;
+use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::{Cents, Identity, ReservationState};
+
+fn tomorrow(hour: i64) -> DateTime<Utc> {
+    Utc::now().duration_trunc(Duration::days(1)).unwrap() + Duration::days(2) + Duration::hours(hour)
+}
+
+fn input(offering: &str, quantity: i64, h0: i64, h1: i64) -> BookingInput {
+    BookingInput {
+        offering: offering.into(),
+        quantity,
+        start: tomorrow(h0),
+        end: tomorrow(h1),
+        options: OptionsInput::default(),
+    }
+}
+
+async fn world(store: Store) -> Engine {
+    let engine = Engine::new(store, EngineConfig::default());
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    engine
+}
+
+async fn who(engine: &Engine, email: &str) -> Identity {
+    engine.store.identity_by_email(email).await.unwrap().unwrap()
+}
+
+/// H100 nodes free in the window, in any fabric domain.
+async fn free_nodes(engine: &Engine, lead: &Identity, h0: i64, h1: i64) -> u32 {
+    engine.quote(lead, &anywhere(input("h100-node", 1, h0, h1)), Utc::now()).await.unwrap().max_quantity
+}
+
+fn anywhere(mut i: BookingInput) -> BookingInput {
+    i.options.placement = Some("any".into());
+    i
+}
+
+store_test!(concurrent_bookings_never_double_book, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let free = free_nodes(&engine, &lead, 10, 14).await;
+    assert!(free >= 3, "the seed leaves several H100 nodes free: {free}");
+    // Four instances with their own (soon stale) indexes race for the same window.
+    let mut instances = Vec::new();
+    for _ in 0..4 {
+        let e = Engine::new(engine.store.clone(), engine.config.clone());
+        e.load_index().await.unwrap();
+        instances.push(e);
+    }
+    let attempts = 48;
+    let mut tasks = Vec::new();
+    for i in 0..attempts {
+        let e = instances[i % instances.len()].clone();
+        let lead = lead.clone();
+        tasks.push(tokio::spawn(async move { e.book(&lead, &input("h100-node", 1, 10, 14), None, Utc::now()).await }));
+    }
+    let (mut won, mut lost) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(EngineError::Conflict(_)) => lost += 1,
+            Err(other) => panic!("a loser must get a conflict, not {other:?}"),
+        }
+    }
+    assert_eq!(won, free, "exactly as many bookings as there were free nodes");
+    assert_eq!(lost, attempts as u32 - free);
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    engine.load_index().await.unwrap();
+    assert_eq!(free_nodes(&engine, &lead, 10, 14).await, 0);
+});
+
+store_test!(a_booking_holds_its_slices_and_shows_in_availability, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
+    let before = engine.availability(&lead, "a100-3g.40gb", grid).await.unwrap();
+    let booked = engine.book(&lead, &input("a100-3g.40gb", 3, 9, 12), None, Utc::now()).await.unwrap();
+    let r = &booked.detail.reservation;
+    assert_eq!(r.state, ReservationState::Scheduled);
+    assert_eq!(r.price_cents, Cents(3 * 3 * 62));
+    assert_eq!(booked.detail.allocations.len(), 3);
+    assert!(booked.detail.allocations.iter().all(|a| a.slice_hi - a.slice_lo == 3));
+    let after = engine.availability(&lead, "a100-3g.40gb", grid).await.unwrap();
+    for h in 0..24 {
+        // Busy from 09:00 to 12:00, plus 30 minutes of turnaround into the 12:00 bucket.
+        let expected = if (9..13).contains(&h) { before.buckets[h].free - 3 } else { before.buckets[h].free };
+        assert_eq!(after.buckets[h].free, expected, "hour {h}");
+    }
+    // Another team cannot see it; the same team's member can.
+    let other = who(&engine, "lead@globex.example").await;
+    assert!(matches!(engine.reservation_detail(&other, r.id).await, Err(EngineError::NotFound("reservation"))));
+    let member = who(&engine, "member@acme.example").await;
+    assert_eq!(engine.reservation_detail(&member, r.id).await.unwrap().reservation.id, r.id);
+});
+
+store_test!(bad_requests_are_refused_with_the_field, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let field = |r: Result<_, EngineError>| match r {
+        Err(EngineError::Invalid { field, .. }) => field,
+        other => panic!("expected a field error, got {other:?}"),
+    };
+    let now = Utc::now();
+    assert_eq!(field(engine.book(&lead, &input("nope", 1, 9, 10), None, now).await), "offering");
+    assert_eq!(field(engine.book(&lead, &input("h100-gpu", 0, 9, 10), None, now).await), "quantity");
+    assert_eq!(field(engine.book(&lead, &input("h100-gpu", 1, 10, 9), None, now).await), "end");
+    let mut bad = input("h100-gpu", 1, 9, 10);
+    bad.options.cuda_driver = Some("390".into());
+    assert_eq!(field(engine.book(&lead, &bad, None, now).await), "options.cuda_driver");
+    let member = who(&engine, "member@acme.example").await;
+    assert!(matches!(engine.book(&member, &input("h100-gpu", 1, 9, 10), None, now).await, Err(EngineError::Forbidden(_))));
+    // Too many units: a conflict that says how many are free.
+    match engine.book(&lead, &input("h100-node", 500, 9, 10), None, now).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("of 500 units"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(engine.find_reservations(&lead, &Default::default()).await.unwrap().is_empty(), "nothing half-written");
+});
+
+store_test!(idempotency_keys_replay_the_first_result, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let first = engine.book(&lead, &input("h100-gpu", 2, 9, 11), Some("k-1"), Utc::now()).await.unwrap();
+    let again = engine.book(&lead, &input("h100-gpu", 2, 9, 11), Some("k-1"), Utc::now()).await.unwrap();
+    assert!(!first.replayed && again.replayed);
+    assert_eq!(first.detail, again.detail);
+    let reused = engine.book(&lead, &input("h100-gpu", 3, 9, 11), Some("k-1"), Utc::now()).await;
+    assert!(matches!(reused, Err(EngineError::Invalid { field: "Idempotency-Key", .. })));
+    assert_eq!(engine.find_reservations(&lead, &Default::default()).await.unwrap().len(), 1);
+});
+
+store_test!(extend_shorten_and_cancel, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let free = free_nodes(&engine, &lead, 6, 8).await;
+    // Fill every free node from 06:00 to 08:00, then book one node right after it (08:30 is
+    // where the turnaround ends).
+    let mut first = Vec::new();
+    for _ in 0..free {
+        first.push(engine.book(&lead, &input("h100-node", 1, 6, 8), None, Utc::now()).await.unwrap());
+    }
+    let mut later = input("h100-node", 1, 9, 12);
+    later.start = tomorrow(8) + Duration::minutes(30);
+    let later = engine.book(&lead, &later, None, Utc::now()).await.unwrap();
+    let blocking = first
+        .iter()
+        .find(|b| b.detail.allocations[0].node == later.detail.allocations[0].node)
+        .expect("the later booking sits on one of the first ones' nodes");
+    let id = blocking.detail.reservation.id;
+    match engine.change_end(&lead, id, tomorrow(9), Utc::now()).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("is held from"), "{m}"),
+        other => panic!("extending into the next booking must conflict: {other:?}"),
+    }
+    let shorter = engine.change_end(&lead, id, tomorrow(7), Utc::now()).await.unwrap();
+    assert_eq!(shorter.reservation.end, tomorrow(7));
+    assert_eq!(shorter.reservation.price_cents, Cents(2000));
+    // Now it can grow back up to the turnaround before the next booking, but not past it.
+    assert!(engine.change_end(&lead, id, tomorrow(8), Utc::now()).await.is_ok());
+    let cancelled = engine.cancel(&lead, later.detail.reservation.id, Utc::now()).await.unwrap();
+    assert_eq!(cancelled.reservation.state, ReservationState::Cancelled);
+    assert!(engine.change_end(&lead, id, tomorrow(11), Utc::now()).await.is_ok(), "cancelling freed the node");
+    assert!(matches!(
+        engine.cancel(&lead, later.detail.reservation.id, Utc::now()).await,
+        Err(EngineError::Conflict(_))
+    ));
+    let other = who(&engine, "lead@globex.example").await;
+    assert!(matches!(engine.cancel(&other, id, Utc::now()).await, Err(EngineError::NotFound(_))));
+    assert!(matches!(engine.change_end(&other, id, tomorrow(9), Utc::now()).await, Err(EngineError::NotFound(_))));
+});
+
+store_test!(quotes_find_the_earliest_window_and_alternatives, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let free = free_nodes(&engine, &lead, 3, 5).await;
+    engine.book(&lead, &anywhere(input("h100-node", i64::from(free), 3, 5)), None, Utc::now()).await.unwrap();
+    let quote = engine.quote(&lead, &input("h100-node", 1, 3, 5), Utc::now()).await.unwrap();
+    assert!(!quote.fits);
+    assert_eq!(quote.max_quantity, 0);
+    assert_eq!(quote.price_cents, Cents(4000));
+    let earliest = quote.earliest_fit.expect("a window later on fits");
+    assert_eq!(earliest.start, tomorrow(5) + Duration::minutes(30), "right after the turnaround");
+    assert_eq!(earliest.minutes(), 120);
+    assert!(quote.alternatives.iter().any(|a| a.offering == "l40s-gpu" && a.max_quantity > 0));
+});
