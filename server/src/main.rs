@@ -78,6 +78,9 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
             seed(&engine, SeedArgs { nodes: 40, reservations: 80, seed: 42 }).await?;
         }
     }
+    engine.load_index().await.map_err(|e| format!("cannot load availability: {e}"))?;
+    // With several instances on one PostgreSQL, each follows the others' commits.
+    tokio::spawn(tenantry_engine::index::follow_other_instances(engine.store.clone(), engine.index.clone()));
     let session_store = sessions::DbSessionStore::open(&engine.store)
         .await
         .map_err(|e| format!("cannot prepare the session table: {e}"))?;

@@ -16,11 +16,18 @@ use tower_http::trace::TraceLayer;
 
 /// The REST API, mounted at `/api/v1`.
 pub fn api_routes() -> Router<AppState> {
+    use api::{availability, fleet, me, offerings, openapi, reservations};
     Router::new()
-        .route("/me", get(api::me))
-        .route("/offerings", get(api::offerings))
-        .route("/reservations", get(api::reservations))
-        .route("/admin/nodes", get(api::admin_nodes))
+        .route("/openapi.json", get(openapi::serve))
+        .route("/me", get(me::me))
+        .route("/offerings", get(offerings::list))
+        .route("/availability", get(availability::grid))
+        .route("/availability/events", get(availability::events))
+        .route("/quotes", post(reservations::quote))
+        .route("/reservations", get(reservations::list).post(reservations::create))
+        .route("/reservations/{id}", get(reservations::get).patch(reservations::change_end))
+        .route("/reservations/{id}/cancel", post(reservations::cancel))
+        .route("/admin/nodes", get(fleet::nodes))
         .fallback(|| async { ApiError::not_found("API route") })
 }
 

@@ -115,3 +115,123 @@ app_test!(health_and_unknown_routes, |app: TestApp| async move {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(html.contains("Page not found"));
 });
+
+fn booking_body(offering: &str, quantity: i64, hours_from_now: (i64, i64)) -> String {
+    use chrono::{Duration, DurationRound, Utc};
+    let base = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(1);
+    let start = base + Duration::hours(hours_from_now.0);
+    let end = base + Duration::hours(hours_from_now.1);
+    serde_json::json!({"offering": offering, "quantity": quantity, "start": start, "end": end}).to_string()
+}
+
+async fn post_json(app: &TestApp, path: &str, auth: &Auth, body: String, key: Option<&str>) -> (StatusCode, Value) {
+    let mut req = auth.apply(Request::post(path)).header(header::CONTENT_TYPE, "application/json");
+    if let Some(key) = key {
+        req = req.header("Idempotency-Key", key);
+    }
+    let (status, _, body) = app.send(req.body(Body::from(body)).unwrap()).await;
+    (status, json(&body))
+}
+
+app_test!(book_read_extend_cancel_over_http, |app: TestApp| async move {
+    let lead = app.token("lead@acme.example").await;
+    let (status, quote) = post_json(&app, "/api/v1/quotes", &lead, booking_body("h100-gpu", 2, (1, 4)), None).await;
+    assert_eq!(status, StatusCode::OK, "{quote}");
+    assert_eq!(quote["price_cents"], 2 * 3 * 275);
+    assert_eq!(quote["fits"], true);
+
+    let (status, created) =
+        post_json(&app, "/api/v1/reservations", &lead, booking_body("h100-gpu", 2, (1, 4)), Some("abc")).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["state"], "scheduled");
+    assert_eq!(created["allocations"].as_array().unwrap().len(), 2);
+    assert_eq!(created["options"]["orchestrator"], "kubernetes", "omitted options take defaults");
+    let id = created["id"].as_i64().unwrap();
+    let (status, again) =
+        post_json(&app, "/api/v1/reservations", &lead, booking_body("h100-gpu", 2, (1, 4)), Some("abc")).await;
+    assert_eq!((status, again["id"].as_i64()), (StatusCode::OK, Some(id)), "the key replays");
+
+    let (status, body) = app.get(&format!("/api/v1/reservations/{id}"), Some(&lead)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(json(&body)["price_cents"], 1650);
+    let (_, body) = app.get("/api/v1/reservations?state=scheduled&offering=h100-gpu", Some(&lead)).await;
+    assert!(json(&body)["items"].as_array().unwrap().iter().any(|r| r["id"] == id));
+
+    let new_end = chrono::DateTime::parse_from_rfc3339(created["end"].as_str().unwrap()).unwrap() + chrono::Duration::hours(1);
+    let patch = lead
+        .apply(Request::patch(format!("/api/v1/reservations/{id}")))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(serde_json::json!({"end": new_end}).to_string()))
+        .unwrap();
+    let (status, _, body) = app.send(patch).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(json(&body)["price_cents"], 2 * 4 * 275);
+
+    // Another team gets 404 for every way in, and nothing changes.
+    let other = app.token("lead@globex.example").await;
+    assert_eq!(app.get(&format!("/api/v1/reservations/{id}"), Some(&other)).await.0, StatusCode::NOT_FOUND);
+    let (status, _) = post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &other, String::new(), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, cancelled) = post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &lead, String::new(), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(cancelled["state"], "cancelled");
+    let (status, again) = post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &lead, String::new(), None).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(again["error"]["code"], "conflict");
+});
+
+app_test!(bad_booking_input_is_a_422_naming_the_field, |app: TestApp| async move {
+    let lead = app.token("lead@acme.example").await;
+    let cases = [
+        (booking_body("h100-gpu", 0, (1, 2)), "quantity"),
+        (booking_body("h100-gpu", 1, (2, 1)), "end"),
+        (booking_body("no-such", 1, (1, 2)), "offering"),
+        (booking_body("h100-gpu", 1, (-48, -47)), "start"),
+        (booking_body("h100-gpu", 1, (1, 24 * 31 + 2)), "end"),
+    ];
+    for (body, field) in cases {
+        let (status, err) = post_json(&app, "/api/v1/reservations", &lead, body, None).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+        assert_eq!(err["error"]["field"], field, "{err}");
+    }
+    let mut with_option: Value = serde_json::from_str(&booking_body("h100-gpu", 1, (1, 2))).unwrap();
+    with_option["options"] = serde_json::json!({"orchestrator": "nomad"});
+    let (status, err) = post_json(&app, "/api/v1/reservations", &lead, with_option.to_string(), None).await;
+    assert_eq!((status, err["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("options.orchestrator")));
+    let (status, err) = post_json(&app, "/api/v1/reservations", &lead, "{not json".into(), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    let member = app.token("member@acme.example").await;
+    let (status, err) = post_json(&app, "/api/v1/reservations", &member, booking_body("h100-gpu", 1, (1, 2)), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(err["error"]["message"].as_str().unwrap().contains("team lead"));
+    let (_, list) = app.get("/api/v1/reservations?state=bogus", Some(&lead)).await;
+    assert_eq!(json(&list)["error"]["field"], "state");
+});
+
+app_test!(availability_buckets_and_openapi, |app: TestApp| async move {
+    let lead = app.token("lead@acme.example").await;
+    let (status, body) = app
+        .get("/api/v1/availability?offering=l40s-gpu&from=2030-01-01T00:00:00Z&to=2030-01-02T00:00:00Z&step=1h", Some(&lead))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let grid = json(&body);
+    assert_eq!(grid["offering"], "l40s-gpu");
+    let buckets = grid["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 24);
+    assert!(buckets.iter().all(|b| b["free"].as_u64() <= b["total"].as_u64() && b["total"].as_u64() > Some(0)));
+    for (query, field) in [
+        ("offering=l40s-gpu&from=x&to=2030-01-02T00:00:00Z", "from"),
+        ("offering=l40s-gpu&from=2030-01-01T00:00:00Z&to=2030-01-02T00:00:00Z&step=5m", "step"),
+        ("from=2030-01-01T00:00:00Z&to=2030-01-02T00:00:00Z", "offering"),
+    ] {
+        let (status, body) = app.get(&format!("/api/v1/availability?{query}"), Some(&lead)).await;
+        assert_eq!((status, json(&body)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some(field)));
+    }
+    let (status, doc) = app.get("/api/v1/openapi.json", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let paths = json(&doc)["paths"].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    for p in ["/availability", "/quotes", "/reservations", "/reservations/{id}", "/reservations/{id}/cancel"] {
+        assert!(paths.iter().any(|k| k == p), "{p} documented");
+    }
+});

@@ -1,14 +1,16 @@
 //! The REST API under `/api/v1` (DESIGN.md §4): JSON in and out, lists as `{"items":[…]}`,
-//! errors as `{"error":{…}}`. Handlers are thin: the caller, one engine call, a JSON shape.
+//! errors as `{"error":{…}}`. Handlers are thin: the caller, checked input, one engine call, a
+//! JSON shape. One module per noun.
 
-use crate::auth::Caller;
-use crate::error::ApiResult;
-use crate::state::AppState;
-use axum::extract::State;
-use axum::Json;
+pub mod availability;
+pub mod fleet;
+pub mod input;
+pub mod me;
+pub mod offerings;
+pub mod openapi;
+pub mod reservations;
+
 use serde::Serialize;
-use tenantry_domain::fleet::NodeSummary;
-use tenantry_domain::{Identity, Offering, Reservation};
 
 /// A list response.
 #[derive(Debug, Serialize)]
@@ -20,38 +22,4 @@ impl<T> From<Vec<T>> for Items<T> {
     fn from(items: Vec<T>) -> Self {
         Items { items }
     }
-}
-
-/// `GET /api/v1/me`
-pub async fn me(Caller(who): Caller) -> Json<Identity> {
-    Json(who)
-}
-
-/// An offering as the API shows it (DESIGN.md §4's shape, plus the options it allows).
-#[derive(Debug, Serialize)]
-pub struct OfferingJson {
-    #[serde(flatten)]
-    pub offering: Offering,
-    pub gpus_per_unit: f64,
-}
-
-/// `GET /api/v1/offerings`
-pub async fn offerings(State(state): State<AppState>, Caller(_): Caller) -> ApiResult<Json<Items<OfferingJson>>> {
-    let list = state.engine.offerings().await?;
-    Ok(Json(
-        list.into_iter()
-            .map(|offering| OfferingJson { gpus_per_unit: offering.gpus_per_unit().as_gpus(), offering })
-            .collect::<Vec<_>>()
-            .into(),
-    ))
-}
-
-/// `GET /api/v1/reservations`: the caller's tenant's reservations.
-pub async fn reservations(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Items<Reservation>>> {
-    Ok(Json(state.engine.reservations(&who).await?.into()))
-}
-
-/// `GET /api/v1/admin/nodes`
-pub async fn admin_nodes(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Items<NodeSummary>>> {
-    Ok(Json(state.engine.fleet_nodes(&who).await?.into()))
 }

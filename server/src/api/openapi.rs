@@ -1,0 +1,133 @@
+//! `GET /api/v1/openapi.json`: the API described for people and generators. Kept by hand next to
+//! the router; a test checks that every API route appears here, so the two cannot drift.
+
+use axum::Json;
+use serde_json::{json, Value};
+
+fn error_responses(codes: &[&str]) -> Value {
+    let mut out = serde_json::Map::new();
+    for code in codes {
+        let text = match *code {
+            "401" => "No valid session or token",
+            "403" => "Signed in, but not allowed (e.g. a member booking, a non-admin on admin routes)",
+            "404" => "Not found, or another team's object",
+            "409" => "Capacity taken or state does not allow it; the message says which units and times",
+            "422" => "A field is wrong; `field` names it",
+            _ => "Error",
+        };
+        out.insert((*code).to_owned(), json!({"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}));
+    }
+    Value::Object(out)
+}
+
+fn ok(description: &str, schema: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+fn with(mut base: Value, extra: Value) -> Value {
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+    base
+}
+
+fn id_param() -> Value {
+    json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}})
+}
+
+/// The OpenAPI 3.1 document.
+pub fn document() -> Value {
+    let booking_body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BookingInput"}}}});
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "Tenantry API", "version": env!("CARGO_PKG_VERSION"),
+                 "description": "Self-service GPU reservations. Authenticate with `Authorization: Bearer <token>` (from `tenantry token create`) or the browser session. Times are RFC 3339 UTC on whole minutes; money is integer cents."},
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearer": []}],
+        "paths": {
+            "/me": {"get": {"summary": "The caller", "responses": with(json!({"200": ok("The caller", "Identity")}), error_responses(&["401"]))}},
+            "/offerings": {"get": {"summary": "The catalogue", "responses": with(json!({"200": ok("Offerings", "OfferingList")}), error_responses(&["401"]))}},
+            "/availability": {"get": {
+                "summary": "Free units of an offering per time bucket",
+                "parameters": [
+                    {"name": "offering", "in": "query", "required": true, "schema": {"type": "string"}},
+                    {"name": "from", "in": "query", "required": true, "schema": {"type": "string", "format": "date-time"}},
+                    {"name": "to", "in": "query", "required": true, "schema": {"type": "string", "format": "date-time"}},
+                    {"name": "step", "in": "query", "schema": {"type": "string", "example": "1h"}, "description": "15m to 1d"}
+                ],
+                "responses": with(json!({"200": ok("Buckets", "Availability")}), error_responses(&["401", "422"]))}},
+            "/availability/events": {"get": {"summary": "Server-sent `availability` events whenever free capacity may have changed",
+                "responses": with(json!({"200": {"description": "text/event-stream"}}), error_responses(&["401"]))}},
+            "/quotes": {"post": {"summary": "Price, fit, earliest window that fits and alternatives, without booking", "requestBody": booking_body,
+                "responses": with(json!({"200": ok("A quote", "Quote")}), error_responses(&["401", "403", "422"]))}},
+            "/reservations": {
+                "get": {"summary": "The team's reservations",
+                    "parameters": [
+                        {"name": "state", "in": "query", "schema": {"type": "string"}},
+                        {"name": "offering", "in": "query", "schema": {"type": "string"}},
+                        {"name": "from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+                        {"name": "to", "in": "query", "schema": {"type": "string", "format": "date-time"}}
+                    ],
+                    "responses": with(json!({"200": ok("Reservations", "ReservationList")}), error_responses(&["401", "403", "422"]))},
+                "post": {"summary": "Book (team leads). Send `Idempotency-Key` to make retries safe.",
+                    "parameters": [{"name": "Idempotency-Key", "in": "header", "schema": {"type": "string"}}],
+                    "requestBody": booking_body,
+                    "responses": with(json!({"201": ok("Booked", "Reservation"), "200": ok("Replayed: the reservation this key already made", "Reservation")}), error_responses(&["401", "403", "409", "422"]))}
+            },
+            "/reservations/{id}": {
+                "get": {"summary": "One reservation with its allocations", "parameters": [id_param()],
+                    "responses": with(json!({"200": ok("The reservation", "Reservation")}), error_responses(&["401", "404"]))},
+                "patch": {"summary": "Move the end: extend or shorten", "parameters": [id_param()],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["end"], "properties": {"end": {"type": "string", "format": "date-time"}}}}}},
+                    "responses": with(json!({"200": ok("The changed reservation", "Reservation")}), error_responses(&["401", "403", "404", "409", "422"]))}
+            },
+            "/reservations/{id}/cancel": {"post": {"summary": "Cancel and free the slices", "parameters": [id_param()],
+                "responses": with(json!({"200": ok("The cancelled reservation", "Reservation")}), error_responses(&["401", "403", "404", "409"]))}},
+            "/admin/nodes": {"get": {"summary": "Every node (platform admins)", "responses": with(json!({"200": {"description": "Nodes"}}), error_responses(&["401", "403"]))}},
+            "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}}
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "properties": {"error": {"type": "object", "required": ["code", "message"],
+                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "field": {"type": "string"}}}}},
+                "Identity": {"type": "object", "properties": {"user_id": {"type": "integer"}, "email": {"type": "string"}, "name": {"type": "string"},
+                    "tenant": {"type": ["object", "null"]}, "role": {"type": ["string", "null"], "enum": ["lead", "member", null]}, "is_admin": {"type": "boolean"}}},
+                "Offering": {"type": "object", "required": ["id", "name", "gpu_model", "grain", "gpus_per_unit", "reserved_cents_per_hour", "on_demand_cents_per_hour"],
+                    "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "gpu_model": {"type": "string"},
+                        "grain": {"type": "string", "enum": ["node", "gpu", "mig"]}, "mig_profile": {"type": ["string", "null"]},
+                        "gpus_per_unit": {"type": "number"}, "reserved_cents_per_hour": {"type": "integer"}, "on_demand_cents_per_hour": {"type": "integer"},
+                        "cuda_drivers": {"type": "array", "items": {"type": "string"}}, "orchestrators": {"type": "array", "items": {"type": "string"}}}},
+                "OfferingList": {"type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/components/schemas/Offering"}}}},
+                "Options": {"type": "object", "properties": {
+                    "orchestrator": {"type": "string", "enum": ["kubernetes", "slurm", "none"]}, "cuda_driver": {"type": "string"},
+                    "host_memory_gb": {"type": "integer"}, "storage_tb": {"type": "integer"},
+                    "placement": {"type": "string", "enum": ["compact", "any"]},
+                    "workload": {"type": "string", "enum": ["pre-training", "fine-tuning", "inference", "development"]}}},
+                "BookingInput": {"type": "object", "required": ["offering", "quantity", "start", "end"], "properties": {
+                    "offering": {"type": "string"}, "quantity": {"type": "integer", "minimum": 1},
+                    "start": {"type": "string", "format": "date-time"}, "end": {"type": "string", "format": "date-time"},
+                    "options": {"$ref": "#/components/schemas/Options"}}},
+                "Reservation": {"type": "object", "properties": {
+                    "id": {"type": "integer"}, "tenant": {"type": "string"}, "requested_by": {"type": "string"}, "offering": {"type": "string"},
+                    "quantity": {"type": "integer"}, "start": {"type": "string", "format": "date-time"}, "end": {"type": "string", "format": "date-time"},
+                    "state": {"type": "string"}, "options": {"$ref": "#/components/schemas/Options"}, "price_cents": {"type": "integer"},
+                    "allocations": {"type": "array", "items": {"type": "object", "properties": {"node": {"type": "string"}, "gpu_index": {"type": "integer"},
+                        "slice_lo": {"type": "integer"}, "slice_hi": {"type": "integer"}}}}}},
+                "ReservationList": {"type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/components/schemas/Reservation"}}}},
+                "Quote": {"type": "object", "properties": {"offering": {"type": "string"}, "quantity": {"type": "integer"},
+                    "price_cents": {"type": "integer"}, "max_quantity": {"type": "integer"}, "fits": {"type": "boolean"},
+                    "earliest_fit": {"type": ["object", "null"], "properties": {"start": {"type": "string"}, "end": {"type": "string"}}},
+                    "alternatives": {"type": "array", "items": {"type": "object", "properties": {"offering": {"type": "string"}, "max_quantity": {"type": "integer"}}}}}},
+                "Availability": {"type": "object", "properties": {"offering": {"type": "string"}, "buckets": {"type": "array", "items": {"type": "object",
+                    "properties": {"start": {"type": "string"}, "end": {"type": "string"}, "free": {"type": "integer"}, "total": {"type": "integer"}}}}}}
+            }
+        }
+    })
+}
+
+pub async fn serve() -> Json<Value> {
+    Json(document())
+}
