@@ -75,3 +75,67 @@ pub async fn my_reservations() -> Result<Vec<Reservation>, AppError> {
     let who = server::require_identity().await?;
     Ok(server::engine()?.reservations(&who).await?)
 }
+
+use chrono::{DateTime, Utc};
+use leptos::server_fn::codec::Json;
+use tenantry_domain::availability::Availability;
+use tenantry_domain::booking::{BookingInput, Quote};
+use tenantry_domain::reservation::ReservationDetail;
+
+/// An hourly availability grid from today's midnight (UTC), with the server's clock so the
+/// browser draws "now" where the server put it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalendarGrid {
+    pub availability: Availability,
+    pub now: DateTime<Utc>,
+}
+
+#[server(prefix = "/sfn")]
+pub async fn availability_grid(offering: String, days: u32) -> Result<CalendarGrid, AppError> {
+    use crate::server;
+    use chrono::{Duration, DurationRound};
+    use tenantry_domain::availability::Grid;
+    let who = server::require_identity().await?;
+    let now = Utc::now();
+    let from = now.duration_trunc(Duration::days(1)).unwrap_or(now);
+    let grid = Grid::new(from, from + Duration::days(i64::from(days.clamp(1, 62))), Duration::hours(1))
+        .map_err(|e| AppError::Invalid { field: e.field().to_owned(), message: e.to_string() })?;
+    let availability = server::engine()?.availability(&who, &offering, grid).await?;
+    Ok(CalendarGrid { availability, now })
+}
+
+#[server(prefix = "/sfn", input = Json)]
+pub async fn get_quote(input: BookingInput) -> Result<Quote, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.quote(&who, &input, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", input = Json)]
+pub async fn book(input: BookingInput, idempotency_key: String) -> Result<ReservationDetail, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let booked = server::engine()?.book(&who, &input, Some(&idempotency_key), Utc::now()).await?;
+    Ok(booked.detail)
+}
+
+#[server(prefix = "/sfn")]
+pub async fn get_reservation(id: i64) -> Result<ReservationDetail, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.reservation_detail(&who, id).await?)
+}
+
+#[server(prefix = "/sfn")]
+pub async fn change_reservation_end(id: i64, end: DateTime<Utc>) -> Result<ReservationDetail, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.change_end(&who, id, end, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn")]
+pub async fn cancel_reservation(id: i64) -> Result<ReservationDetail, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.cancel(&who, id, Utc::now()).await?)
+}

@@ -3,9 +3,12 @@
 //! server functions (`api`), which stay thin: authenticate, validate, one engine call, a typed
 //! result.
 
+#![recursion_limit = "256"]
+
 pub mod api;
 pub mod components;
 pub mod error;
+pub mod format;
 pub mod pages;
 #[cfg(feature = "ssr")]
 pub mod server;
@@ -54,6 +57,11 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/sign-in") view=pages::sign_in::SignInPage ssr=SsrMode::Async />
                     <Route path=path!("/availability") view=pages::availability::AvailabilityPage ssr=SsrMode::Async />
                     <Route path=path!("/reservations") view=pages::reservations::ReservationsPage ssr=SsrMode::Async />
+                    <Route
+                        path=path!("/reservations/:id")
+                        view=pages::reservation::ReservationPage
+                        ssr=SsrMode::Async
+                    />
                     <Route path=path!("/chargeback") view=pages::chargeback::ChargebackPage ssr=SsrMode::Async />
                     <Route path=path!("/admin") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
                     <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />

@@ -31,6 +31,13 @@ pub struct Bucket {
     pub total: u32,
 }
 
+/// Free units of one offering over a grid.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Availability {
+    pub offering: String,
+    pub buckets: Vec<Bucket>,
+}
+
 /// Why a grid cannot be computed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GridError {
@@ -164,7 +171,9 @@ pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, gri
                     .get(&slot.gpu_id)
                     .into_iter()
                     .flatten()
-                    .filter_map(|h| grid.span_of(&h.window).map(|(lo, hi)| (lo, hi, range_mask(h.slice_lo, h.slice_hi))))
+                    .filter_map(|h| {
+                        grid.span_of(&h.window).map(|(lo, hi)| (lo, hi, range_mask(h.slice_lo, h.slice_hi)))
+                    })
                     .collect();
                 if spans.is_empty() {
                     add(0, n, capacity);
@@ -290,7 +299,12 @@ mod tests {
                     let (gpu_id, mig) = ids[i];
                     let (slice_lo, slice_hi) = if mig { (lo, (lo + width).min(7)) } else { (0, 1) };
                     let start = t0() + Duration::minutes(start * 5);
-                    Hold { gpu_id, slice_lo, slice_hi, window: Window { start, end: start + Duration::minutes(len * 5) } }
+                    Hold {
+                        gpu_id,
+                        slice_lo,
+                        slice_hi,
+                        window: Window { start, end: start + Duration::minutes(len * 5) },
+                    }
                 })
                 .collect()
         })
@@ -372,18 +386,45 @@ mod tests {
     #[test]
     fn earliest_fit_finds_the_gap_after_a_hold() {
         let gpus: Vec<GpuSlot> = (0..2)
-            .map(|g| GpuSlot { gpu_id: g, node_id: 1, fabric_domain_id: 1, gpu_model: GpuModel::H100Sxm80, mig: false, schedulable: true })
+            .map(|g| GpuSlot {
+                gpu_id: g,
+                node_id: 1,
+                fabric_domain_id: 1,
+                gpu_model: GpuModel::H100Sxm80,
+                mig: false,
+                schedulable: true,
+            })
             .collect();
         let busy = Window { start: t0(), end: t0() + Duration::hours(5) };
         let holds = by_gpu(&[Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window: busy }]);
         let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };
-        let found = earliest_fit(&gpus, &holds, &request, Duration::minutes(30), t0() + Duration::days(14), Duration::minutes(15));
+        let found = earliest_fit(
+            &gpus,
+            &holds,
+            &request,
+            Duration::minutes(30),
+            t0() + Duration::days(14),
+            Duration::minutes(15),
+        );
         assert_eq!(found, Some(Window { start: t0() + Duration::hours(5), end: t0() + Duration::hours(7) }));
         let one = Request { quantity: 1, ..request };
-        assert_eq!(earliest_fit(&gpus, &holds, &one, Duration::minutes(30), t0() + Duration::days(14), Duration::minutes(15)), Some(want));
+        assert_eq!(
+            earliest_fit(&gpus, &holds, &one, Duration::minutes(30), t0() + Duration::days(14), Duration::minutes(15)),
+            Some(want)
+        );
         let three = Request { quantity: 3, ..request };
-        assert_eq!(earliest_fit(&gpus, &holds, &three, Duration::minutes(30), t0() + Duration::days(14), Duration::minutes(15)), None);
+        assert_eq!(
+            earliest_fit(
+                &gpus,
+                &holds,
+                &three,
+                Duration::minutes(30),
+                t0() + Duration::days(14),
+                Duration::minutes(15)
+            ),
+            None
+        );
     }
 }

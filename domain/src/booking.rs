@@ -46,6 +46,30 @@ pub struct ValidBooking {
     pub price: Cents,
 }
 
+/// Another offering that has room for the requested window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alternative {
+    pub offering: String,
+    pub max_quantity: u32,
+}
+
+/// What a booking would cost and whether it fits, before booking it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quote {
+    pub offering: String,
+    pub quantity: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub price_cents: Cents,
+    /// The most units of this offering free for the whole window (turnaround included).
+    pub max_quantity: u32,
+    pub fits: bool,
+    /// When it does not fit: the earliest window of the same length within 14 days that does.
+    pub earliest_fit: Option<Window>,
+    /// Other offerings with room for at least one unit in this window.
+    pub alternatives: Vec<Alternative>,
+}
+
 /// A rejected field and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -124,7 +148,10 @@ pub fn validate_options(offering: &Offering, input: &OptionsInput) -> Result<Res
         if !offering.cuda_drivers.iter().any(|d| d == value) {
             return Err(field(
                 "options.cuda_driver",
-                format!("CUDA driver branch `{value}` is not offered; choose one of: {}", offering.cuda_drivers.join(", ")),
+                format!(
+                    "CUDA driver branch `{value}` is not offered; choose one of: {}",
+                    offering.cuda_drivers.join(", ")
+                ),
             ));
         }
         options.cuda_driver = value.clone();

@@ -2,9 +2,9 @@
 //! no clock (the current time is always a parameter), so it is tested with ordinary `#[test]`s and
 //! property tests and it compiles for the browser (wasm) as well as for the server.
 
-pub mod codes;
 pub mod availability;
 pub mod booking;
+pub mod codes;
 pub mod fleet;
 pub mod identity;
 pub mod money;

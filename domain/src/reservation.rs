@@ -113,3 +113,11 @@ pub struct Reservation {
     pub price_cents: crate::Cents,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
+
+/// A reservation with the slices it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReservationDetail {
+    #[serde(flatten)]
+    pub reservation: Reservation,
+    pub allocations: Vec<AllocationView>,
+}

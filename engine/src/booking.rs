@@ -8,12 +8,11 @@ use crate::error::{EngineError, EngineResult};
 use crate::store::reservations::{is_overlap, Clash, Inserted, NewReservation, ReservationFilter};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tenantry_domain::availability::{self, Bucket, Grid};
-use tenantry_domain::booking::{self, BookingInput, ValidBooking};
+use tenantry_domain::availability::{self, Availability, Grid};
+use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
 use tenantry_domain::placement::{self, Placed, Request, UnitKind};
-use tenantry_domain::reservation::AllocationView;
+use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::{Cents, Identity, Offering, Reservation, ReservationState, Window};
 
 /// How often a booking re-plans after losing a race before it gives up with a 409.
@@ -22,50 +21,11 @@ const MAX_PLAN_ATTEMPTS: u32 = 8;
 /// How far ahead a quote looks for the earliest window that fits.
 pub const EARLIEST_FIT_HORIZON: Duration = Duration::days(14);
 
-/// A reservation with the slices it holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReservationDetail {
-    #[serde(flatten)]
-    pub reservation: Reservation,
-    pub allocations: Vec<AllocationView>,
-}
-
-/// Another offering that has room for the requested window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Alternative {
-    pub offering: String,
-    pub max_quantity: u32,
-}
-
-/// What a booking would cost and whether it fits, before booking it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Quote {
-    pub offering: String,
-    pub quantity: u32,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub price_cents: Cents,
-    /// The most units of this offering free for the whole window (turnaround included).
-    pub max_quantity: u32,
-    pub fits: bool,
-    /// When it does not fit: the earliest window of the same length within 14 days that does.
-    pub earliest_fit: Option<Window>,
-    /// Other offerings with room for at least one unit in this window.
-    pub alternatives: Vec<Alternative>,
-}
-
 /// The result of a booking call: a new reservation, or the one an idempotency key already made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Booked {
     pub detail: ReservationDetail,
     pub replayed: bool,
-}
-
-/// Availability of one offering over a grid.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Availability {
-    pub offering: String,
-    pub buckets: Vec<Bucket>,
 }
 
 fn tenant_of(who: &Identity) -> EngineResult<i64> {
@@ -202,7 +162,10 @@ impl Engine {
         let tenant_id = require_lead(who)?;
         if let Some(key) = idempotency_key {
             if key.is_empty() || key.len() > 255 {
-                return Err(EngineError::invalid("Idempotency-Key", "the Idempotency-Key header must be 1 to 255 characters"));
+                return Err(EngineError::invalid(
+                    "Idempotency-Key",
+                    "the Idempotency-Key header must be 1 to 255 characters",
+                ));
             }
         }
         let offering = self.offering_for(&input.offering).await?;
@@ -284,7 +247,11 @@ impl Engine {
     }
 
     /// The caller's team's reservations matching a filter.
-    pub async fn find_reservations(&self, who: &Identity, filter: &ReservationFilter) -> EngineResult<Vec<Reservation>> {
+    pub async fn find_reservations(
+        &self,
+        who: &Identity,
+        filter: &ReservationFilter,
+    ) -> EngineResult<Vec<Reservation>> {
         let tenant_id = tenant_of(who)?;
         self.store.find_reservations(tenant_id, filter).await
     }
@@ -325,7 +292,12 @@ impl Engine {
                     .reservation_allocations(id)
                     .await?
                     .iter()
-                    .map(|(gpu_id, a)| Placed { node_id: 0, gpu_id: *gpu_id, slice_lo: a.slice_lo, slice_hi: a.slice_hi })
+                    .map(|(gpu_id, a)| Placed {
+                        node_id: 0,
+                        gpu_id: *gpu_id,
+                        slice_lo: a.slice_lo,
+                        slice_hi: a.slice_hi,
+                    })
                     .collect();
                 let clashes = self.store.clashes(&pieces, current.start, hold_until, Some(id)).await?;
                 return Err(EngineError::Conflict(format!("cannot extend to that end: {}", describe(&clashes))));

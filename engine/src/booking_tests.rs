@@ -117,7 +117,10 @@ store_test!(bad_requests_are_refused_with_the_field, |store: Store| async move {
     bad.options.cuda_driver = Some("390".into());
     assert_eq!(field(engine.book(&lead, &bad, None, now).await), "options.cuda_driver");
     let member = who(&engine, "member@acme.example").await;
-    assert!(matches!(engine.book(&member, &input("h100-gpu", 1, 9, 10), None, now).await, Err(EngineError::Forbidden(_))));
+    assert!(matches!(
+        engine.book(&member, &input("h100-gpu", 1, 9, 10), None, now).await,
+        Err(EngineError::Forbidden(_))
+    ));
     // Too many units: a conflict that says how many are free.
     match engine.book(&lead, &input("h100-node", 500, 9, 10), None, now).await {
         Err(EngineError::Conflict(m)) => assert!(m.contains("of 500 units"), "{m}"),

@@ -157,7 +157,8 @@ app_test!(book_read_extend_cancel_over_http, |app: TestApp| async move {
     let (_, body) = app.get("/api/v1/reservations?state=scheduled&offering=h100-gpu", Some(&lead)).await;
     assert!(json(&body)["items"].as_array().unwrap().iter().any(|r| r["id"] == id));
 
-    let new_end = chrono::DateTime::parse_from_rfc3339(created["end"].as_str().unwrap()).unwrap() + chrono::Duration::hours(1);
+    let new_end =
+        chrono::DateTime::parse_from_rfc3339(created["end"].as_str().unwrap()).unwrap() + chrono::Duration::hours(1);
     let patch = lead
         .apply(Request::patch(format!("/api/v1/reservations/{id}")))
         .header(header::CONTENT_TYPE, "application/json")
@@ -173,10 +174,12 @@ app_test!(book_read_extend_cancel_over_http, |app: TestApp| async move {
     let (status, _) = post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &other, String::new(), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    let (status, cancelled) = post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &lead, String::new(), None).await;
+    let (status, cancelled) =
+        post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &lead, String::new(), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(cancelled["state"], "cancelled");
-    let (status, again) = post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &lead, String::new(), None).await;
+    let (status, again) =
+        post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &lead, String::new(), None).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(again["error"]["code"], "conflict");
 });
@@ -198,11 +201,15 @@ app_test!(bad_booking_input_is_a_422_naming_the_field, |app: TestApp| async move
     let mut with_option: Value = serde_json::from_str(&booking_body("h100-gpu", 1, (1, 2))).unwrap();
     with_option["options"] = serde_json::json!({"orchestrator": "nomad"});
     let (status, err) = post_json(&app, "/api/v1/reservations", &lead, with_option.to_string(), None).await;
-    assert_eq!((status, err["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("options.orchestrator")));
+    assert_eq!(
+        (status, err["error"]["field"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("options.orchestrator"))
+    );
     let (status, err) = post_json(&app, "/api/v1/reservations", &lead, "{not json".into(), None).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     let member = app.token("member@acme.example").await;
-    let (status, err) = post_json(&app, "/api/v1/reservations", &member, booking_body("h100-gpu", 1, (1, 2)), None).await;
+    let (status, err) =
+        post_json(&app, "/api/v1/reservations", &member, booking_body("h100-gpu", 1, (1, 2)), None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(err["error"]["message"].as_str().unwrap().contains("team lead"));
     let (_, list) = app.get("/api/v1/reservations?state=bogus", Some(&lead)).await;
@@ -212,7 +219,10 @@ app_test!(bad_booking_input_is_a_422_naming_the_field, |app: TestApp| async move
 app_test!(availability_buckets_and_openapi, |app: TestApp| async move {
     let lead = app.token("lead@acme.example").await;
     let (status, body) = app
-        .get("/api/v1/availability?offering=l40s-gpu&from=2030-01-01T00:00:00Z&to=2030-01-02T00:00:00Z&step=1h", Some(&lead))
+        .get(
+            "/api/v1/availability?offering=l40s-gpu&from=2030-01-01T00:00:00Z&to=2030-01-02T00:00:00Z&step=1h",
+            Some(&lead),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let grid = json(&body);

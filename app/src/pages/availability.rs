@@ -1,69 +1,681 @@
-//! Availability: the offerings a team can book, grouped by GPU model, with both rates.
+//! Availability: pick an offering, see free units on an hourly heatmap (week or month), drag
+//! across it (or type a start and end) to choose a window, watch a live quote, book with a
+//! confirmation. The heatmap follows other people's bookings through server-sent events.
 
 use super::{PageHeader, CARD};
-use crate::api::offerings;
+use crate::api::{availability_grid, book, get_quote, offerings, CalendarGrid};
 use crate::components::errors::ErrorPanel;
+use crate::error::AppError;
+use crate::format;
+use chrono::{DateTime, Duration, Utc};
 use leptos::prelude::*;
-use tenantry_domain::Offering;
+use leptos_router::hooks::{use_navigate, use_query_map};
+use tenantry_domain::availability::Bucket;
+use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::reservation::{Placement, Workload};
+use tenantry_domain::{Grain, Offering};
+
+const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
+                     focus:border-indigo-500 focus:outline-2 focus:outline-indigo-500 dark:border-slate-700 dark:bg-slate-800";
 
 #[component]
 pub fn AvailabilityPage() -> impl IntoView {
     let catalogue = Resource::new(|| (), |_| offerings());
     view! {
-        <PageHeader title="Availability" subtitle="What your team can book, per unit-hour." />
+        <PageHeader
+            title="Availability"
+            subtitle="Free units per hour, UTC. Drag across the calendar to choose a window."
+        />
         <Suspense fallback=|| {
             view! { <p>"Loading offerings…"</p> }
         }>
             {move || Suspend::new(async move {
                 match catalogue.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(list) => {
-                        view! {
-                            <ul class="grid gap-4 md:grid-cols-2" data-testid="offerings">
-                                {list.into_iter().map(|o| view! { <OfferingCard offering=o /> }).collect_view()}
-                            </ul>
-                        }
-                            .into_any()
-                    }
+                    Ok(list) if list.is_empty() => view! { <p class=CARD>"No offerings yet."</p> }.into_any(),
+                    Ok(list) => view! { <Planner offerings=list /> }.into_any(),
                 }
             })}
         </Suspense>
     }
 }
 
+/// Listens for `availability` server-sent events and bumps `revision` on each (browser only).
+fn follow_availability(revision: RwSignal<u64>) {
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        use wasm_bindgen::closure::Closure;
+        use wasm_bindgen::JsCast;
+        let Ok(source) = web_sys::EventSource::new("/api/v1/availability/events") else { return };
+        let on_change = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| revision.update(|r| *r += 1));
+        let _ = source.add_event_listener_with_callback("availability", on_change.as_ref().unchecked_ref());
+        on_change.forget();
+        let source = send_wrapper::SendWrapper::new(source);
+        on_cleanup(move || source.close());
+    });
+    #[cfg(not(feature = "hydrate"))]
+    let _ = revision;
+}
+
+/// A fresh Idempotency-Key for one booking attempt, so a double click or a retry books once.
+fn new_idempotency_key() -> String {
+    #[cfg(feature = "hydrate")]
+    {
+        format!("ui-{:x}{:x}", (js_sys::Math::random() * 1e15) as u64, (js_sys::Date::now()) as u64)
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        "ui-server".to_owned()
+    }
+}
+
+/// The form's state: all strings, as the inputs hold them.
+#[derive(Clone, Copy)]
+struct Form {
+    start: RwSignal<String>,
+    end: RwSignal<String>,
+    quantity: RwSignal<String>,
+    orchestrator: RwSignal<String>,
+    cuda_driver: RwSignal<String>,
+    host_memory_gb: RwSignal<String>,
+    storage_tb: RwSignal<String>,
+    placement: RwSignal<String>,
+    workload: RwSignal<String>,
+}
+
+impl Form {
+    fn new() -> Self {
+        Form {
+            start: RwSignal::new(String::new()),
+            end: RwSignal::new(String::new()),
+            quantity: RwSignal::new("1".to_owned()),
+            orchestrator: RwSignal::new(String::new()),
+            cuda_driver: RwSignal::new(String::new()),
+            host_memory_gb: RwSignal::new(String::new()),
+            storage_tb: RwSignal::new(String::new()),
+            placement: RwSignal::new(String::new()),
+            workload: RwSignal::new(String::new()),
+        }
+    }
+
+    /// The request the form describes, or `None` while start or end is not a time yet. Empty
+    /// options are left out so the offering's defaults apply.
+    fn input(&self, offering: String) -> Option<BookingInput> {
+        let text = |s: RwSignal<String>| Some(s.get()).filter(|v| !v.is_empty());
+        let number = |s: RwSignal<String>| text(s).and_then(|v| v.parse::<i64>().ok());
+        Some(BookingInput {
+            offering,
+            quantity: self.quantity.get().trim().parse().unwrap_or(0),
+            start: format::from_input(&self.start.get())?,
+            end: format::from_input(&self.end.get())?,
+            options: OptionsInput {
+                orchestrator: text(self.orchestrator),
+                cuda_driver: text(self.cuda_driver),
+                host_memory_gb: number(self.host_memory_gb),
+                storage_tb: number(self.storage_tb),
+                placement: text(self.placement),
+                workload: text(self.workload),
+            },
+        })
+    }
+}
+
 #[component]
-fn OfferingCard(offering: Offering) -> impl IntoView {
-    let gpus = offering.gpus_per_unit().as_gpus();
+fn Planner(offerings: Vec<Offering>) -> impl IntoView {
+    let query = use_query_map();
+    let initial = query
+        .with_untracked(|q| q.get("offering"))
+        .filter(|id| offerings.iter().any(|o| &o.id == id))
+        .unwrap_or_else(|| offerings[0].id.clone());
+    let offering_id = RwSignal::new(initial);
+    let month = RwSignal::new(query.with_untracked(|q| q.get("view").as_deref() == Some("month")));
+    let revision = RwSignal::new(0u64);
+    follow_availability(revision);
+    let grid = Resource::new(
+        move || (offering_id.get(), if month.get() { 30 } else { 7 }, revision.get()),
+        |(offering, days, _)| availability_grid(offering, days),
+    );
+    let catalogue = StoredValue::new(offerings);
+    let current = move || catalogue.with_value(|list| list.iter().find(|o| o.id == offering_id.get()).cloned());
+    let form = Form::new();
+    let selection = RwSignal::new(None::<(usize, usize)>);
+
+    view! {
+        <div class="grid gap-6 lg:grid-cols-[1fr_22rem]">
+            <div>
+                <div class=format!("{CARD} mb-4 flex flex-wrap items-end gap-4")>
+                    <label class="block min-w-64 flex-1 text-sm font-medium">
+                        "Offering"
+                        <select
+                            class=INPUT
+                            data-testid="offering-select"
+                            prop:value=move || offering_id.get()
+                            on:change=move |ev| {
+                                offering_id.set(event_target_value(&ev));
+                                form.orchestrator.set(String::new());
+                                form.cuda_driver.set(String::new());
+                            }
+                        >
+                            {catalogue.with_value(|list| offering_options(list, &offering_id.get_untracked()))}
+                        </select>
+                    </label>
+                    <fieldset class="flex gap-1 text-sm" aria-label="Calendar range">
+                        <RangeButton
+                            label="Week"
+                            active=Signal::derive(move || !month.get())
+                            on_click=move || month.set(false)
+                        />
+                        <RangeButton
+                            label="Month"
+                            active=Signal::derive(move || month.get())
+                            on_click=move || month.set(true)
+                        />
+                    </fieldset>
+                </div>
+                {move || current().map(|o| view! { <OfferingSummary offering=o /> })}
+                <Transition fallback=|| {
+                    view! { <p>"Loading availability…"</p> }
+                }>
+                    {move || Suspend::new(async move {
+                        match grid.await {
+                            Err(error) => view! { <ErrorPanel error /> }.into_any(),
+                            Ok(calendar) => view! { <Heatmap calendar selection form /> }.into_any(),
+                        }
+                    })}
+                </Transition>
+            </div>
+            <BookingPanel form offering=Signal::derive(current) revision />
+        </div>
+    }
+}
+
+fn offering_options(list: &[Offering], selected: &str) -> impl IntoView {
+    let mut models: Vec<_> = list.iter().map(|o| o.gpu_model).collect();
+    models.dedup();
+    models
+        .into_iter()
+        .map(|model| {
+            let options = list
+                .iter()
+                .filter(|o| o.gpu_model == model)
+                .map(|o| {
+                    let label = format!("{} — {}/h reserved", o.name, o.reserved_cents_per_hour);
+                    view! {
+                        <option value=o.id.clone() selected=o.id == selected>
+                            {label}
+                        </option>
+                    }
+                })
+                .collect_view();
+            view! { <optgroup label=model.display_name()>{options}</optgroup> }
+        })
+        .collect_view()
+}
+
+#[component]
+fn RangeButton(label: &'static str, active: Signal<bool>, on_click: impl Fn() + 'static) -> impl IntoView {
+    view! {
+        <button
+            type="button"
+            aria-pressed=move || active.get().to_string()
+            class="rounded-md border border-slate-300 px-3 py-2 font-medium aria-pressed:bg-indigo-600 aria-pressed:text-white dark:border-slate-700"
+            on:click=move |_| on_click()
+        >
+            {label}
+        </button>
+    }
+}
+
+#[component]
+fn OfferingSummary(offering: Offering) -> impl IntoView {
     let unit = match offering.grain {
-        tenantry_domain::Grain::Node => format!("node ({gpus} GPUs)"),
-        tenantry_domain::Grain::Gpu => "GPU".to_owned(),
-        tenantry_domain::Grain::Mig => format!("slice ({:.2} GPU)", gpus),
+        Grain::Node => "node",
+        Grain::Gpu => "GPU",
+        Grain::Mig => "slice",
     };
     view! {
-        <li class=CARD>
-            <div class="flex items-baseline justify-between gap-2">
-                <h2 class="font-semibold">{offering.name.clone()}</h2>
-                <span class="text-xs text-slate-500">{offering.gpu_model.display_name()}</span>
+        <p class="mb-3 text-sm text-slate-600 dark:text-slate-400" data-testid="offering-summary">
+            {offering.description.clone()}
+            " Reserved "
+            <strong>{format!("{}", offering.reserved_cents_per_hour)}</strong>
+            {format!(" per {unit}-hour; on demand {} per {unit}-hour.", offering.on_demand_cents_per_hour)}
+        </p>
+    }
+}
+
+/// Tailwind classes for a cell by its share of free units.
+fn heat(bucket: &Bucket, past: bool) -> &'static str {
+    if past {
+        return "bg-slate-200 text-slate-400 dark:bg-slate-800 dark:text-slate-600";
+    }
+    if bucket.total == 0 || bucket.free == 0 {
+        return "bg-rose-200 text-rose-900 dark:bg-rose-950 dark:text-rose-200";
+    }
+    let share = f64::from(bucket.free) / f64::from(bucket.total);
+    if share < 0.25 {
+        "bg-amber-200 text-amber-900 dark:bg-amber-900 dark:text-amber-100"
+    } else if share < 0.6 {
+        "bg-lime-200 text-lime-900 dark:bg-lime-900 dark:text-lime-100"
+    } else {
+        "bg-emerald-300 text-emerald-950 dark:bg-emerald-800 dark:text-emerald-50"
+    }
+}
+
+#[component]
+fn Heatmap(calendar: CalendarGrid, selection: RwSignal<Option<(usize, usize)>>, form: Form) -> impl IntoView {
+    let buckets = StoredValue::new(calendar.availability.buckets);
+    let now = calendar.now;
+    let dragging = RwSignal::new(false);
+    let days = buckets.with_value(|b| b.len() / 24);
+    let in_selection = move |i: usize| selection.get().is_some_and(|(a, b)| a.min(b) <= i && i <= a.max(b));
+    // Ends a drag: the selected hours become the form's window.
+    let commit = move || {
+        dragging.set(false);
+        if let Some((a, b)) = selection.get_untracked() {
+            buckets.with_value(|all| {
+                if let (Some(first), Some(last)) = (all.get(a.min(b)), all.get(a.max(b))) {
+                    form.start.set(format::to_input(first.start.max(crate::pages::availability::next_quarter(now))));
+                    form.end.set(format::to_input(last.end));
+                }
+            });
+        }
+    };
+    let rows = (0..days)
+        .map(|day| {
+            let label = buckets.with_value(|b| b[day * 24].start.format("%a %d %b").to_string());
+            let cells = (0..24)
+                .map(|hour| {
+                    let i = day * 24 + hour;
+                    let bucket = buckets.with_value(|b| b[i]);
+                    let past = bucket.end <= now;
+                    let is_now = bucket.start <= now && now < bucket.end;
+                    let now_offset = ((now - bucket.start).num_minutes() as f64 / 60.0 * 100.0).round();
+                    let label = format!(
+                        "{} {}: {} of {} free",
+                        bucket.start.format("%a %d %b %H:%M UTC"),
+                        if past { "(past)" } else { "" },
+                        bucket.free,
+                        bucket.total
+                    );
+                    view! {
+                        <td
+                            class=move || {
+                                format!(
+                                    "relative h-7 min-w-7 select-none border border-white text-center text-[10px] tabular-nums dark:border-slate-950 {} {}",
+                                    heat(&bucket, past),
+                                    if in_selection(i) {
+                                        "outline-2 -outline-offset-2 outline-indigo-700 dark:outline-indigo-300"
+                                    } else {
+                                        ""
+                                    },
+                                )
+                            }
+                            title=label.clone()
+                            aria-label=label
+                            data-testid="heat-cell"
+                            data-index=i
+                            data-free=bucket.free
+                            data-start=bucket.start.to_rfc3339()
+                            on:pointerdown=move |ev| {
+                                if !past {
+                                    ev.prevent_default();
+                                    dragging.set(true);
+                                    selection.set(Some((i, i)));
+                                }
+                            }
+                            on:pointerenter=move |_| {
+                                if dragging.get_untracked() && !past {
+                                    selection
+                                        .update(|s| {
+                                            if let Some((_, end)) = s {
+                                                *end = i;
+                                            }
+                                        });
+                                }
+                            }
+                            on:pointerup=move |_| {
+                                if dragging.get_untracked() {
+                                    commit();
+                                }
+                            }
+                        >
+                            {bucket.free}
+                            {is_now
+                                .then(|| {
+                                    view! {
+                                        <span
+                                            aria-hidden="true"
+                                            data-testid="now-line"
+                                            class="absolute inset-y-0 w-0.5 bg-rose-600"
+                                            style=format!("left: {now_offset}%")
+                                        ></span>
+                                    }
+                                })}
+                        </td>
+                    }
+                })
+                .collect_view();
+            view! {
+                <tr>
+                    <th
+                        scope="row"
+                        class="whitespace-nowrap pr-2 text-left text-xs font-medium text-slate-600 dark:text-slate-400"
+                    >
+                        {label}
+                    </th>
+                    {cells}
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div
+            class=format!("{CARD} overflow-x-auto")
+            on:pointerleave=move |_| {
+                if dragging.get_untracked() {
+                    commit()
+                }
+            }
+        >
+            <table class="border-collapse touch-none" data-testid="heatmap">
+                <caption class="sr-only">"Free units per hour; rows are days, columns are hours (UTC)"</caption>
+                <thead>
+                    <tr>
+                        <th scope="col" class="sr-only">
+                            "Day"
+                        </th>
+                        {(0..24)
+                            .map(|h| {
+                                view! {
+                                    <th scope="col" class="text-[10px] font-normal text-slate-500">
+                                        {format!("{h:02}")}
+                                    </th>
+                                }
+                            })
+                            .collect_view()}
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+            <p class="mt-2 flex flex-wrap gap-3 text-xs text-slate-600 dark:text-slate-400">
+                <span>
+                    <span class="mr-1 inline-block h-3 w-3 bg-emerald-300 align-middle dark:bg-emerald-800"></span>
+                    "plenty free"
+                </span>
+                <span>
+                    <span class="mr-1 inline-block h-3 w-3 bg-lime-200 align-middle dark:bg-lime-900"></span>
+                    "some"
+                </span>
+                <span>
+                    <span class="mr-1 inline-block h-3 w-3 bg-amber-200 align-middle dark:bg-amber-900"></span>
+                    "few"
+                </span>
+                <span>
+                    <span class="mr-1 inline-block h-3 w-3 bg-rose-200 align-middle dark:bg-rose-950"></span>
+                    "none"
+                </span>
+                <span>
+                    <span class="mr-1 inline-block h-3 w-0.5 bg-rose-600 align-middle"></span>
+                    "now"
+                </span>
+            </p>
+        </div>
+    }
+}
+
+/// The next quarter hour at or after `t` (a window cannot start in the past).
+pub fn next_quarter(t: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::DurationRound;
+    let floor = t.duration_trunc(Duration::minutes(15)).unwrap_or(t);
+    if floor == t {
+        t
+    } else {
+        floor + Duration::minutes(15)
+    }
+}
+
+#[component]
+fn BookingPanel(form: Form, offering: Signal<Option<Offering>>, revision: RwSignal<u64>) -> impl IntoView {
+    let request = Memo::new(move |_| offering.get().and_then(|o| form.input(o.id)));
+    let quote = Resource::new(
+        move || (request.get(), revision.get()),
+        |(input, _)| async move {
+            match input {
+                Some(input) => get_quote(input).await.map(Some),
+                None => Ok(None),
+            }
+        },
+    );
+    let confirming = RwSignal::new(None::<String>);
+    let booking = Action::new(|(input, key): &(BookingInput, String)| {
+        let (input, key) = (input.clone(), key.clone());
+        async move { book(input, key).await }
+    });
+    let navigate = use_navigate();
+    Effect::new(move |_| {
+        if let Some(Ok(detail)) = booking.value().get() {
+            navigate(&format!("/reservations/{}", detail.reservation.id), Default::default());
+        }
+    });
+    let text_input = move |label: &'static str, kind: &'static str, signal: RwSignal<String>, testid: &'static str| {
+        view! {
+            <label class="block text-sm font-medium">
+                {label}
+                <input
+                    type=kind
+                    class=INPUT
+                    data-testid=testid
+                    prop:value=move || signal.get()
+                    on:input=move |ev| signal.set(event_target_value(&ev))
+                />
+            </label>
+        }
+    };
+    view! {
+        <aside class=format!("{CARD} h-fit space-y-3 lg:sticky lg:top-4") aria-label="Book a window">
+            <h2 class="font-semibold">"Your window (UTC)"</h2>
+            {text_input("Start", "datetime-local", form.start, "start-input")}
+            {text_input("End", "datetime-local", form.end, "end-input")}
+            {text_input("Quantity", "number", form.quantity, "quantity-input")}
+            <details class="text-sm">
+                <summary class="cursor-pointer font-medium">"Options"</summary>
+                <div class="mt-2 space-y-2">
+                    {move || offering.get().map(|o| view! { <OptionFields offering=o form /> })}
+                </div>
+            </details>
+            <div aria-live="polite" data-testid="quote">
+                <Transition fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        match quote.await {
+                            Ok(None) => {
+                                view! {
+                                    <p class="text-sm text-slate-600 dark:text-slate-400">
+                                        "Drag across the calendar or enter a start and end."
+                                    </p>
+                                }
+                                    .into_any()
+                            }
+                            Err(error) => view! { <ErrorPanel error /> }.into_any(),
+                            Ok(Some(q)) => view! { <QuoteView quote=q form /> }.into_any(),
+                        }
+                    })}
+                </Transition>
             </div>
-            <p class="mt-1 text-sm text-slate-600 dark:text-slate-400">{offering.description.clone()}</p>
-            <dl class="mt-3 grid grid-cols-2 gap-2 text-sm">
-                <div>
-                    <dt class="text-slate-500">"Reserved"</dt>
-                    <dd class="font-medium">{format!("{} per {unit}-hour", offering.reserved_cents_per_hour)}</dd>
-                </div>
-                <div>
-                    <dt class="text-slate-500">"On demand"</dt>
-                    <dd class="font-medium">{format!("{} per {unit}-hour", offering.on_demand_cents_per_hour)}</dd>
-                </div>
-                <div>
-                    <dt class="text-slate-500">"CUDA drivers"</dt>
-                    <dd>{offering.cuda_drivers.join(", ")}</dd>
-                </div>
-                <div>
-                    <dt class="text-slate-500">"Host memory"</dt>
-                    <dd>{format!("{}–{} GB", offering.host_memory_gb.min, offering.host_memory_gb.max)}</dd>
-                </div>
-            </dl>
-        </li>
+            {move || match confirming.get() {
+                None => {
+                    view! {
+                        <button
+                            type="button"
+                            class="w-full rounded-md bg-indigo-600 px-3 py-2 font-medium text-white hover:bg-indigo-500 disabled:opacity-50"
+                            disabled=move || request.get().is_none()
+                            on:click=move |_| confirming.set(Some(new_idempotency_key()))
+                        >
+                            "Book…"
+                        </button>
+                    }
+                        .into_any()
+                }
+                Some(key) => {
+                    let summary = request
+                        .get()
+                        .zip(offering.get())
+                        .map(|(r, o)| {
+                            format!(
+                                "Book {} × {} from {} to {}?",
+                                r.quantity,
+                                o.name,
+                                format::utc(r.start),
+                                format::utc(r.end),
+                            )
+                        });
+                    view! {
+                        <div
+                            role="alertdialog"
+                            aria-label="Confirm booking"
+                            class="rounded-md border border-indigo-300 p-3 dark:border-indigo-700"
+                        >
+                            <p class="text-sm">{summary}</p>
+                            <div class="mt-2 flex gap-2">
+                                <button
+                                    type="button"
+                                    class="rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500"
+                                    disabled=move || booking.pending().get()
+                                    on:click=move |_| {
+                                        if let Some(input) = request.get_untracked() {
+                                            booking.dispatch((input, key.clone()));
+                                        }
+                                    }
+                                >
+                                    "Confirm booking"
+                                </button>
+                                <button
+                                    type="button"
+                                    class="rounded-md border px-3 py-2 text-sm"
+                                    on:click=move |_| confirming.set(None)
+                                >
+                                    "Back"
+                                </button>
+                            </div>
+                        </div>
+                    }
+                        .into_any()
+                }
+            }}
+            {move || booking.value().get().and_then(|r| r.err()).map(|error: AppError| view! { <ErrorPanel error /> })}
+        </aside>
+    }
+}
+
+#[component]
+fn OptionFields(offering: Offering, form: Form) -> impl IntoView {
+    let select = move |label: &'static str, signal: RwSignal<String>, choices: Vec<(String, String)>| {
+        view! {
+            <label class="block">
+                {label}
+                <select
+                    class=INPUT
+                    prop:value=move || signal.get()
+                    on:change=move |ev| signal.set(event_target_value(&ev))
+                >
+                    <option value="">"Default"</option>
+                    {choices
+                        .into_iter()
+                        .map(|(value, text)| view! { <option value=value>{text}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+        }
+    };
+    let pairs = |items: Vec<String>| items.into_iter().map(|v| (v.clone(), v)).collect::<Vec<_>>();
+    view! {
+        {select(
+            "Orchestrator",
+            form.orchestrator,
+            pairs(offering.orchestrators.iter().map(|o| o.code().to_owned()).collect()),
+        )}
+        {select("CUDA driver", form.cuda_driver, pairs(offering.cuda_drivers.clone()))}
+        {select("Placement", form.placement, pairs(Placement::ALL.iter().map(|p| p.code().to_owned()).collect()))}
+        {select("Workload", form.workload, pairs(Workload::ALL.iter().map(|w| w.code().to_owned()).collect()))}
+        <label class="block">
+            {format!("Host memory (GB, {}–{})", offering.host_memory_gb.min, offering.host_memory_gb.max)}
+            <input
+                type="number"
+                class=INPUT
+                placeholder=offering.host_memory_gb.default.to_string()
+                prop:value=move || form.host_memory_gb.get()
+                on:input=move |ev| form.host_memory_gb.set(event_target_value(&ev))
+            />
+        </label>
+        <label class="block">
+            {format!("Shared storage (TB, {}–{})", offering.storage_tb.min, offering.storage_tb.max)}
+            <input
+                type="number"
+                class=INPUT
+                placeholder=offering.storage_tb.default.to_string()
+                prop:value=move || form.storage_tb.get()
+                on:input=move |ev| form.storage_tb.set(event_target_value(&ev))
+            />
+        </label>
+    }
+}
+
+#[component]
+fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoView {
+    let earliest = quote.earliest_fit;
+    view! {
+        <dl class="grid grid-cols-2 gap-1 text-sm">
+            <dt class="text-slate-500">"Price"</dt>
+            <dd class="text-right font-semibold tabular-nums" data-testid="quote-price">
+                {quote.price_cents.to_string()}
+            </dd>
+            <dt class="text-slate-500">"Free for this window"</dt>
+            <dd class="text-right tabular-nums" data-testid="quote-max">
+                {quote.max_quantity}
+            </dd>
+        </dl>
+        {if quote.fits {
+            view! {
+                <p class="text-sm font-medium text-emerald-700 dark:text-emerald-300" data-testid="quote-fits">
+                    "Fits: bookable now."
+                </p>
+            }
+                .into_any()
+        } else {
+            view! {
+                <p class="text-sm font-medium text-rose-700 dark:text-rose-300" data-testid="quote-fits">
+                    {format!("Only {} free for this window.", quote.max_quantity)}
+                </p>
+                {earliest
+                    .map(|w| {
+                        view! {
+                            <button
+                                type="button"
+                                class="mt-1 text-sm text-indigo-700 underline dark:text-indigo-300"
+                                on:click=move |_| {
+                                    form.start.set(format::to_input(w.start));
+                                    form.end.set(format::to_input(w.end));
+                                }
+                            >
+                                {format!("Earliest that fits: {}", format::utc(w.start))}
+                            </button>
+                        }
+                    })}
+            }
+                .into_any()
+        }}
+        {(!quote.alternatives.is_empty())
+            .then(|| {
+                view! {
+                    <p class="mt-1 text-xs text-slate-500">
+                        "Also free then: "
+                        {quote
+                            .alternatives
+                            .iter()
+                            .map(|a| format!("{} ({})", a.offering, a.max_quantity))
+                            .collect::<Vec<_>>()
+                            .join(", ")}
+                    </p>
+                }
+            })}
     }
 }

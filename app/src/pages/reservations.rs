@@ -6,11 +6,6 @@ use crate::components::badges::ReservationStateBadge;
 use crate::components::errors::ErrorPanel;
 use leptos::prelude::*;
 
-/// `2026-12-01 09:00 UTC`.
-pub fn format_utc(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M UTC").to_string()
-}
-
 #[component]
 pub fn ReservationsPage() -> impl IntoView {
     let list = Resource::new(|| (), |_| my_reservations());
@@ -59,14 +54,21 @@ pub fn ReservationsPage() -> impl IntoView {
                                             .map(|r| {
                                                 view! {
                                                     <tr>
-                                                        <td class="px-4 py-2 tabular-nums">{r.id}</td>
+                                                        <td class="px-4 py-2 tabular-nums">
+                                                            <a
+                                                                class="font-medium text-indigo-700 underline dark:text-indigo-300"
+                                                                href=format!("/reservations/{}", r.id)
+                                                            >
+                                                                {format!("#{}", r.id)}
+                                                            </a>
+                                                        </td>
                                                         <td class="px-4 py-2">{r.offering.clone()}</td>
                                                         <td class="px-4 py-2 tabular-nums">{r.quantity}</td>
                                                         <td class="px-4 py-2 whitespace-nowrap">
                                                             {format!(
                                                                 "{} → {}",
-                                                                format_utc(r.start),
-                                                                format_utc(r.end),
+                                                                crate::format::utc(r.start),
+                                                                crate::format::utc(r.end),
                                                             )}
                                                         </td>
                                                         <td class="px-4 py-2">

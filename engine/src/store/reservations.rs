@@ -255,7 +255,19 @@ pub struct Clash {
 pub enum Inserted {
     Created(i64),
     /// The idempotency key was used before: the earlier reservation and its request fingerprint.
-    Replayed { reservation_id: i64, fingerprint: Option<String> },
+    Replayed {
+        reservation_id: i64,
+        fingerprint: Option<String>,
+    },
+}
+
+#[derive(sqlx::FromRow)]
+struct HoldRow {
+    gpu_id: i64,
+    slice_lo: i64,
+    slice_hi: i64,
+    start_at: DateTime<Utc>,
+    hold_until: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -280,7 +292,7 @@ impl Store {
         gpu_ids: Option<&[i64]>,
         since: DateTime<Utc>,
     ) -> EngineResult<Vec<tenantry_domain::placement::Hold>> {
-        let rows: Vec<(i64, i64, i64, DateTime<Utc>, DateTime<Utc>)> = on_pool!(self, |pool| {
+        let rows: Vec<HoldRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select gpu_id, slice_lo, slice_hi, start_at, hold_until from allocation where live and hold_until > ",
             );
@@ -297,11 +309,11 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(gpu_id, lo, hi, start, hold_until)| tenantry_domain::placement::Hold {
-                gpu_id,
-                slice_lo: lo as u8,
-                slice_hi: hi as u8,
-                window: Window { start, end: hold_until },
+            .map(|r| tenantry_domain::placement::Hold {
+                gpu_id: r.gpu_id,
+                slice_lo: r.slice_lo as u8,
+                slice_hi: r.slice_hi as u8,
+                window: Window { start: r.start_at, end: r.hold_until },
             })
             .collect())
     }
@@ -457,7 +469,11 @@ impl Store {
     }
 
     /// A tenant's reservations matching `filter`, latest start first.
-    pub async fn find_reservations(&self, tenant_id: i64, filter: &ReservationFilter) -> EngineResult<Vec<Reservation>> {
+    pub async fn find_reservations(
+        &self,
+        tenant_id: i64,
+        filter: &ReservationFilter,
+    ) -> EngineResult<Vec<Reservation>> {
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(RESERVATION_SELECT);
             q.push(" where r.tenant_id = ").push_bind(tenant_id);
@@ -526,13 +542,15 @@ impl Store {
         now: DateTime<Utc>,
     ) -> EngineResult<()> {
         write_tx!(self, |tx| {
-            sqlx::query("update reservation set state = $1, updated_at = $2 where reservation_id = $3 and tenant_id = $4")
-                .bind(state.code())
-                .bind(now)
-                .bind(reservation_id)
-                .bind(tenant_id)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "update reservation set state = $1, updated_at = $2 where reservation_id = $3 and tenant_id = $4",
+            )
+            .bind(state.code())
+            .bind(now)
+            .bind(reservation_id)
+            .bind(tenant_id)
+            .execute(&mut *tx)
+            .await?;
             if release {
                 sqlx::query("update allocation set live = $1 where reservation_id = $2")
                     .bind(false)

@@ -11,8 +11,8 @@ use axum::Json;
 use futures_util::Stream;
 use std::collections::HashMap;
 use std::convert::Infallible;
+use tenantry_domain::availability::Availability;
 use tenantry_domain::availability::Grid;
-use tenantry_engine::booking::Availability;
 use tokio_stream::wrappers::WatchStream;
 use tokio_stream::StreamExt;
 

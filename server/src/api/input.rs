@@ -21,7 +21,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                     StatusCode::UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
                     _ => StatusCode::UNPROCESSABLE_ENTITY,
                 };
-                Err(ApiError::new(status, "invalid", format!("the request body is not valid: {}", rejection.body_text())))
+                Err(ApiError::new(
+                    status,
+                    "invalid",
+                    format!("the request body is not valid: {}", rejection.body_text()),
+                ))
             }
         }
     }
@@ -33,7 +37,8 @@ pub fn invalid(field: &'static str, message: impl Into<String>) -> ApiError {
 
 /// A required RFC 3339 timestamp from a query parameter.
 pub fn timestamp(field: &'static str, value: Option<&str>) -> Result<DateTime<Utc>, ApiError> {
-    let value = value.ok_or_else(|| invalid(field, format!("`{field}` is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)")))?;
+    let value =
+        value.ok_or_else(|| invalid(field, format!("`{field}` is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)")))?;
     DateTime::parse_from_rfc3339(value)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|_| invalid(field, format!("`{field}` must be an RFC 3339 time such as 2026-12-01T00:00:00Z")))

@@ -14,8 +14,9 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::HashMap;
 use tenantry_domain::booking::BookingInput;
+use tenantry_domain::booking::Quote;
+use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::Reservation;
-use tenantry_engine::booking::{Quote, ReservationDetail};
 use tenantry_engine::store::reservations::ReservationFilter;
 
 /// `POST /api/v1/quotes`
@@ -36,7 +37,9 @@ pub async fn create(
     ApiJson(body): ApiJson<BookingInput>,
 ) -> ApiResult<Response> {
     let key = match headers.get("idempotency-key") {
-        Some(v) => Some(v.to_str().map_err(|_| input::invalid("Idempotency-Key", "the Idempotency-Key must be ASCII"))?),
+        Some(v) => {
+            Some(v.to_str().map_err(|_| input::invalid("Idempotency-Key", "the Idempotency-Key must be ASCII"))?)
+        }
         None => None,
     };
     let booked = state.engine.book(&who, &body, key, Utc::now()).await?;
@@ -53,7 +56,9 @@ pub async fn list(
 ) -> ApiResult<Json<Items<Reservation>>> {
     let filter = ReservationFilter {
         state: match params.get("state") {
-            Some(s) => Some(s.parse().map_err(|e: tenantry_domain::UnknownValue| input::invalid("state", e.to_string()))?),
+            Some(s) => {
+                Some(s.parse().map_err(|e: tenantry_domain::UnknownValue| input::invalid("state", e.to_string()))?)
+            }
             None => None,
         },
         offering: params.get("offering").cloned(),

@@ -1,0 +1,33 @@
+//! How times and quantities read in the UI. Everything is UTC, and says so.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+
+/// `2026-12-01 09:00 UTC`.
+pub fn utc(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// The value of an `<input type="datetime-local">` holding a UTC time: `2026-12-01T09:00`.
+pub fn to_input(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M").to_string()
+}
+
+/// Reads a `datetime-local` value as UTC.
+pub fn from_input(value: &str) -> Option<DateTime<Utc>> {
+    NaiveDateTime::parse_from_str(value.trim(), "%Y-%m-%dT%H:%M").ok().map(|t| t.and_utc())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn input_values_round_trip_as_utc() {
+        let t = Utc.with_ymd_and_hms(2026, 12, 1, 9, 30, 0).unwrap();
+        assert_eq!(to_input(t), "2026-12-01T09:30");
+        assert_eq!(from_input("2026-12-01T09:30"), Some(t));
+        assert_eq!(from_input("tomorrow"), None);
+        assert_eq!(utc(t), "2026-12-01 09:30 UTC");
+    }
+}
