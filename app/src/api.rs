@@ -12,12 +12,14 @@ use tenantry_domain::{Identity, Offering, Reservation};
 pub struct SessionInfo {
     pub user: Option<Identity>,
     pub demo: bool,
+    pub sso: bool,
 }
 
 #[server(prefix = "/sfn")]
 pub async fn get_session() -> Result<SessionInfo, AppError> {
     use crate::server;
-    Ok(SessionInfo { user: server::identity().await?, demo: server::settings().demo })
+    let settings = server::settings();
+    Ok(SessionInfo { user: server::identity().await?, demo: settings.demo, sso: settings.sso })
 }
 
 /// A user the demo sign-in page offers.

@@ -2,6 +2,7 @@
 //! no clock (the current time is always a parameter), so it is tested with ordinary `#[test]`s and
 //! property tests and it compiles for the browser (wasm) as well as for the server.
 
+pub mod audit;
 pub mod availability;
 pub mod booking;
 pub mod codes;
@@ -15,7 +16,7 @@ pub mod window;
 
 pub use codes::UnknownValue;
 pub use fleet::{GpuModel, Health, NodeState};
-pub use identity::{Identity, Role, TenantRef};
+pub use identity::{Access, GroupMap, Identity, Role, TenantRef};
 pub use money::Cents;
 pub use offering::{Grain, MigProfile, Offering};
 pub use reservation::{Reservation, ReservationOptions, ReservationState};

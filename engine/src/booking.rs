@@ -4,6 +4,7 @@
 //! room (bounded), and otherwise answers 409 saying how many units were free or which units and
 //! times clashed.
 
+use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::store::reservations::{is_overlap, Clash, Inserted, NewReservation, ReservationFilter};
 use crate::Engine;
@@ -205,6 +206,17 @@ impl Engine {
                 Ok(Inserted::Created(id)) => {
                     self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
                     tracing::info!(reservation = id, tenant = tenant_id, offering = %offering.id, "booked");
+                    let change = Change {
+                        action: "reservation.created",
+                        object_type: "reservation",
+                        object_id: Some(id.to_string()),
+                        tenant_id: Some(tenant_id),
+                        detail: format!(
+                            "{} × {} from {} to {} for {}",
+                            valid.quantity, offering.id, valid.window.start, valid.window.end, valid.price
+                        ),
+                    };
+                    self.record(who, change, now).await;
                     let detail = self.reservation_detail(who, id).await?;
                     return Ok(Booked { detail, replayed: false });
                 }
@@ -305,6 +317,14 @@ impl Engine {
             Err(err) => return Err(err),
         }
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        let change = Change {
+            action: "reservation.end_changed",
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            tenant_id: Some(tenant_id),
+            detail: format!("end {} → {}, price {} → {}", current.end, end, current.price_cents, price),
+        };
+        self.record(who, change, now).await;
         self.reservation_detail(who, id).await
     }
 
@@ -318,6 +338,14 @@ impl Engine {
         let gpu_ids: Vec<i64> = self.store.reservation_allocations(id).await?.iter().map(|(g, _)| *g).collect();
         self.store.set_reservation_state(tenant_id, id, ReservationState::Cancelled, true, now).await?;
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        let change = Change {
+            action: "reservation.cancelled",
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            tenant_id: Some(tenant_id),
+            detail: format!("was {}", current.state),
+        };
+        self.record(who, change, now).await;
         self.reservation_detail(who, id).await
     }
 }

@@ -3,6 +3,7 @@
 //! and the auth primitives (API tokens). The web layers stay thin: authenticate, validate, make
 //! one engine call, map the result.
 
+pub mod audit;
 pub mod booking;
 pub mod config;
 pub mod error;

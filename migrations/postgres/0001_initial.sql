@@ -18,6 +18,8 @@ create table app_user (
     is_admin boolean not null default false,
     created_at timestamptz not null,
     last_sign_in_at timestamptz,
+    -- The OpenID provider's stable subject, once the user has signed in through SSO.
+    oidc_subject text unique,
     check ((tenant_id is null) = (role is null))
 );
 
@@ -147,3 +149,19 @@ create table allocation (
     ) where (live)
 );
 create index allocation_reservation on allocation (reservation_id);
+
+-- Who did what to which object, when, from where. Written for every state-changing action.
+create table audit_event (
+    audit_event_id bigint generated always as identity primary key,
+    at timestamptz not null,
+    actor_user_id bigint references app_user (user_id),
+    actor_email text not null,
+    tenant_id bigint references tenant (tenant_id),
+    action text not null,
+    object_type text not null,
+    object_id text,
+    detail text not null,
+    client_addr text
+);
+create index audit_event_at on audit_event (at);
+create index audit_event_tenant_at on audit_event (tenant_id, at);

@@ -18,6 +18,8 @@ create table app_user (
     is_admin integer not null default 0,
     created_at text not null,
     last_sign_in_at text,
+    -- The OpenID provider's stable subject, once the user has signed in through SSO.
+    oidc_subject text unique,
     check ((tenant_id is null) = (role is null))
 );
 
@@ -167,3 +169,19 @@ begin
           and a.start_at < new.hold_until and new.start_at < a.hold_until
     );
 end;
+
+-- Who did what to which object, when, from where. Written for every state-changing action.
+create table audit_event (
+    audit_event_id integer primary key,
+    at text not null,
+    actor_user_id integer references app_user (user_id),
+    actor_email text not null,
+    tenant_id integer references tenant (tenant_id),
+    action text not null,
+    object_type text not null,
+    object_id text,
+    detail text not null,
+    client_addr text
+);
+create index audit_event_at on audit_event (at);
+create index audit_event_tenant_at on audit_event (tenant_id, at);

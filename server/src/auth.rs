@@ -1,16 +1,18 @@
 //! Who is calling: the [`Caller`] extractor (an API token or the session cookie), and the
-//! sign-in endpoints. Tenant scoping starts here: handlers get an `Identity` from the verified
-//! token or session, never from the request body.
+//! sign-in endpoints (single sign-on, demo sign-in, sign-out). Tenant scoping starts here:
+//! handlers get an `Identity` from the verified token or session, never from the request body.
 
 use crate::error::{ApiError, ApiResult};
+use crate::oidc::{Attempt, SignInError, ATTEMPT_KEY, ID_TOKEN_KEY};
 use crate::state::AppState;
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
+use chrono::Utc;
 use serde::Deserialize;
-use tenantry_app::server::SESSION_USER_KEY;
+use tenantry_app::server::{session_user_id, start_session, ClientAddr};
 use tenantry_domain::Identity;
 use tower_sessions::Session;
 
@@ -18,31 +20,136 @@ use tower_sessions::Session;
 #[derive(Debug, Clone)]
 pub struct Caller(pub Identity);
 
+fn session_unavailable(err: tower_sessions::session::Error) -> ApiError {
+    tracing::error!(error = %err, "session store unavailable");
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "sessions are unavailable; try again")
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
+        let now = Utc::now();
+        let identity = if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
             let token = value
                 .to_str()
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
                 .map(str::trim)
                 .ok_or_else(ApiError::unauthenticated)?;
-            let identity = state.engine.identity_for_token(token, chrono::Utc::now()).await?;
-            return identity.map(Caller).ok_or_else(ApiError::unauthenticated);
-        }
-        let session = Session::from_request_parts(parts, state).await.map_err(|_| ApiError::unauthenticated())?;
-        let user_id = session.get::<i64>(SESSION_USER_KEY).await.map_err(|e| {
-            tracing::error!(error = %e, "session store unavailable");
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "sessions are unavailable; try again")
-        })?;
-        let Some(user_id) = user_id else {
-            return Err(ApiError::unauthenticated());
+            state.engine.identity_for_token(token, now).await?
+        } else {
+            let session = Session::from_request_parts(parts, state).await.map_err(|_| ApiError::unauthenticated())?;
+            match session_user_id(&session, now).await.map_err(session_unavailable)? {
+                Some(user_id) => state.engine.identity_for_user(user_id).await?,
+                None => None,
+            }
         };
-        let identity = state.engine.identity_for_user(user_id).await?;
-        identity.map(Caller).ok_or_else(ApiError::unauthenticated)
+        let mut who = identity.ok_or_else(ApiError::unauthenticated)?;
+        who.client_addr = parts.extensions.get::<ClientAddr>().map(|a| a.0.clone());
+        Ok(Caller(who))
     }
+}
+
+/// A small page of its own for sign-in outcomes that happen outside the app (the provider's
+/// redirect lands here before any page exists).
+fn auth_page(status: StatusCode, title: &str, message: &str) -> Response {
+    let escape = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let html = format!(
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark"><title>{title} · Tenantry</title><link rel="stylesheet" href="/pkg/tenantry.css"></head>
+<body class="bg-slate-50 text-slate-900 dark:bg-slate-950 dark:text-slate-100"><main class="mx-auto max-w-xl px-4 py-16">
+<h1 class="text-2xl font-semibold">{title}</h1><p class="mt-4" role="alert">{message}</p>
+<p class="mt-6"><a class="font-medium text-indigo-700 underline dark:text-indigo-300" href="/sign-in">Back to sign-in</a></p></main></body></html>"#,
+        title = escape(title),
+        message = escape(message)
+    );
+    (status, Html(html)).into_response()
+}
+
+/// `GET /auth/login`: sends the browser to the identity provider.
+pub async fn login(State(state): State<AppState>, session: Session) -> Response {
+    let Some(oidc) = state.web.oidc.clone() else {
+        return auth_page(
+            StatusCode::NOT_FOUND,
+            "Single sign-on is off",
+            "This portal has no identity provider configured. Ask your platform admin.",
+        );
+    };
+    match oidc.begin().await {
+        Ok((url, attempt)) => match session.insert(ATTEMPT_KEY, attempt).await {
+            Ok(()) => Redirect::to(url.as_str()).into_response(),
+            Err(e) => session_unavailable(e).into_response(),
+        },
+        Err(e) => auth_page(StatusCode::SERVICE_UNAVAILABLE, "Cannot sign in right now", &e.to_string()),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Callback {
+    pub code: Option<String>,
+    pub state: Option<String>,
+    pub error: Option<String>,
+    pub error_description: Option<String>,
+}
+
+/// `GET /auth/callback`: the provider sends the user back here with a code.
+pub async fn callback(State(state): State<AppState>, session: Session, Query(query): Query<Callback>) -> Response {
+    let Some(oidc) = state.web.oidc.clone() else {
+        return auth_page(
+            StatusCode::NOT_FOUND,
+            "Single sign-on is off",
+            "This portal has no identity provider configured.",
+        );
+    };
+    // The attempt is used once, whatever happens next.
+    let attempt: Option<Attempt> = session.remove(ATTEMPT_KEY).await.ok().flatten();
+    let failed = |status: StatusCode, message: String| {
+        let session = session.clone();
+        async move {
+            let _ = session.flush().await;
+            auth_page(status, "Sign-in failed", &message)
+        }
+    };
+    if let Some(error) = query.error {
+        let detail = query.error_description.unwrap_or(error);
+        return failed(StatusCode::BAD_REQUEST, format!("The identity provider said: {detail}")).await;
+    }
+    let (Some(attempt), Some(code), Some(returned_state)) = (attempt, query.code, query.state) else {
+        return failed(StatusCode::BAD_REQUEST, SignInError::UnknownAttempt.to_string()).await;
+    };
+    let user = match oidc.finish(attempt, &returned_state, &code).await {
+        Ok(user) => user,
+        Err(e @ SignInError::ProviderUnavailable) => {
+            return failed(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).await
+        }
+        Err(e) => return failed(StatusCode::BAD_REQUEST, e.to_string()).await,
+    };
+    let access = oidc.settings.groups.resolve(&user.groups);
+    if access.is_empty() {
+        let _ = session.flush().await;
+        tracing::info!(email = %user.email, groups = ?user.groups, "signed in without a mapped group");
+        return auth_page(
+            StatusCode::FORBIDDEN,
+            "Ask your admin for access",
+            &format!(
+                "You signed in as {}, but none of your groups gives access to Tenantry. Ask your platform admin to add you to your team's group.",
+                user.email
+            ),
+        );
+    }
+    let now = Utc::now();
+    let mut who = match state.engine.sso_sign_in(&user.subject, &user.email, &user.name, &access, now).await {
+        Ok(who) => who,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    if let Err(e) = start_session(&session, who.user_id, now).await {
+        return session_unavailable(e).into_response();
+    }
+    let _ = session.insert(ID_TOKEN_KEY, user.id_token).await;
+    who.client_addr = None;
+    state.engine.record_session(&who, "session.signed_in", "single sign-on".to_owned(), now).await;
+    Redirect::to("/").into_response()
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,26 +161,34 @@ pub struct DemoSignIn {
 pub async fn demo_sign_in(
     State(state): State<AppState>,
     session: Session,
+    addr: Option<axum::Extension<ClientAddr>>,
     Form(form): Form<DemoSignIn>,
 ) -> ApiResult<Response> {
     if !state.settings.demo {
         return Err(ApiError::not_found("demo sign-in"));
     }
-    let who = state.engine.demo_sign_in(&form.email, chrono::Utc::now()).await?;
-    // A fresh session id at every sign-in defeats session fixation.
-    session.cycle_id().await.map_err(session_unavailable)?;
-    session.insert(SESSION_USER_KEY, who.user_id).await.map_err(session_unavailable)?;
-    tracing::info!(user = %who.email, "demo sign-in");
+    let now = Utc::now();
+    let mut who = state.engine.demo_sign_in(&form.email, now).await?;
+    start_session(&session, who.user_id, now).await.map_err(session_unavailable)?;
+    who.client_addr = addr.map(|a| a.0 .0.clone());
+    state.engine.record_session(&who, "session.signed_in", "demo sign-in".to_owned(), now).await;
     Ok(Redirect::to(if who.is_admin { "/admin/fleet" } else { "/" }).into_response())
 }
 
-/// `POST /auth/logout`: ends the session.
-pub async fn logout(session: Session) -> ApiResult<Response> {
+/// `POST /auth/logout`: ends the session here and, when the provider supports it, there too.
+pub async fn logout(State(state): State<AppState>, session: Session) -> ApiResult<Response> {
+    let now = Utc::now();
+    let id_token: Option<String> = session.get(ID_TOKEN_KEY).await.ok().flatten();
+    if let Ok(Some(user_id)) = session_user_id(&session, now).await {
+        if let Ok(Some(who)) = state.engine.identity_for_user(user_id).await {
+            state.engine.record_session(&who, "session.signed_out", "signed out".to_owned(), now).await;
+        }
+    }
     session.flush().await.map_err(session_unavailable)?;
+    if let (Some(oidc), Some(token)) = (state.web.oidc.clone(), id_token) {
+        if let Some(url) = oidc.logout_url(Some(token)).await {
+            return Ok(Redirect::to(url.as_str()).into_response());
+        }
+    }
     Ok(Redirect::to("/sign-in").into_response())
-}
-
-fn session_unavailable(err: tower_sessions::session::Error) -> ApiError {
-    tracing::error!(error = %err, "session store unavailable");
-    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "sessions are unavailable; try again")
 }

@@ -95,4 +95,63 @@ pub struct ServeArgs {
     /// Minutes after every allocation kept free for wiping and re-provisioning.
     #[arg(long, env = "TENANTRY_TURNAROUND_MINUTES", default_value_t = 30)]
     pub turnaround_minutes: u32,
+    #[command(flatten)]
+    pub oidc: OidcArgs,
+}
+
+/// Single sign-on with an OpenID provider; on when `OIDC_ISSUER_URL` is set.
+#[derive(Debug, Clone, Args)]
+pub struct OidcArgs {
+    /// The provider's issuer URL (discovery reads `/.well-known/openid-configuration` under it).
+    #[arg(long, env = "OIDC_ISSUER_URL")]
+    pub oidc_issuer_url: Option<String>,
+    #[arg(long, env = "OIDC_CLIENT_ID", default_value = "tenantry")]
+    pub oidc_client_id: String,
+    #[arg(long, env = "OIDC_CLIENT_SECRET", hide_env_values = true)]
+    pub oidc_client_secret: Option<String>,
+    /// Where the provider sends users back: this portal's `/auth/callback`.
+    #[arg(long, env = "OIDC_REDIRECT_URL")]
+    pub oidc_redirect_url: Option<String>,
+    /// The claim that lists the user's groups.
+    #[arg(long, env = "OIDC_GROUPS_CLAIM", default_value = "groups")]
+    pub oidc_groups_claim: String,
+    /// Groups to access: `group=tenant:lead|member` or `group=admin`, comma-separated.
+    #[arg(long, env = "OIDC_GROUP_MAP", default_value = "")]
+    pub oidc_group_map: String,
+    /// Scopes to ask for, space-separated (`openid` is always asked for).
+    #[arg(long, env = "OIDC_SCOPES", default_value = "openid email profile")]
+    pub oidc_scopes: String,
+    /// Where the provider sends users after signing out (RP-initiated logout).
+    #[arg(long, env = "TENANTRY_POST_LOGOUT_REDIRECT_URL")]
+    pub post_logout_redirect_url: Option<String>,
+}
+
+impl OidcArgs {
+    /// The parsed settings, `None` when single sign-on is off, or what is wrong with them.
+    pub fn settings(&self, public_url: Option<&str>) -> Result<Option<crate::oidc::OidcSettings>, String> {
+        use openidconnect::{ClientId, ClientSecret, IssuerUrl, PostLogoutRedirectUrl, RedirectUrl};
+        let Some(issuer) = &self.oidc_issuer_url else { return Ok(None) };
+        let issuer = IssuerUrl::new(issuer.clone()).map_err(|e| format!("OIDC_ISSUER_URL: {e}"))?;
+        let redirect = match (&self.oidc_redirect_url, public_url) {
+            (Some(url), _) => url.clone(),
+            (None, Some(base)) => format!("{}/auth/callback", base.trim_end_matches('/')),
+            (None, None) => return Err("set OIDC_REDIRECT_URL (or TENANTRY_PUBLIC_URL) for single sign-on".to_owned()),
+        };
+        let groups = self.oidc_group_map.parse().map_err(|e| format!("OIDC_GROUP_MAP: {e}"))?;
+        Ok(Some(crate::oidc::OidcSettings {
+            issuer,
+            client_id: ClientId::new(self.oidc_client_id.clone()),
+            client_secret: self.oidc_client_secret.clone().map(ClientSecret::new),
+            redirect: RedirectUrl::new(redirect).map_err(|e| format!("OIDC_REDIRECT_URL: {e}"))?,
+            groups_claim: self.oidc_groups_claim.clone(),
+            groups,
+            scopes: self.oidc_scopes.split_whitespace().map(str::to_owned).collect(),
+            post_logout_redirect: self
+                .post_logout_redirect_url
+                .clone()
+                .map(PostLogoutRedirectUrl::new)
+                .transpose()
+                .map_err(|e| format!("TENANTRY_POST_LOGOUT_REDIRECT_URL: {e}"))?,
+        }))
+    }
 }

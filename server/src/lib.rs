@@ -5,7 +5,9 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod csrf;
 pub mod error;
+pub mod oidc;
 pub mod router;
 pub mod sessions;
 pub mod state;

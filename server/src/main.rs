@@ -7,6 +7,7 @@ use tenantry_app::server::PortalSettings;
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
 use tenantry_server::config::{DemoCommand, FleetKind, SeedArgs, ServeArgs, TokenCommand};
+use tenantry_server::state::WebSettings;
 use tenantry_server::{build_router, sessions, AppState, Cli, Command};
 use tracing_subscriber::EnvFilter;
 
@@ -85,6 +86,10 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot prepare the session table: {e}"))?;
     let secure = args.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+    let oidc = args.oidc.settings(args.public_url.as_deref())?.map(|s| Arc::new(tenantry_server::oidc::Oidc::new(s)));
+    if let Some(o) = &oidc {
+        tracing::info!(issuer = %o.settings.issuer.as_str(), "single sign-on enabled");
+    }
     let leptos = leptos::config::LeptosOptions::builder()
         .output_name("tenantry")
         .site_root(args.site_root.display().to_string())
@@ -92,8 +97,10 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         .site_addr(args.addr)
         .env(leptos::config::Env::PROD)
         .build();
-    let state = AppState { engine: engine.clone(), leptos, settings: Arc::new(PortalSettings { demo: args.demo }) };
-    let app = build_router(state, session_store, secure);
+    let settings = Arc::new(PortalSettings { demo: args.demo, sso: oidc.is_some() });
+    let web = Arc::new(WebSettings { public_origin: args.public_url.clone(), secure_cookies: secure, oidc });
+    let state = AppState { engine: engine.clone(), leptos, settings, web };
+    let app = build_router(state, session_store);
     let listener =
         tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     tracing::info!("listening on http://{}", args.addr);

@@ -1,9 +1,10 @@
 //! Every route in one place: the Leptos pages and server functions, the REST API, sign-in,
-//! health and readiness.
+//! health and readiness. API routes are declared in one table ([`API_ROUTES`]) with how each is
+//! protected, so the isolation and CSRF tests walk the router's own list.
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::{api, auth, sessions};
+use crate::{api, auth, csrf, sessions};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -14,25 +15,60 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use tenantry_app::{shell, App};
 use tower_http::trace::TraceLayer;
 
-/// The REST API, mounted at `/api/v1`.
-pub fn api_routes() -> Router<AppState> {
-    use api::{availability, fleet, me, offerings, openapi, reservations};
-    Router::new()
-        .route("/openapi.json", get(openapi::serve))
-        .route("/me", get(me::me))
-        .route("/offerings", get(offerings::list))
-        .route("/availability", get(availability::grid))
-        .route("/availability/events", get(availability::events))
-        .route("/quotes", post(reservations::quote))
-        .route("/reservations", get(reservations::list).post(reservations::create))
-        .route("/reservations/{id}", get(reservations::get).patch(reservations::change_end))
-        .route("/reservations/{id}/cancel", post(reservations::cancel))
-        .route("/admin/nodes", get(fleet::nodes))
-        .fallback(|| async { ApiError::not_found("API route") })
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone.
+    Public,
+    /// Any signed-in caller; the answer does not depend on a tenant.
+    SignedIn,
+    /// The caller's own tenant's data: another tenant's objects answer 404.
+    Tenant,
+    /// Platform admins only.
+    Admin,
+}
+
+/// One REST route under `/api/v1`.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiRoute {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub access: Access,
+}
+
+macro_rules! api_table {
+    ($($method:ident $path:literal $access:ident => $handler:expr;)*) => {
+        /// Every REST route, with how it is protected.
+        pub const API_ROUTES: &[ApiRoute] =
+            &[$(ApiRoute { method: stringify!($method), path: $path, access: Access::$access }),*];
+
+        /// The REST API, mounted at `/api/v1`.
+        pub fn api_routes() -> Router<AppState> {
+            Router::new()
+                $(.route($path, axum::routing::$method($handler)))*
+                .fallback(|| async { ApiError::not_found("API route") })
+        }
+    };
+}
+
+api_table! {
+    get "/openapi.json" Public => api::openapi::serve;
+    get "/me" SignedIn => api::me::me;
+    get "/offerings" SignedIn => api::offerings::list;
+    get "/availability" SignedIn => api::availability::grid;
+    get "/availability/events" SignedIn => api::availability::events;
+    post "/quotes" Tenant => api::reservations::quote;
+    get "/reservations" Tenant => api::reservations::list;
+    post "/reservations" Tenant => api::reservations::create;
+    get "/reservations/{id}" Tenant => api::reservations::get;
+    patch "/reservations/{id}" Tenant => api::reservations::change_end;
+    post "/reservations/{id}/cancel" Tenant => api::reservations::cancel;
+    get "/admin/nodes" Admin => api::fleet::nodes;
+    get "/admin/audit" Admin => api::audit::list;
 }
 
 /// The whole application.
-pub fn build_router(state: AppState, sessions: sessions::DbSessionStore, secure_cookies: bool) -> Router {
+pub fn build_router(state: AppState, sessions: sessions::DbSessionStore) -> Router {
     let leptos_routes = generate_route_list(App);
     let context = {
         let engine = state.engine.clone();
@@ -43,15 +79,19 @@ pub fn build_router(state: AppState, sessions: sessions::DbSessionStore, secure_
         }
     };
     let options = state.leptos.clone();
+    let secure = state.web.secure_cookies;
     Router::new()
         .nest("/api/v1", api_routes())
+        .route("/auth/login", get(auth::login))
+        .route("/auth/callback", get(auth::callback))
         .route("/auth/demo", post(auth::demo_sign_in))
         .route("/auth/logout", post(auth::logout))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .leptos_routes_with_context(&state, leptos_routes, context, move || shell(options.clone()))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
-        .layer(sessions::layer(sessions, secure_cookies))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), csrf::guard))
+        .layer(sessions::layer(sessions, secure))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -11,6 +11,18 @@ pub struct AppState {
     pub engine: Engine,
     pub leptos: LeptosOptions,
     pub settings: Arc<PortalSettings>,
+    pub web: Arc<WebSettings>,
+}
+
+/// How this instance faces the web.
+#[derive(Default)]
+pub struct WebSettings {
+    /// The portal's public origin (`https://gpu.example.com`), when configured; otherwise the
+    /// request's own `Host` is taken as the origin for CSRF checks.
+    pub public_origin: Option<String>,
+    /// Cookies get `Secure` (the portal is served over https).
+    pub secure_cookies: bool,
+    pub oidc: Option<Arc<crate::oidc::Oidc>>,
 }
 
 impl FromRef<AppState> for LeptosOptions {

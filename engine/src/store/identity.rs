@@ -32,6 +32,7 @@ impl From<IdentityRow> for Identity {
             role: row.role.and_then(|r| r.parse::<Role>().ok()),
             tenant,
             is_admin: row.is_admin,
+            client_addr: None,
         }
     }
 }
@@ -162,5 +163,89 @@ impl Store {
             });
         }
         self.identity_by_user_id(user_id).await
+    }
+}
+
+/// The claims a single sign-on brings, already mapped to access.
+#[derive(Debug, Clone)]
+pub struct SsoUser<'a> {
+    pub subject: &'a str,
+    pub email: &'a str,
+    pub name: &'a str,
+    pub tenant: Option<(&'a str, Role)>,
+    pub is_admin: bool,
+}
+
+impl Store {
+    /// Creates or updates the user behind an SSO sign-in (found by subject, then by email), creating
+    /// the tenant named by the groups when it is new. Returns the user id.
+    pub async fn upsert_sso_user(&self, user: &SsoUser<'_>, now: DateTime<Utc>) -> EngineResult<i64> {
+        let id = write_tx!(self, |tx| {
+            let tenant_id: Option<i64> = match user.tenant {
+                Some((slug, _)) => {
+                    let existing: Option<i64> = sqlx::query_scalar("select tenant_id from tenant where slug = $1")
+                        .bind(slug)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    match existing {
+                        Some(id) => Some(id),
+                        None => Some(
+                            sqlx::query_scalar(
+                                "insert into tenant (slug, name, created_at) values ($1, $1, $2) returning tenant_id",
+                            )
+                            .bind(slug)
+                            .bind(now)
+                            .fetch_one(&mut *tx)
+                            .await?,
+                        ),
+                    }
+                }
+                None => None,
+            };
+            let role = user.tenant.map(|(_, role)| role.code());
+            let existing: Option<i64> = sqlx::query_scalar(
+                "select user_id from app_user where oidc_subject = $1 or (oidc_subject is null and lower(email) = lower($2))
+                 order by oidc_subject is null limit 1",
+            )
+            .bind(user.subject)
+            .bind(user.email)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match existing {
+                Some(id) => {
+                    sqlx::query(
+                        "update app_user set email = $1, name = $2, tenant_id = $3, role = $4, is_admin = $5,
+                            oidc_subject = $6, last_sign_in_at = $7 where user_id = $8",
+                    )
+                    .bind(user.email)
+                    .bind(user.name)
+                    .bind(tenant_id)
+                    .bind(role)
+                    .bind(user.is_admin)
+                    .bind(user.subject)
+                    .bind(now)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                    id
+                }
+                None => {
+                    sqlx::query_scalar(
+                        "insert into app_user (email, name, tenant_id, role, is_admin, oidc_subject, created_at, last_sign_in_at)
+                         values ($1, $2, $3, $4, $5, $6, $7, $7) returning user_id",
+                    )
+                    .bind(user.email)
+                    .bind(user.name)
+                    .bind(tenant_id)
+                    .bind(role)
+                    .bind(user.is_admin)
+                    .bind(user.subject)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?
+                }
+            }
+        });
+        Ok(id)
     }
 }

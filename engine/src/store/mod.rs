@@ -10,6 +10,7 @@
 mod postgres;
 mod sqlite;
 
+pub mod audit;
 pub mod fleet;
 pub mod identity;
 pub mod offerings;

@@ -2,6 +2,7 @@
 //! errors as `{"error":{…}}`. Handlers are thin: the caller, checked input, one engine call, a
 //! JSON shape. One module per noun.
 
+pub mod audit;
 pub mod availability;
 pub mod fleet;
 pub mod input;

@@ -86,6 +86,16 @@ pub fn document() -> Value {
             "/reservations/{id}/cancel": {"post": {"summary": "Cancel and free the slices", "parameters": [id_param()],
                 "responses": with(json!({"200": ok("The cancelled reservation", "Reservation")}), error_responses(&["401", "403", "404", "409"]))}},
             "/admin/nodes": {"get": {"summary": "Every node (platform admins)", "responses": with(json!({"200": {"description": "Nodes"}}), error_responses(&["401", "403"]))}},
+            "/admin/audit": {"get": {"summary": "The audit log, newest first (platform admins)",
+                "parameters": [
+                    {"name": "actor", "in": "query", "schema": {"type": "string"}, "description": "e-mail of who acted"},
+                    {"name": "tenant", "in": "query", "schema": {"type": "string"}},
+                    {"name": "action", "in": "query", "schema": {"type": "string"}, "description": "prefix, e.g. `reservation.`"},
+                    {"name": "from", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+                    {"name": "to", "in": "query", "schema": {"type": "string", "format": "date-time"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}}
+                ],
+                "responses": with(json!({"200": {"description": "Audit events: at, actor, tenant, action, object_type, object_id, detail, client_addr"}}), error_responses(&["401", "403", "422"]))}},
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}}
         },
         "components": {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tenantry_app::server::PortalSettings;
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
+use tenantry_server::state::WebSettings;
 use tenantry_server::{build_router, sessions, AppState};
 use tower::ServiceExt;
 
@@ -31,7 +32,7 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{}", std::process::id(), nanos % 1_000_000_000_000)
 }
 
-async fn database(db: Db) -> Store {
+pub async fn database(db: Db) -> Store {
     match db {
         Db::Sqlite => {
             let dir = std::env::temp_dir().join("tenantry-tests");
@@ -58,10 +59,16 @@ impl TestApp {
         store.migrate().await.unwrap();
         let engine = Engine::new(store, EngineConfig::default());
         seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 30, seed: 3 }, chrono::Utc::now()).await.unwrap();
+        Self::with_web(engine, WebSettings::default()).await
+    }
+
+    /// The app over `engine` with the given web settings (e.g. single sign-on).
+    pub async fn with_web(engine: Engine, web: WebSettings) -> TestApp {
         let sessions = sessions::DbSessionStore::open(&engine.store).await.unwrap();
         let leptos = leptos::config::LeptosOptions::builder().output_name("tenantry").build();
-        let state = AppState { engine: engine.clone(), leptos, settings: Arc::new(PortalSettings { demo: true }) };
-        TestApp { router: build_router(state, sessions, false), engine }
+        let settings = Arc::new(PortalSettings { demo: true, sso: web.oidc.is_some() });
+        let state = AppState { engine: engine.clone(), leptos, settings, web: Arc::new(web) };
+        TestApp { router: build_router(state, sessions), engine }
     }
 
     pub async fn send(&self, request: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
@@ -107,7 +114,11 @@ impl Auth {
     pub fn apply(&self, req: axum::http::request::Builder) -> axum::http::request::Builder {
         match self {
             Auth::Bearer(token) => req.header(header::AUTHORIZATION, format!("Bearer {token}")),
-            Auth::Cookie(cookie) => req.header(header::COOKIE, cookie),
+            // A browser sends its own origin with every write; the CSRF guard requires it.
+            Auth::Cookie(cookie) => req
+                .header(header::COOKIE, cookie)
+                .header(header::HOST, "portal.test")
+                .header(header::ORIGIN, "http://portal.test"),
         }
     }
 }

@@ -1,0 +1,47 @@
+//! Recording and reading the audit log. Every state-changing service calls [`Engine::record`]
+//! after its change commits; admins read the log through [`Engine::audit_log`].
+
+use crate::error::EngineResult;
+use crate::identity::require_admin;
+use crate::store::audit::NewAuditEvent;
+use crate::Engine;
+use chrono::{DateTime, Utc};
+use tenantry_domain::audit::{AuditEvent, AuditFilter};
+use tenantry_domain::Identity;
+
+/// What was done to which object.
+#[derive(Debug, Clone)]
+pub struct Change<'a> {
+    pub action: &'a str,
+    pub object_type: &'a str,
+    pub object_id: Option<String>,
+    pub tenant_id: Option<i64>,
+    pub detail: String,
+}
+
+impl Engine {
+    /// Records a change made by `who`. The change has already committed, so a failure to record
+    /// it is logged loudly rather than reported to the user as if the change had failed.
+    pub async fn record(&self, who: &Identity, change: Change<'_>, now: DateTime<Utc>) {
+        let event = NewAuditEvent {
+            at: now,
+            actor_user_id: Some(who.user_id),
+            actor_email: &who.email,
+            tenant_id: change.tenant_id,
+            action: change.action,
+            object_type: change.object_type,
+            object_id: change.object_id,
+            detail: change.detail,
+            client_addr: who.client_addr.as_deref(),
+        };
+        if let Err(err) = self.store.insert_audit(&event).await {
+            tracing::error!(error = %err, action = change.action, "could not write the audit log");
+        }
+    }
+
+    /// The audit log, for platform admins.
+    pub async fn audit_log(&self, who: &Identity, filter: &AuditFilter) -> EngineResult<Vec<AuditEvent>> {
+        require_admin(who)?;
+        self.store.list_audit(filter).await
+    }
+}
