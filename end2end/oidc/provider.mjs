@@ -41,8 +41,8 @@ const provider = new Provider(issuer, {
   },
   claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'], groups: ['groups'] },
   scopes: ['openid', 'offline_access', 'email', 'profile', 'groups'],
-  // Put the scopes' claims in the ID token too, not only in the userinfo response.
-  conformIdTokenClaims: false,
+  // As by default (and as many real providers do), the ID token carries only `sub` when an
+  // access token is issued: the portal must read e-mail, name and groups from userinfo.
   // PKCE stays as by default: S256 only, accepted but not required of a confidential client.
   features: {
     devInteractions: { enabled: true },

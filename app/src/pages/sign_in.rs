@@ -23,6 +23,7 @@ pub fn SignInPage() -> impl IntoView {
                             <p class="mb-6">
                                 <a
                                     href="/auth/login"
+                                    rel="external"
                                     class="inline-block rounded-md bg-indigo-600 px-4 py-2 font-medium text-white hover:bg-indigo-500"
                                 >
                                     "Sign in with your company account"
