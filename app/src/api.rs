@@ -113,7 +113,7 @@ pub async fn get_quote(input: BookingInput) -> Result<Quote, AppError> {
     Ok(server::engine()?.quote(&who, &input, Utc::now()).await?)
 }
 
-#[server(prefix = "/sfn", input = Json)]
+#[server(prefix = "/sfn", endpoint = "book", input = Json)]
 pub async fn book(input: BookingInput, idempotency_key: String) -> Result<ReservationDetail, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
@@ -121,21 +121,21 @@ pub async fn book(input: BookingInput, idempotency_key: String) -> Result<Reserv
     Ok(booked.detail)
 }
 
-#[server(prefix = "/sfn")]
+#[server(prefix = "/sfn", endpoint = "get_reservation")]
 pub async fn get_reservation(id: i64) -> Result<ReservationDetail, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
     Ok(server::engine()?.reservation_detail(&who, id).await?)
 }
 
-#[server(prefix = "/sfn")]
+#[server(prefix = "/sfn", endpoint = "change_reservation_end")]
 pub async fn change_reservation_end(id: i64, end: DateTime<Utc>) -> Result<ReservationDetail, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
     Ok(server::engine()?.change_end(&who, id, end, Utc::now()).await?)
 }
 
-#[server(prefix = "/sfn")]
+#[server(prefix = "/sfn", endpoint = "cancel_reservation")]
 pub async fn cancel_reservation(id: i64) -> Result<ReservationDetail, AppError> {
     use crate::server;
     let who = server::require_identity().await?;

@@ -142,3 +142,23 @@ macro_rules! app_test {
         }
     };
 }
+
+/// Like `app_test!` for a harness built by an async `harness(Db)` function in the test file.
+#[macro_export]
+macro_rules! app_test_with {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test]
+            async fn sqlite() {
+                ($body)(harness(Db::Sqlite).await).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                ($body)(harness(Db::Postgres).await).await;
+            }
+        }
+    };
+}

@@ -1,0 +1,200 @@
+//! Tenant isolation and CSRF, generated from the router's own route tables: every REST route in
+//! `API_ROUTES` and every registered server function is tried. Another tenant's objects answer
+//! 404 and stay unchanged; a foreign `Origin` gets 403 on every state-changing route. A route
+//! without a case here fails the test, so new routes cannot slip past it.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use common::{Auth, Db, TestApp};
+use serde_json::Value;
+use tenantry_server::router::{Access, API_ROUTES};
+use tower::ServiceExt;
+
+fn booking(offering: &str) -> String {
+    use chrono::{Duration, DurationRound, Utc};
+    let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(2);
+    serde_json::json!({"offering": offering, "quantity": 1, "start": start, "end": start + Duration::hours(2)})
+        .to_string()
+}
+
+/// Sends a request and returns only the status (SSE bodies never end).
+async fn status(app: &TestApp, req: Request<Body>) -> StatusCode {
+    app.router.clone().oneshot(req).await.unwrap().status()
+}
+
+fn request(method: &str, path: &str, auth: &Auth, body: Option<String>) -> Request<Body> {
+    let mut req = auth.apply(Request::builder().method(method.to_uppercase().as_str()).uri(path));
+    if body.is_some() {
+        req = req.header(header::CONTENT_TYPE, "application/json");
+    }
+    req.body(body.map(Body::from).unwrap_or_default()).unwrap()
+}
+
+struct World {
+    app: TestApp,
+    acme: Auth,
+    globex: Auth,
+    acme_reservation: i64,
+}
+
+async fn world(db: Db) -> World {
+    let app = TestApp::start(db).await;
+    let acme = app.token("lead@acme.example").await;
+    let globex = app.token("lead@globex.example").await;
+    let req = request("post", "/api/v1/reservations", &acme, Some(booking("h100-gpu")));
+    let (code, _, body) = app.send(req).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+    let acme_reservation = serde_json::from_str::<Value>(&body).unwrap()["id"].as_i64().unwrap();
+    World { app, acme, globex, acme_reservation }
+}
+
+async fn acme_view(w: &World) -> Value {
+    let (code, body) = w.app.get(&format!("/api/v1/reservations/{}", w.acme_reservation), Some(&w.acme)).await;
+    assert_eq!(code, StatusCode::OK);
+    serde_json::from_str(&body).unwrap()
+}
+
+mod isolation {
+    use super::*;
+
+    async fn every_route_keeps_tenants_apart(db: Db) {
+        let w = world(db).await;
+        let before = acme_view(&w).await;
+        let id = w.acme_reservation;
+        for route in API_ROUTES {
+            let path = format!("/api/v1{}", route.path.replace("{id}", &id.to_string()));
+            let method = route.method;
+            match (route.access, method, route.path) {
+                (Access::Public, ..) => {}
+                (Access::Admin, ..) => {
+                    let got = status(&w.app, request(method, &path, &w.globex, None)).await;
+                    assert_eq!(got, StatusCode::FORBIDDEN, "{method} {path} is for admins only");
+                }
+                (Access::SignedIn, "get", "/availability") => {
+                    let q = "?offering=h100-gpu&from=2030-01-01T00:00:00Z&to=2030-01-02T00:00:00Z";
+                    assert_eq!(
+                        status(&w.app, request(method, &format!("{path}{q}"), &w.globex, None)).await,
+                        StatusCode::OK
+                    );
+                }
+                (Access::SignedIn, "get", _) => {
+                    assert_eq!(status(&w.app, request(method, &path, &w.globex, None)).await, StatusCode::OK, "{path}");
+                }
+                (Access::Tenant, "get", "/reservations") => {
+                    let (code, body) = w.app.get(&path, Some(&w.globex)).await;
+                    assert_eq!(code, StatusCode::OK);
+                    let items: Value = serde_json::from_str(&body).unwrap();
+                    assert!(items["items"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|r| r["id"] != id && r["tenant"] == "globex"));
+                }
+                (Access::Tenant, "post", "/reservations") => {
+                    // The tenant comes from the credentials; a body cannot name another one.
+                    let mut body: Value = serde_json::from_str(&booking("l40s-gpu")).unwrap();
+                    body["tenant"] = "acme".into();
+                    let (code, _, _) = w.app.send(request(method, &path, &w.globex, Some(body.to_string()))).await;
+                    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+                    let (code, _, created) =
+                        w.app.send(request(method, &path, &w.globex, Some(booking("l40s-gpu")))).await;
+                    assert_eq!(code, StatusCode::CREATED);
+                    assert_eq!(serde_json::from_str::<Value>(&created).unwrap()["tenant"], "globex");
+                }
+                (Access::Tenant, "post", "/quotes") => {
+                    let (code, _, _) = w.app.send(request(method, &path, &w.globex, Some(booking("h100-gpu")))).await;
+                    assert_eq!(code, StatusCode::OK);
+                }
+                (Access::Tenant, "get", "/reservations/{id}")
+                | (Access::Tenant, "post", "/reservations/{id}/cancel") => {
+                    let got = status(&w.app, request(method, &path, &w.globex, None)).await;
+                    assert_eq!(got, StatusCode::NOT_FOUND, "{method} {path} with another tenant's credentials");
+                }
+                (Access::Tenant, "patch", "/reservations/{id}") => {
+                    let end = serde_json::json!({"end": "2030-01-01T00:00:00Z"}).to_string();
+                    let got = status(&w.app, request(method, &path, &w.globex, Some(end))).await;
+                    assert_eq!(got, StatusCode::NOT_FOUND);
+                }
+                (access, method, path) => panic!("no isolation case for {method} {path} ({access:?}): add one"),
+            }
+        }
+        // The page and the server functions answer the same way for another team's reservation.
+        let globex_session = w.app.demo_session("lead@globex.example").await;
+        let (code, _) = w.app.get(&format!("/reservations/{id}"), Some(&globex_session)).await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        for endpoint in ["get_reservation", "cancel_reservation"] {
+            let req = globex_session
+                .apply(Request::post(format!("/sfn/{endpoint}")))
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(format!("id={id}")))
+                .unwrap();
+            let (code, _, body) = w.app.send(req).await;
+            assert!(body.contains("NotFound"), "{endpoint}: {code} {body}");
+        }
+        assert_eq!(acme_view(&w).await, before, "nothing of acme's changed");
+    }
+
+    #[tokio::test]
+    async fn sqlite() {
+        every_route_keeps_tenants_apart(Db::Sqlite).await;
+    }
+
+    #[tokio::test]
+    async fn postgres() {
+        every_route_keeps_tenants_apart(Db::Postgres).await;
+    }
+}
+
+mod csrf {
+    use super::*;
+
+    async fn foreign_origins_cannot_change_anything(db: Db) {
+        let w = world(db).await;
+        let before = acme_view(&w).await;
+        let session = w.app.demo_session("lead@acme.example").await;
+        let Auth::Cookie(cookie) = &session else { unreachable!() };
+        let forged = |method: &str, path: &str| {
+            Request::builder()
+                .method(method)
+                .uri(path)
+                .header(header::COOKIE, cookie)
+                .header(header::HOST, "portal.test")
+                .header(header::ORIGIN, "http://evil.example")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(booking("h100-gpu")))
+                .unwrap()
+        };
+        let id = w.acme_reservation.to_string();
+        let mut mutating: Vec<(String, String)> = API_ROUTES
+            .iter()
+            .filter(|r| r.method != "get")
+            .map(|r| (r.method.to_uppercase(), format!("/api/v1{}", r.path.replace("{id}", &id))))
+            .collect();
+        mutating.push(("POST".into(), "/auth/demo".into()));
+        mutating.push(("POST".into(), "/auth/logout".into()));
+        for (path, method) in leptos::server_fn::axum::server_fn_paths() {
+            if method != axum::http::Method::GET {
+                mutating.push((method.to_string(), path.to_owned()));
+            }
+        }
+        assert!(mutating.len() > 8, "the tables list the mutating routes: {mutating:?}");
+        for (method, path) in &mutating {
+            let got = status(&w.app, forged(method, path)).await;
+            assert_eq!(got, StatusCode::FORBIDDEN, "{method} {path} from a foreign origin");
+        }
+        assert_eq!(acme_view(&w).await, before);
+        assert_eq!(w.app.get("/api/v1/me", Some(&session)).await.0, StatusCode::OK, "still signed in");
+    }
+
+    #[tokio::test]
+    async fn sqlite() {
+        foreign_origins_cannot_change_anything(Db::Sqlite).await;
+    }
+
+    #[tokio::test]
+    async fn postgres() {
+        foreign_origins_cannot_change_anything(Db::Postgres).await;
+    }
+}
