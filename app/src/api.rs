@@ -141,3 +141,34 @@ pub async fn cancel_reservation(id: i64) -> Result<ReservationDetail, AppError> 
     let who = server::require_identity().await?;
     Ok(server::engine()?.cancel(&who, id, Utc::now()).await?)
 }
+
+use tenantry_domain::audit::{ApiTokenView, AuditEvent, AuditFilter};
+
+#[server(prefix = "/sfn", endpoint = "my_api_tokens")]
+pub async fn my_api_tokens() -> Result<Vec<ApiTokenView>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.api_tokens(&who).await?)
+}
+
+/// Creates a personal API token and returns its secret: the only time it is ever shown.
+#[server(prefix = "/sfn", endpoint = "create_api_token")]
+pub async fn create_api_token(name: String) -> Result<String, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.create_own_api_token(&who, &name, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "revoke_api_token")]
+pub async fn revoke_api_token(id: i64) -> Result<(), AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.revoke_api_token(&who, id, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "audit_log", input = Json)]
+pub async fn audit_log(filter: AuditFilter) -> Result<Vec<AuditEvent>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.audit_log(&who, &filter).await?)
+}

@@ -65,6 +65,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/chargeback") view=pages::chargeback::ChargebackPage ssr=SsrMode::Async />
                     <Route path=path!("/admin") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
                     <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
+                    <Route path=path!("/admin/audit") view=pages::admin::audit::AuditPage ssr=SsrMode::Async />
+                    <Route path=path!("/settings/tokens") view=pages::settings::tokens::TokensPage ssr=SsrMode::Async />
                 </Routes>
             </Layout>
         </Router>

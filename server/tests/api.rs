@@ -245,3 +245,27 @@ app_test!(availability_buckets_and_openapi, |app: TestApp| async move {
         assert!(paths.iter().any(|k| k == p), "{p} documented");
     }
 });
+
+app_test!(state_changes_are_audited_and_only_admins_read_the_log, |app: TestApp| async move {
+    let lead = app.token("lead@acme.example").await;
+    let (status, created) =
+        post_json(&app, "/api/v1/reservations", &lead, booking_body("l40s-gpu", 1, (2, 3)), None).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = created["id"].as_i64().unwrap().to_string();
+    let (status, _) = post_json(&app, &format!("/api/v1/reservations/{id}/cancel"), &lead, String::new(), None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    assert_eq!(app.get("/api/v1/admin/audit", Some(&lead)).await.0, StatusCode::FORBIDDEN);
+    let admin = app.token("admin@tenantry.example").await;
+    let (status, body) = app.get("/api/v1/admin/audit?action=reservation.&tenant=acme", Some(&admin)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let items = json(&body)["items"].as_array().unwrap().clone();
+    let actions: Vec<&str> =
+        items.iter().filter(|e| e["object_id"] == id.as_str()).map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["reservation.cancelled", "reservation.created"], "newest first");
+    assert!(items.iter().all(|e| e["actor"] == "lead@acme.example" && e["tenant"] == "acme"));
+    let (_, none) = app.get("/api/v1/admin/audit?tenant=globex&action=reservation.", Some(&admin)).await;
+    assert!(json(&none)["items"].as_array().unwrap().is_empty());
+    let (status, bad) = app.get("/api/v1/admin/audit?from=yesterday", Some(&admin)).await;
+    assert_eq!((status, json(&bad)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("from")));
+});

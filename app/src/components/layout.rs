@@ -72,6 +72,11 @@ pub fn Layout(children: Children) -> impl IntoView {
                                                         "Admin"
                                                     </A>
                                                 </li>
+                                                <li>
+                                                    <A href="/admin/audit" attr:class=nav_link>
+                                                        "Audit"
+                                                    </A>
+                                                </li>
                                             }
                                         })}
                                 </ul>
@@ -128,6 +133,9 @@ fn UserMenu(user: tenantry_domain::Identity) -> impl IntoView {
         _ => "No team".to_owned(),
     };
     view! {
+        <a href="/settings/tokens" class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300">
+            "API tokens"
+        </a>
         <div class="text-right leading-tight">
             <div class="font-medium" data-testid="signed-in-as">
                 {user.email.clone()}

@@ -7,6 +7,7 @@ pub mod home;
 pub mod not_found;
 pub mod reservation;
 pub mod reservations;
+pub mod settings;
 pub mod sign_in;
 
 use leptos::prelude::*;

@@ -14,7 +14,9 @@ pub fn SignInPage() -> impl IntoView {
     let users = Resource::new(|| (), |_| demo_users());
     view! {
         <PageHeader title="Sign in" />
-        <Suspense fallback=|| view! { <p>"Loading…"</p> }>
+        <Suspense fallback=|| {
+            view! { <p>"Loading…"</p> }
+        }>
             {move || Suspend::new(async move {
                 let (demo, sso) = session.await.map(|s| (s.demo, s.sso)).unwrap_or((false, false));
                 let sso_link = sso
@@ -33,9 +35,7 @@ pub fn SignInPage() -> impl IntoView {
                     });
                 let nothing = (!sso && !demo)
                     .then(|| {
-                        view! {
-                            <p class=CARD>"Single sign-on is not configured yet. Ask your platform admin."</p>
-                        }
+                        view! { <p class=CARD>"Single sign-on is not configured yet. Ask your platform admin."</p> }
                     });
                 let demo_list = if demo {
                     match users.await {

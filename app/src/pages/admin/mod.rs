@@ -1,3 +1,4 @@
 //! Platform admin pages.
 
+pub mod audit;
 pub mod fleet;

@@ -1,0 +1,3 @@
+//! The signed-in user's own settings.
+
+pub mod tokens;
