@@ -64,6 +64,14 @@ pub async fn fleet_nodes() -> Result<Vec<NodeSummary>, AppError> {
     Ok(server::engine()?.fleet_nodes(&who).await?)
 }
 
+/// The fleet's regions, for the availability page's region picker.
+#[server(prefix = "/sfn")]
+pub async fn regions() -> Result<Vec<String>, AppError> {
+    use crate::server;
+    server::require_identity().await?;
+    Ok(server::engine()?.regions())
+}
+
 #[server(prefix = "/sfn")]
 pub async fn offerings() -> Result<Vec<Offering>, AppError> {
     use crate::server;
@@ -93,7 +101,7 @@ pub struct CalendarGrid {
 }
 
 #[server(prefix = "/sfn")]
-pub async fn availability_grid(offering: String, days: u32) -> Result<CalendarGrid, AppError> {
+pub async fn availability_grid(offering: String, days: u32, region: Option<String>) -> Result<CalendarGrid, AppError> {
     use crate::server;
     use chrono::{Duration, DurationRound};
     use tenantry_domain::availability::Grid;
@@ -102,7 +110,7 @@ pub async fn availability_grid(offering: String, days: u32) -> Result<CalendarGr
     let from = now.duration_trunc(Duration::days(1)).unwrap_or(now);
     let grid = Grid::new(from, from + Duration::days(i64::from(days.clamp(1, 62))), Duration::hours(1))
         .map_err(|e| AppError::Invalid { field: e.field().to_owned(), message: e.to_string() })?;
-    let availability = server::engine()?.availability(&who, &offering, grid).await?;
+    let availability = server::engine()?.availability(&who, &offering, grid, region.as_deref()).await?;
     Ok(CalendarGrid { availability, now })
 }
 

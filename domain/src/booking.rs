@@ -32,6 +32,9 @@ pub struct BookingInput {
     pub quantity: i64,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// Only place the booking in this region (any region when left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
     #[serde(default)]
     pub options: OptionsInput,
 }
@@ -214,6 +217,7 @@ mod tests {
             quantity: 2,
             start: Utc.with_ymd_and_hms(2026, 12, 2, start_h, 0, 0).unwrap(),
             end: Utc.with_ymd_and_hms(2026, 12, 2, end_h, 0, 0).unwrap(),
+            region: None,
             options: OptionsInput::default(),
         }
     }

@@ -91,16 +91,39 @@ impl Engine {
     }
 
     /// Places a request on the index's current view.
-    fn plan(&self, request: &Request) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
-        self.index.read(|s| placement::place(&s.gpus, &availability::holds_in(&s.holds, &request.window), request))
+    fn plan(&self, request: &Request, region: Option<&str>) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
+        self.index
+            .read(|s| placement::place(&s.gpus_in(region), &availability::holds_in(&s.holds, &request.window), request))
     }
 
-    /// Free units of an offering per bucket.
-    pub async fn availability(&self, who: &Identity, offering: &str, grid: Grid) -> EngineResult<Availability> {
+    /// Checks a region name against the fleet.
+    fn check_region(&self, region: Option<&str>) -> EngineResult<()> {
+        match region {
+            Some(r) if !self.index.read(|s| s.regions().iter().any(|known| known == r)) => {
+                Err(EngineError::invalid("region", format!("unknown region `{r}`")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The fleet's regions.
+    pub fn regions(&self) -> Vec<String> {
+        self.index.read(|s| s.regions())
+    }
+
+    /// Free units of an offering per bucket, in one region or all.
+    pub async fn availability(
+        &self,
+        who: &Identity,
+        offering: &str,
+        grid: Grid,
+        region: Option<&str>,
+    ) -> EngineResult<Availability> {
         let _ = who;
         let offering = self.offering_for(offering).await?;
+        self.check_region(region)?;
         let kind = UnitKind::of(&offering);
-        let buckets = self.index.read(|s| availability::free_by_bucket(&s.gpus, &s.holds, &kind, &grid));
+        let buckets = self.index.read(|s| availability::free_by_bucket(&s.gpus_in(region), &s.holds, &kind, &grid));
         Ok(Availability { offering: offering.id, buckets })
     }
 
@@ -109,18 +132,21 @@ impl Engine {
         tenant_of(who).or_else(|e| if who.is_admin { Ok(0) } else { Err(e) })?;
         let offering = self.offering_for(&input.offering).await?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
+        let region = input.region.as_deref();
+        self.check_region(region)?;
         let request = self.request(&offering, &valid);
         let offerings = self.store.list_offerings().await?;
         let turnaround = self.config.turnaround;
         Ok(self.index.read(|s| {
+            let gpus = s.gpus_in(region);
             let holds = availability::holds_in(&s.holds, &request.window);
-            let max_quantity = placement::max_quantity(&s.gpus, &holds, &request);
+            let max_quantity = placement::max_quantity(&gpus, &holds, &request);
             let fits = max_quantity >= valid.quantity;
             let earliest_fit = (!fits)
                 .then(|| {
                     let wanted = Request { window: valid.window, ..request };
                     availability::earliest_fit(
-                        &s.gpus,
+                        &gpus,
                         &s.holds,
                         &wanted,
                         turnaround,
@@ -134,7 +160,7 @@ impl Engine {
                 .filter(|o| o.id != offering.id)
                 .filter_map(|o| {
                     let alt = Request { kind: UnitKind::of(o), quantity: 1, ..request };
-                    let n = placement::max_quantity(&s.gpus, &holds, &alt);
+                    let n = placement::max_quantity(&gpus, &holds, &alt);
                     (n > 0).then(|| Alternative { offering: o.id.clone(), max_quantity: n })
                 })
                 .collect();
@@ -171,6 +197,8 @@ impl Engine {
         }
         let offering = self.offering_for(&input.offering).await?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
+        let region = input.region.as_deref();
+        self.check_region(region)?;
         let request = self.request(&offering, &valid);
         let print = fingerprint(input);
         let idempotency = idempotency_key.map(|k| (k, print.as_str()));
@@ -179,7 +207,7 @@ impl Engine {
         // Each lost race means another booking committed, so re-planning makes progress; it stops
         // as soon as placement finds no room (a 409 with the free count) or after a few rounds.
         for attempt in 0..MAX_PLAN_ATTEMPTS {
-            let pieces = self.plan(&request).map_err(|e| {
+            let pieces = self.plan(&request, region).map_err(|e| {
                 EngineError::Conflict(format!(
                     "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
                     e.available,

@@ -20,6 +20,7 @@ fn input(offering: &str, quantity: i64, h0: i64, h1: i64) -> BookingInput {
         quantity,
         start: tomorrow(h0),
         end: tomorrow(h1),
+        region: None,
         options: OptionsInput::default(),
     }
 }
@@ -82,14 +83,14 @@ store_test!(a_booking_holds_its_slices_and_shows_in_availability, |store: Store|
     let engine = world(store).await;
     let lead = who(&engine, "lead@acme.example").await;
     let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
-    let before = engine.availability(&lead, "a100-3g.40gb", grid).await.unwrap();
+    let before = engine.availability(&lead, "a100-3g.40gb", grid, None).await.unwrap();
     let booked = engine.book(&lead, &input("a100-3g.40gb", 3, 9, 12), None, Utc::now()).await.unwrap();
     let r = &booked.detail.reservation;
     assert_eq!(r.state, ReservationState::Scheduled);
     assert_eq!(r.price_cents, Cents(3 * 3 * 62));
     assert_eq!(booked.detail.allocations.len(), 3);
     assert!(booked.detail.allocations.iter().all(|a| a.slice_hi - a.slice_lo == 3));
-    let after = engine.availability(&lead, "a100-3g.40gb", grid).await.unwrap();
+    let after = engine.availability(&lead, "a100-3g.40gb", grid, None).await.unwrap();
     for h in 0..24 {
         // Busy from 09:00 to 12:00, plus 30 minutes of turnaround into the 12:00 bucket.
         let expected = if (9..13).contains(&h) { before.buckets[h].free - 3 } else { before.buckets[h].free };
@@ -194,3 +195,46 @@ store_test!(quotes_find_the_earliest_window_and_alternatives, |store: Store| asy
     assert_eq!(earliest.minutes(), 120);
     assert!(quote.alternatives.iter().any(|a| a.offering == "l40s-gpu" && a.max_quantity > 0));
 });
+
+store_test!(regions_narrow_availability_quotes_and_placement, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    assert_eq!(engine.regions(), ["eu-west-1", "us-east-1"]);
+    let mut h100 = input("h100-gpu", 1, 9, 10);
+    h100.region = Some("eu-west-1".into());
+    let quote = engine.quote(&lead, &h100, Utc::now()).await.unwrap();
+    assert_eq!(quote.max_quantity, 0, "no H100 in eu-west-1");
+    assert!(matches!(engine.book(&lead, &h100, None, Utc::now()).await, Err(EngineError::Conflict(_))));
+    h100.region = Some("us-east-1".into());
+    let booked = engine.book(&lead, &h100, None, Utc::now()).await.unwrap();
+    assert!(booked.detail.allocations[0].node.contains("use1"));
+    h100.region = Some("mars-1".into());
+    assert!(matches!(engine.quote(&lead, &h100, Utc::now()).await, Err(EngineError::Invalid { field: "region", .. })));
+    let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
+    let everywhere = engine.availability(&lead, "l40s-gpu", grid, None).await.unwrap();
+    let eu = engine.availability(&lead, "l40s-gpu", grid, Some("eu-west-1")).await.unwrap();
+    let us = engine.availability(&lead, "l40s-gpu", grid, Some("us-east-1")).await.unwrap();
+    assert_eq!(everywhere.buckets, eu.buckets, "all L40S nodes are in eu-west-1");
+    assert!(us.buckets.iter().all(|b| b.total == 0 && b.free == 0));
+});
+
+/// Two instances on one PostgreSQL: a booking through one shows up in the other's index through
+/// LISTEN/NOTIFY, without a rebuild.
+#[tokio::test]
+async fn other_instances_hear_of_commits() {
+    let store = crate::store::test_support::fresh_store(crate::store::Backend::Postgres).await;
+    let first = world(store.clone()).await;
+    let second = Engine::new(store.clone(), EngineConfig::default());
+    second.load_index().await.unwrap();
+    let mut changes = second.index.subscribe();
+    tokio::spawn(crate::index::follow_other_instances(store.clone(), second.index.clone()));
+    // The follower rebuilds once it listens; wait for that before booking.
+    tokio::time::timeout(std::time::Duration::from_secs(5), changes.changed()).await.unwrap().unwrap();
+    let lead = who(&first, "lead@acme.example").await;
+    let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
+    let before = second.availability(&lead, "h100-node", grid, None).await.unwrap().buckets[9].free;
+    first.book(&lead, &anywhere(input("h100-node", 2, 9, 10)), None, Utc::now()).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), changes.changed()).await.expect("notified").unwrap();
+    let after = second.availability(&lead, "h100-node", grid, None).await.unwrap().buckets[9].free;
+    assert_eq!(after, before - 2);
+}

@@ -19,7 +19,33 @@ pub const HISTORY: Duration = Duration::days(31);
 #[derive(Default)]
 pub struct Snapshot {
     pub gpus: Vec<GpuSlot>,
+    /// The region of each node.
+    pub node_region: HashMap<i64, String>,
     pub holds: HoldsByGpu,
+}
+
+impl Snapshot {
+    /// The GPUs placement may use: all of them, or those of one region.
+    pub fn gpus_in(&self, region: Option<&str>) -> std::borrow::Cow<'_, [GpuSlot]> {
+        match region {
+            None => std::borrow::Cow::Borrowed(&self.gpus),
+            Some(region) => std::borrow::Cow::Owned(
+                self.gpus
+                    .iter()
+                    .filter(|g| self.node_region.get(&g.node_id).is_some_and(|r| r == region))
+                    .cloned()
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Every region's name, sorted.
+    pub fn regions(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.node_region.values().cloned().collect();
+        names.sort();
+        names.dedup();
+        names
+    }
 }
 
 pub struct AvailabilityIndex {
@@ -51,14 +77,16 @@ impl AvailabilityIndex {
 
     /// Replaces everything with the store's current fleet and holds.
     pub async fn rebuild(&self, store: &Store, now: DateTime<Utc>) -> EngineResult<()> {
-        let gpus = store.list_gpu_slots().await?;
+        let slots = store.list_gpu_slots().await?;
+        let node_region = slots.iter().map(|(g, region)| (g.node_id, region.clone())).collect();
+        let gpus = slots.into_iter().map(|(g, _)| g).collect();
         let mut holds = HoldsByGpu::new();
         for hold in store.live_holds(None, now - HISTORY).await? {
             holds.entry(hold.gpu_id).or_default().push(hold);
         }
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-            *state = Snapshot { gpus, holds };
+            *state = Snapshot { gpus, node_region, holds };
         }
         self.bump();
         Ok(())

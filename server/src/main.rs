@@ -51,7 +51,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             println!("{token}");
             Ok(())
         }
-        Command::Serve(args) => serve(&cli.database_url, args).await,
+        Command::Serve(args) => serve(&cli.database_url, *args).await,
     }
 }
 

@@ -103,7 +103,7 @@ async fn token(
     Form(form): Form<HashMap<String, String>>,
 ) -> Result<Json<Value>, (StatusCode, Json<Value>)> {
     let code = form.get("code").cloned().unwrap_or_default();
-    if !p.redeemed.lock().unwrap().insert(code.clone()) || form.get("code_verifier").is_none() {
+    if !p.redeemed.lock().unwrap().insert(code.clone()) || !form.contains_key("code_verifier") {
         return Err((StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_grant"}))));
     }
     // The test encodes the nonce it expects into the code (`code:<nonce>`).

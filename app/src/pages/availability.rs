@@ -3,7 +3,7 @@
 //! confirmation. The heatmap follows other people's bookings through server-sent events.
 
 use super::{PageHeader, CARD};
-use crate::api::{availability_grid, book, get_quote, offerings, CalendarGrid};
+use crate::api::{availability_grid, book, get_quote, offerings, regions, CalendarGrid};
 use crate::components::errors::ErrorPanel;
 use crate::error::AppError;
 use crate::format;
@@ -100,7 +100,7 @@ impl Form {
 
     /// The request the form describes, or `None` while start or end is not a time yet. Empty
     /// options are left out so the offering's defaults apply.
-    fn input(&self, offering: String) -> Option<BookingInput> {
+    fn input(&self, offering: String, region: Option<String>) -> Option<BookingInput> {
         let text = |s: RwSignal<String>| Some(s.get()).filter(|v| !v.is_empty());
         let number = |s: RwSignal<String>| text(s).and_then(|v| v.parse::<i64>().ok());
         Some(BookingInput {
@@ -108,6 +108,7 @@ impl Form {
             quantity: self.quantity.get().trim().parse().unwrap_or(0),
             start: format::from_input(&self.start.get())?,
             end: format::from_input(&self.end.get())?,
+            region,
             options: OptionsInput {
                 orchestrator: text(self.orchestrator),
                 cuda_driver: text(self.cuda_driver),
@@ -129,11 +130,13 @@ fn Planner(offerings: Vec<Offering>) -> impl IntoView {
         .unwrap_or_else(|| offerings[0].id.clone());
     let offering_id = RwSignal::new(initial);
     let month = RwSignal::new(query.with_untracked(|q| q.get("view").as_deref() == Some("month")));
+    let region = RwSignal::new(query.with_untracked(|q| q.get("region")).filter(|r| !r.is_empty()));
+    let region_list = Resource::new(|| (), |_| regions());
     let revision = RwSignal::new(0u64);
     follow_availability(revision);
     let grid = Resource::new(
-        move || (offering_id.get(), if month.get() { 30 } else { 7 }, revision.get()),
-        |(offering, days, _)| availability_grid(offering, days),
+        move || (offering_id.get(), if month.get() { 30 } else { 7 }, region.get(), revision.get()),
+        |(offering, days, region, _)| availability_grid(offering, days, region),
     );
     let catalogue = StoredValue::new(offerings);
     let current = move || catalogue.with_value(|list| list.iter().find(|o| o.id == offering_id.get()).cloned());
@@ -157,6 +160,36 @@ fn Planner(offerings: Vec<Offering>) -> impl IntoView {
                             }
                         >
                             {catalogue.with_value(|list| offering_options(list, &offering_id.get_untracked()))}
+                        </select>
+                    </label>
+                    <label class="block text-sm font-medium">
+                        "Region"
+                        <select
+                            class=INPUT
+                            data-testid="region-select"
+                            on:change=move |ev| {
+                                let value = event_target_value(&ev);
+                                region.set(Some(value).filter(|v| !v.is_empty()));
+                            }
+                        >
+                            <option value="">"Any region"</option>
+                            <Suspense fallback=|| ()>
+                                {move || Suspend::new(async move {
+                                    region_list
+                                        .await
+                                        .unwrap_or_default()
+                                        .into_iter()
+                                        .map(|r| {
+                                            let selected = region.get_untracked().as_deref() == Some(r.as_str());
+                                            view! {
+                                                <option value=r.clone() selected=selected>
+                                                    {r.clone()}
+                                                </option>
+                                            }
+                                        })
+                                        .collect_view()
+                                })}
+                            </Suspense>
                         </select>
                     </label>
                     <fieldset class="flex gap-1 text-sm" aria-label="Calendar range">
@@ -184,7 +217,7 @@ fn Planner(offerings: Vec<Offering>) -> impl IntoView {
                     })}
                 </Transition>
             </div>
-            <BookingPanel form offering=Signal::derive(current) revision />
+            <BookingPanel form offering=Signal::derive(current) region revision />
         </div>
     }
 }
@@ -435,8 +468,13 @@ pub fn next_quarter(t: DateTime<Utc>) -> DateTime<Utc> {
 }
 
 #[component]
-fn BookingPanel(form: Form, offering: Signal<Option<Offering>>, revision: RwSignal<u64>) -> impl IntoView {
-    let request = Memo::new(move |_| offering.get().and_then(|o| form.input(o.id)));
+fn BookingPanel(
+    form: Form,
+    offering: Signal<Option<Offering>>,
+    region: RwSignal<Option<String>>,
+    revision: RwSignal<u64>,
+) -> impl IntoView {
+    let request = Memo::new(move |_| offering.get().and_then(|o| form.input(o.id, region.get())));
     let quote = Resource::new(
         move || (request.get(), revision.get()),
         |(input, _)| async move {

@@ -48,6 +48,17 @@ impl NodeRow {
     }
 }
 
+#[derive(sqlx::FromRow)]
+struct GpuSlotRow {
+    gpu_id: i64,
+    node_id: i64,
+    fabric_domain_id: i64,
+    gpu_model: String,
+    mig_enabled: bool,
+    state: String,
+    region: String,
+}
+
 /// A node to add to the fleet, placed by names that are created on first use.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewNode {
@@ -95,14 +106,16 @@ impl Store {
         Ok(rows.into_iter().filter_map(NodeRow::into_summary).collect())
     }
 
-    /// Every GPU as placement sees it.
-    pub async fn list_gpu_slots(&self) -> EngineResult<Vec<GpuSlot>> {
+    /// Every GPU as placement sees it, with the name of its region.
+    pub async fn list_gpu_slots(&self) -> EngineResult<Vec<(GpuSlot, String)>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, i64, i64, String, bool, String)>(
-                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, n.state
+            sqlx::query_as::<_, GpuSlotRow>(
+                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, n.state, r.name as region
                  from gpu g
                  join node n on n.node_id = g.node_id
                  join rack k on k.rack_id = n.rack_id
+                 join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
+                 join region r on r.region_id = f.region_id
                  order by g.gpu_id",
             )
             .fetch_all(pool)
@@ -110,15 +123,16 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .filter_map(|(gpu_id, node_id, fabric_domain_id, model, mig, state)| {
-                Some(GpuSlot {
-                    gpu_id,
-                    node_id,
-                    fabric_domain_id,
-                    gpu_model: model.parse().ok()?,
-                    mig,
-                    schedulable: state.parse::<NodeState>().ok()?.schedulable(),
-                })
+            .filter_map(|r| {
+                let slot = GpuSlot {
+                    gpu_id: r.gpu_id,
+                    node_id: r.node_id,
+                    fabric_domain_id: r.fabric_domain_id,
+                    gpu_model: r.gpu_model.parse().ok()?,
+                    mig: r.mig_enabled,
+                    schedulable: r.state.parse::<NodeState>().ok()?.schedulable(),
+                };
+                Some((slot, r.region))
             })
             .collect())
     }

@@ -94,7 +94,7 @@ store_test!(database_refuses_overlapping_allocations, |store: Store| async move 
     let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
     let store = &engine.store;
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
-    let slot = store.list_gpu_slots().await.unwrap().into_iter().find(|g| g.schedulable).unwrap();
+    let (slot, _) = store.list_gpu_slots().await.unwrap().into_iter().find(|(g, _)| g.schedulable).unwrap();
     let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
     store.insert_reservations(&[booking(t, u, slot.node_id, slot.gpu_id, 10, 12)], now()).await.unwrap();
     // Overlapping the window itself, and overlapping only its turnaround: both refused.

@@ -26,7 +26,8 @@ pub async fn grid(
     let to = input::timestamp("to", params.get("to").map(String::as_str))?;
     let step = input::step(params.get("step").map(String::as_str))?;
     let grid = Grid::new(from, to, step).map_err(|e| input::invalid(e.field(), e.to_string()))?;
-    Ok(Json(state.engine.availability(&who, offering, grid).await?))
+    let region = params.get("region").map(String::as_str).filter(|r| !r.is_empty());
+    Ok(Json(state.engine.availability(&who, offering, grid, region).await?))
 }
 
 /// One `availability` event per change (coalesced: a burst of bookings is one event), with the

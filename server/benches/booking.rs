@@ -1,0 +1,219 @@
+//! Booking benchmark (DESIGN.md §5), printing figures:
+//! 1. Booking over HTTP on PostgreSQL: an open-loop load of 100 requests/s for 30 s against the
+//!    real router (in-process server on loopback, reqwest client), latency percentiles by outcome;
+//!    then a closed loop of 16 clients for the most bookings per second.
+//! 2. 10,000 concurrent attempts at the last units of one window, on SQLite and on PostgreSQL,
+//!    through four engine instances with their own indexes: winners must equal the free units,
+//!    every loser must get a conflict, and the allocations must not overlap.
+//!
+//! `cargo bench -p tenantry-server --bench booking` (PostgreSQL at TENANTRY_TEST_POSTGRES_URL).
+
+use chrono::{Duration, DurationRound, Utc};
+use sqlx::Connection;
+use std::sync::Arc;
+use std::time::Instant;
+use tenantry_app::server::PortalSettings;
+use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_engine::seed::{seed_demo, SeedOptions};
+use tenantry_engine::{Engine, EngineConfig, EngineError, Store};
+use tenantry_server::state::WebSettings;
+use tenantry_server::{build_router, sessions, AppState};
+
+fn admin_url() -> String {
+    std::env::var("TENANTRY_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+async fn fresh_postgres(name: &str) -> Store {
+    let admin = admin_url();
+    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
+    sqlx::query(&format!("drop database if exists {name} with (force)")).execute(&mut conn).await.unwrap();
+    sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    let store = Store::connect(&format!("{base}/{name}")).await.unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// A small pseudo-random booking (SplitMix64 on `i`): 1–2 units of a GPU or MIG offering, starting
+/// on a quarter hour within 30 days, 1–8 hours long.
+fn random_booking(i: u64) -> BookingInput {
+    let mut z = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(0x1234_5678);
+    let mut next = move |n: u64| {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut x = z;
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (x ^ (x >> 31)) % n
+    };
+    let offering = ["h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb"][next(4) as usize];
+    let base = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(2);
+    let start = base + Duration::minutes(15 * next(30 * 96) as i64);
+    BookingInput {
+        offering: offering.to_owned(),
+        quantity: 1 + next(2) as i64,
+        start,
+        end: start + Duration::hours(1 + next(8) as i64),
+        region: None,
+        options: OptionsInput::default(),
+    }
+}
+
+fn body(i: u64) -> String {
+    serde_json::to_string(&random_booking(i)).unwrap()
+}
+
+async fn http_load() {
+    let store = fresh_postgres("tenantry_bench_http").await;
+    let engine = Engine::new(store.clone(), EngineConfig::default());
+    seed_demo(&engine, &SeedOptions { nodes: 400, reservations: 2000, seed: 7 }, Utc::now()).await.unwrap();
+    let token = engine.create_api_token("lead@acme.example", "bench", Utc::now()).await.unwrap();
+    let sessions = sessions::DbSessionStore::open(&store).await.unwrap();
+    let leptos = leptos::config::LeptosOptions::builder().output_name("tenantry").build();
+    let state = AppState {
+        engine: engine.clone(),
+        leptos,
+        settings: Arc::new(PortalSettings { demo: false, sso: false }),
+        web: Arc::new(WebSettings::default()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, build_router(state, sessions)).await.unwrap() });
+    let client = openidconnect::reqwest::Client::new();
+    let url = format!("http://{addr}/api/v1/reservations");
+
+    // Open loop: a request every 10 ms whatever the answers, so slow answers cannot hide.
+    let rate = 100u64;
+    let seconds = 30u64;
+    let mut ticker = tokio::time::interval(std::time::Duration::from_millis(1000 / rate));
+    let mut tasks = Vec::new();
+    let started = Instant::now();
+    for i in 0..rate * seconds {
+        ticker.tick().await;
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let response = client
+                .post(&url)
+                .bearer_auth(&token)
+                .header("content-type", "application/json")
+                .body(body(i))
+                .send()
+                .await
+                .expect("the server answers");
+            let status = response.status().as_u16();
+            let _ = response.bytes().await;
+            (status, t.elapsed().as_secs_f64() * 1000.0)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut by_status = std::collections::BTreeMap::<u16, usize>::new();
+    for t in tasks {
+        let (status, ms) = t.await.unwrap();
+        *by_status.entry(status).or_default() += 1;
+        all.push(ms);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    println!(
+        "HTTP booking on PostgreSQL, open loop {rate}/s for {seconds} s ({} requests in {elapsed:.1} s): \
+         p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, max {:.1} ms; answers {by_status:?}",
+        all.len(),
+        percentile(&all, 0.5),
+        percentile(&all, 0.95),
+        percentile(&all, 0.99),
+        all.last().copied().unwrap_or(f64::NAN),
+    );
+
+    // Closed loop: 16 clients booking back to back for 10 s.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let mut workers = Vec::new();
+    for w in 0..16u64 {
+        let (client, url, token) = (client.clone(), url.clone(), token.clone());
+        workers.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            let mut i = 1_000_000 * (w + 1);
+            while Instant::now() < deadline {
+                let r = client
+                    .post(&url)
+                    .bearer_auth(&token)
+                    .header("content-type", "application/json")
+                    .body(body(i))
+                    .send()
+                    .await
+                    .unwrap();
+                let _ = r.bytes().await;
+                done += 1;
+                i += 1;
+            }
+            done
+        }));
+    }
+    let mut total = 0;
+    for w in workers {
+        total += w.await.unwrap();
+    }
+    println!("HTTP booking on PostgreSQL, 16 clients back to back: {:.0} requests/s", total as f64 / 10.0);
+    assert!(store.overlapping_allocations().await.unwrap().is_empty(), "no overlaps after the load");
+    store.close().await;
+}
+
+async fn race(label: &str, store: Store) {
+    store.migrate().await.unwrap();
+    let engine = Engine::new(store.clone(), EngineConfig::default());
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let start = Utc::now().duration_trunc(Duration::days(1)).unwrap() + Duration::days(3);
+    let input = BookingInput {
+        offering: "l40s-gpu".into(),
+        quantity: 1,
+        start,
+        end: start + Duration::hours(4),
+        region: None,
+        options: OptionsInput::default(),
+    };
+    let free = engine.quote(&lead, &input, Utc::now()).await.unwrap().max_quantity;
+    let instances: Vec<Engine> = (0..4).map(|_| Engine::new(store.clone(), EngineConfig::default())).collect();
+    for e in &instances {
+        e.load_index().await.unwrap();
+    }
+    let attempts = 10_000usize;
+    let t = Instant::now();
+    let mut tasks = Vec::with_capacity(attempts);
+    for i in 0..attempts {
+        let (e, lead, input) = (instances[i % 4].clone(), lead.clone(), input.clone());
+        tasks.push(tokio::spawn(async move { e.book(&lead, &input, None, Utc::now()).await }));
+    }
+    let (mut won, mut conflicts, mut other) = (0u32, 0u32, 0u32);
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(EngineError::Conflict(_)) => conflicts += 1,
+            Err(_) => other += 1,
+        }
+    }
+    let overlaps = store.overlapping_allocations().await.unwrap().len();
+    println!(
+        "{label}: {attempts} concurrent attempts at {free} free units in {:.1} s: {won} booked, {conflicts} got 409, \
+         {other} other errors, {overlaps} overlapping allocations",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!((won, other, overlaps), (free, 0, 0));
+}
+
+#[tokio::main]
+async fn main() {
+    http_load().await;
+    let dir = std::env::temp_dir().join("tenantry-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("race-{}.db", std::process::id()));
+    race("SQLite", Store::connect(&format!("sqlite://{}", path.display())).await.unwrap()).await;
+    race("PostgreSQL", fresh_postgres("tenantry_bench_race").await).await;
+}
