@@ -205,7 +205,13 @@ pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, gri
 
 /// Holds that overlap `window`, gathered from the index for placement.
 pub fn holds_in(holds: &HoldsByGpu, window: &Window) -> Vec<Hold> {
-    holds.values().flatten().filter(|h| h.window.overlaps(window)).copied().collect()
+    holds_blocking(holds, window, false)
+}
+
+/// Holds that stand in the way of a booking for `window`: bursts do not when the booking may
+/// preempt them (it starts late enough for the burst's owner to be warned).
+pub fn holds_blocking(holds: &HoldsByGpu, window: &Window, can_preempt: bool) -> Vec<Hold> {
+    holds.values().flatten().filter(|h| h.window.overlaps(window) && !(can_preempt && h.preemptible)).copied().collect()
 }
 
 /// The earliest window of the request's length, starting at or after its start and no later than
@@ -304,6 +310,7 @@ mod tests {
                         slice_lo,
                         slice_hi,
                         window: Window { start, end: start + Duration::minutes(len * 5) },
+                        preemptible: false,
                     }
                 })
                 .collect()
@@ -396,7 +403,7 @@ mod tests {
             })
             .collect();
         let busy = Window { start: t0(), end: t0() + Duration::hours(5) };
-        let holds = by_gpu(&[Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window: busy }]);
+        let holds = by_gpu(&[Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window: busy, preemptible: false }]);
         let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };

@@ -71,6 +71,9 @@ pub struct Quote {
     pub earliest_fit: Option<Window>,
     /// Other offerings with room for at least one unit in this window.
     pub alternatives: Vec<Alternative>,
+    /// What the team's policy says (absent for someone without a team).
+    pub decision: Option<crate::policy::Decision>,
+    pub quota: Option<crate::policy::QuotaEffect>,
 }
 
 /// A rejected field and how to fix it.

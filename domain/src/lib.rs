@@ -11,6 +11,7 @@ pub mod identity;
 pub mod money;
 pub mod offering;
 pub mod placement;
+pub mod policy;
 pub mod reservation;
 pub mod window;
 

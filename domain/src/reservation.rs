@@ -35,6 +35,15 @@ impl ReservationState {
 }
 
 crate::coded_enum! {
+    /// A reservation proper (reserved rate, may wait for approval) or an on-demand burst (taken
+    /// now at the on-demand rate, preemptible by reservations).
+    pub enum ReservationKind ("reservation kind") {
+        Reservation = "reservation",
+        Burst = "burst",
+    }
+}
+
+crate::coded_enum! {
     pub enum Orchestrator ("orchestrator") {
         Kubernetes = "kubernetes",
         Slurm = "slurm",
@@ -102,6 +111,7 @@ pub struct AllocationView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reservation {
     pub id: i64,
+    pub kind: ReservationKind,
     pub tenant: String,
     pub requested_by: String,
     pub offering: String,
@@ -112,6 +122,10 @@ pub struct Reservation {
     pub options: ReservationOptions,
     pub price_cents: crate::Cents,
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// While pending approval: when the hold on its capacity lapses.
+    pub approval_deadline: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why it waits for an admin, or what was decided and why.
+    pub decision_reason: Option<String>,
 }
 
 /// A reservation with the slices it holds.

@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 use tenantry_domain::availability::{self, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
 use tenantry_domain::placement::{self, Placed, Request, UnitKind};
+use tenantry_domain::policy::Decision;
 use tenantry_domain::reservation::ReservationDetail;
+use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, Offering, Reservation, ReservationState, Window};
 
 /// How often a booking re-plans after losing a race before it gives up with a 409.
@@ -33,7 +35,7 @@ fn tenant_of(who: &Identity) -> EngineResult<i64> {
     who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))
 }
 
-fn require_lead(who: &Identity) -> EngineResult<i64> {
+pub(crate) fn require_lead(who: &Identity) -> EngineResult<i64> {
     let tenant = tenant_of(who)?;
     if !who.can_book() {
         return Err(EngineError::Forbidden(
@@ -91,9 +93,16 @@ impl Engine {
     }
 
     /// Places a request on the index's current view.
-    fn plan(&self, request: &Request, region: Option<&str>) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
-        self.index
-            .read(|s| placement::place(&s.gpus_in(region), &availability::holds_in(&s.holds, &request.window), request))
+    fn plan(
+        &self,
+        request: &Request,
+        region: Option<&str>,
+        can_preempt: bool,
+    ) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
+        self.index.read(|s| {
+            let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
+            placement::place(&s.gpus_in(region), &holds, request)
+        })
     }
 
     /// Checks a region name against the fleet.
@@ -129,17 +138,27 @@ impl Engine {
 
     /// Price, fit, the earliest window that fits and alternatives, without booking.
     pub async fn quote(&self, who: &Identity, input: &BookingInput, now: DateTime<Utc>) -> EngineResult<Quote> {
-        tenant_of(who).or_else(|e| if who.is_admin { Ok(0) } else { Err(e) })?;
+        let tenant = match tenant_of(who) {
+            Ok(t) => Some(t),
+            Err(_) if who.is_admin => None,
+            Err(e) => return Err(e),
+        };
         let offering = self.offering_for(&input.offering).await?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
+        let policy = match tenant {
+            Some(t) => Some(self.decide(t, &offering, valid.quantity, valid.window, None, now).await?),
+            None => None,
+        };
+        let (decision, quota) = policy.unzip();
         let region = input.region.as_deref();
         self.check_region(region)?;
         let request = self.request(&offering, &valid);
         let offerings = self.store.list_offerings().await?;
         let turnaround = self.config.turnaround;
+        let can_preempt = valid.window.start - turnaround >= now + self.config.burst_warning;
         Ok(self.index.read(|s| {
             let gpus = s.gpus_in(region);
-            let holds = availability::holds_in(&s.holds, &request.window);
+            let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
             let max_quantity = placement::max_quantity(&gpus, &holds, &request);
             let fits = max_quantity >= valid.quantity;
             let earliest_fit = (!fits)
@@ -174,6 +193,8 @@ impl Engine {
                 fits,
                 earliest_fit,
                 alternatives,
+                decision,
+                quota,
             }
         }))
     }
@@ -199,7 +220,24 @@ impl Engine {
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
         let region = input.region.as_deref();
         self.check_region(region)?;
+        let (decision, _) = self.decide(tenant_id, &offering, valid.quantity, valid.window, None, now).await?;
+        let (state, approval_deadline, decision_reason) = match decision {
+            Decision::Refused(reasons) => {
+                return Err(EngineError::Forbidden(format!("refused by your team's policy: {}", reasons.join("; "))));
+            }
+            Decision::NeedsApproval(reasons) => {
+                let deadline =
+                    tenantry_domain::window::floor_minute(now + self.config.approval_hold).min(valid.window.start);
+                (ReservationState::PendingApproval, Some(deadline), Some(reasons.join("; ")))
+            }
+            Decision::Scheduled => (ReservationState::Scheduled, None, None),
+        };
         let request = self.request(&offering, &valid);
+        // A reservation may take capacity from on-demand bursts when their owners can still be
+        // warned in time: the burst then ends a turnaround before the reservation starts.
+        let burst_ends = valid.window.start - self.config.turnaround;
+        let can_preempt = burst_ends >= now + self.config.burst_warning;
+        let preempt_until = can_preempt.then_some((burst_ends, valid.window.start));
         let print = fingerprint(input);
         let idempotency = idempotency_key.map(|k| (k, print.as_str()));
 
@@ -207,7 +245,7 @@ impl Engine {
         // Each lost race means another booking committed, so re-planning makes progress; it stops
         // as soon as placement finds no room (a 409 with the free count) or after a few rounds.
         for attempt in 0..MAX_PLAN_ATTEMPTS {
-            let pieces = self.plan(&request, region).map_err(|e| {
+            let pieces = self.plan(&request, region, can_preempt).map_err(|e| {
                 EngineError::Conflict(format!(
                     "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
                     e.available,
@@ -218,21 +256,29 @@ impl Engine {
                 ))
             })?;
             let new = NewReservation {
+                kind: ReservationKind::Reservation,
+                approval_deadline,
+                decision_reason: decision_reason.clone(),
                 tenant_id,
                 requested_by: who.user_id,
                 offering_id: offering.id.clone(),
                 quantity: valid.quantity,
                 window: valid.window,
                 hold_until: request.window.end,
-                state: ReservationState::Scheduled,
+                state,
                 options: valid.options.clone(),
                 price: valid.price,
                 allocations: pieces.clone(),
             };
             let gpu_ids: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
-            match self.store.insert_booking(&new, idempotency, now).await {
-                Ok(Inserted::Created(id)) => {
-                    self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+            match self.store.insert_booking(&new, idempotency, preempt_until, now).await {
+                Ok(Inserted::Created { reservation_id: id, preempted }) => {
+                    let mut touched = gpu_ids.clone();
+                    for burst in &preempted {
+                        touched.extend(self.store.reservation_allocations(*burst).await?.iter().map(|(g, _)| *g));
+                    }
+                    self.index.refresh_gpus(&self.store, &touched, now).await?;
+                    self.tell_preempted(&preempted, id, now).await?;
                     tracing::info!(reservation = id, tenant = tenant_id, offering = %offering.id, "booked");
                     let change = Change {
                         action: "reservation.created",
@@ -317,6 +363,23 @@ impl Engine {
             return Err(EngineError::invalid("end", "a window can be at most 30 days long"));
         }
         let offering = self.offering_for(&current.offering).await?;
+        if end > current.end {
+            match self.decide(tenant_id, &offering, current.quantity, window, Some(id), now).await?.0 {
+                Decision::Scheduled => {}
+                Decision::NeedsApproval(reasons) => {
+                    return Err(EngineError::Forbidden(format!(
+                        "extending this far needs an admin ({}); book the extra time as a new reservation",
+                        reasons.join("; ")
+                    )))
+                }
+                Decision::Refused(reasons) => {
+                    return Err(EngineError::Forbidden(format!(
+                        "refused by your team's policy: {}",
+                        reasons.join("; ")
+                    )))
+                }
+            }
+        }
         let price = Cents::per_hour_for_minutes(
             offering.reserved_cents_per_hour * i64::from(current.quantity),
             window.minutes(),

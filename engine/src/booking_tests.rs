@@ -123,8 +123,8 @@ store_test!(bad_requests_are_refused_with_the_field, |store: Store| async move {
         Err(EngineError::Forbidden(_))
     ));
     // Too many units: a conflict that says how many are free.
-    match engine.book(&lead, &input("h100-node", 500, 9, 10), None, now).await {
-        Err(EngineError::Conflict(m)) => assert!(m.contains("of 500 units"), "{m}"),
+    match engine.book(&lead, &input("h100-node", 20, 9, 10), None, now).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("of 20 units"), "{m}"),
         other => panic!("{other:?}"),
     }
     assert!(engine.find_reservations(&lead, &Default::default()).await.unwrap().is_empty(), "nothing half-written");

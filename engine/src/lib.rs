@@ -11,12 +11,15 @@ pub mod fleet;
 pub mod identity;
 pub mod index;
 pub mod offerings;
+pub mod policy;
 pub mod seed;
 pub mod store;
 pub mod token;
 
 #[cfg(test)]
 mod booking_tests;
+#[cfg(test)]
+mod policy_tests;
 
 pub use config::EngineConfig;
 pub use error::{EngineError, EngineResult};

@@ -14,6 +14,7 @@ use crate::Engine;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::offering::Bounds;
 use tenantry_domain::placement::Placed;
+use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
 use tenantry_domain::{
     Cents, GpuModel, Grain, Health, MigProfile, NodeState, Offering, ReservationOptions, ReservationState, Role, Window,
@@ -423,6 +424,9 @@ pub fn plan_reservations(
             Grain::Mig => Workload::Development,
         };
         out.push(NewReservation {
+            kind: ReservationKind::Reservation,
+            approval_deadline: None,
+            decision_reason: None,
             tenant_id: booker.tenant_id,
             requested_by: booker.user_id,
             offering_id: offering.id.clone(),

@@ -6,6 +6,8 @@ create table tenant (
     tenant_id integer primary key,
     slug text not null unique,
     name text not null,
+    -- The tenant's quota and guardrails as JSON (domain::policy::Policy); null = platform defaults.
+    policy text,
     created_at text not null
 );
 
@@ -100,6 +102,8 @@ create table reservation (
     tenant_id integer not null references tenant (tenant_id),
     requested_by integer not null references app_user (user_id),
     offering_id text not null references offering (offering_id),
+    -- 'reservation' (reserved rate, may need approval) or 'burst' (on-demand now, preemptible).
+    kind text not null default 'reservation' check (kind in ('reservation', 'burst')),
     quantity integer not null check (quantity >= 1),
     start_at text not null,
     end_at text not null,
@@ -111,6 +115,10 @@ create table reservation (
     placement text not null,
     workload text not null,
     price_cents integer not null,
+    -- Until when a pending_approval reservation holds its capacity.
+    approval_deadline text,
+    -- Why it waits, or what an admin (or the system) decided and why.
+    decision_reason text,
     -- Idempotency-Key of the creating request, and a hash of that request to detect a reused key.
     idempotency_key text,
     idempotency_fingerprint text,
@@ -185,3 +193,14 @@ create table audit_event (
 );
 create index audit_event_at on audit_event (at);
 create index audit_event_tenant_at on audit_event (tenant_id, at);
+
+-- In-app messages to a user: approvals, rejections, expired holds, preempted bursts.
+create table notification (
+    notification_id integer primary key,
+    user_id integer not null references app_user (user_id),
+    at text not null,
+    message text not null,
+    reservation_id integer references reservation (reservation_id),
+    read_at text
+);
+create index notification_user_at on notification (user_id, at);

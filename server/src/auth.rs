@@ -51,6 +51,20 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// A platform admin. Rejects everyone else with 403 before the request body is even read.
+#[derive(Debug, Clone)]
+pub struct Admin(pub Identity);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let Caller(who) = Caller::from_request_parts(parts, state).await?;
+        tenantry_engine::identity::require_admin(&who)?;
+        Ok(Admin(who))
+    }
+}
+
 /// A small page of its own for sign-in outcomes that happen outside the app (the provider's
 /// redirect lands here before any page exists).
 fn auth_page(status: StatusCode, title: &str, message: &str) -> Response {

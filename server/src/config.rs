@@ -95,8 +95,24 @@ pub struct ServeArgs {
     /// Minutes after every allocation kept free for wiping and re-provisioning.
     #[arg(long, env = "TENANTRY_TURNAROUND_MINUTES", default_value_t = 30)]
     pub turnaround_minutes: u32,
+    /// Hours a booking that needs approval holds its capacity (never past its start).
+    #[arg(long, env = "TENANTRY_APPROVAL_HOLD_HOURS", default_value_t = 48)]
+    pub approval_hold_hours: u32,
+    /// Least warning, in minutes, before a reservation preempts an on-demand burst.
+    #[arg(long, env = "TENANTRY_BURST_WARNING_MINUTES", default_value_t = 15)]
+    pub burst_warning_minutes: u32,
     #[command(flatten)]
     pub oidc: OidcArgs,
+}
+
+impl ServeArgs {
+    pub fn engine_config(&self) -> tenantry_engine::EngineConfig {
+        tenantry_engine::EngineConfig {
+            turnaround: chrono::Duration::minutes(i64::from(self.turnaround_minutes)),
+            approval_hold: chrono::Duration::hours(i64::from(self.approval_hold_hours)),
+            burst_warning: chrono::Duration::minutes(i64::from(self.burst_warning_minutes)),
+        }
+    }
 }
 
 /// Single sign-on with an OpenID provider; on when `OIDC_ISSUER_URL` is set.

@@ -27,26 +27,25 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn open(database_url: &str, turnaround_minutes: u32) -> Result<Engine, String> {
+async fn open(database_url: &str, config: EngineConfig) -> Result<Engine, String> {
     let store = Store::connect(database_url).await.map_err(|e| format!("cannot open {database_url}: {e}"))?;
     store.migrate().await.map_err(|e| format!("cannot migrate the database: {e}"))?;
-    let config = EngineConfig { turnaround: chrono::Duration::minutes(i64::from(turnaround_minutes)) };
     Ok(Engine::new(store, config))
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Migrate => {
-            open(&cli.database_url, 30).await?;
+            open(&cli.database_url, EngineConfig::default()).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
         Command::Demo { command: DemoCommand::Seed(args) } => {
-            let engine = open(&cli.database_url, 30).await?;
+            let engine = open(&cli.database_url, EngineConfig::default()).await?;
             seed(&engine, args).await
         }
         Command::Token { command: TokenCommand::Create { user, name } } => {
-            let engine = open(&cli.database_url, 30).await?;
+            let engine = open(&cli.database_url, EngineConfig::default()).await?;
             let token = engine.create_api_token(&user, &name, chrono::Utc::now()).await.map_err(|e| e.to_string())?;
             println!("{token}");
             Ok(())
@@ -72,7 +71,7 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
     if args.fleet == FleetKind::Slurm {
         return Err("the Slurm fleet driver is not available in this build yet; use TENANTRY_FLEET=sim".to_owned());
     }
-    let engine = open(database_url, args.turnaround_minutes).await?;
+    let engine = open(database_url, args.engine_config()).await?;
     if args.demo {
         tracing::warn!("DEMO MODE: anyone can sign in as any seeded user without a password");
         if engine.store.count_nodes().await.map_err(|e| e.to_string())? == 0 {
@@ -82,6 +81,7 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
     engine.load_index().await.map_err(|e| format!("cannot load availability: {e}"))?;
     // With several instances on one PostgreSQL, each follows the others' commits.
     tokio::spawn(tenantry_engine::index::follow_other_instances(engine.store.clone(), engine.index.clone()));
+    tokio::spawn(expire_approval_holds(engine.clone()));
     let session_store = sessions::DbSessionStore::open(&engine.store)
         .await
         .map_err(|e| format!("cannot prepare the session table: {e}"))?;
@@ -111,6 +111,20 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
     engine.store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Releases reservations whose approval hold lapsed, every 30 seconds. Safe with several
+/// instances: each release is a conditional update, so only one instance wins it.
+async fn expire_approval_holds(engine: Engine) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(30));
+    loop {
+        every.tick().await;
+        match engine.expire_approval_holds(chrono::Utc::now()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(released = n, "approval holds expired"),
+            Err(e) => tracing::warn!(error = %e, "could not expire approval holds"),
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM; in-flight requests then finish before the server stops.

@@ -63,8 +63,17 @@ api_table! {
     get "/reservations/{id}" Tenant => api::reservations::get;
     patch "/reservations/{id}" Tenant => api::reservations::change_end;
     post "/reservations/{id}/cancel" Tenant => api::reservations::cancel;
+    post "/bursts" Tenant => api::bursts::create;
+    get "/notifications" SignedIn => api::notifications::list;
+    post "/notifications/read" SignedIn => api::notifications::mark_read;
     get "/admin/nodes" Admin => api::fleet::nodes;
     get "/admin/audit" Admin => api::audit::list;
+    get "/admin/approvals" Admin => api::admin::approvals;
+    post "/admin/reservations/{id}/approve" Admin => api::admin::approve;
+    post "/admin/reservations/{id}/reject" Admin => api::admin::reject;
+    get "/admin/tenants" Admin => api::admin::tenants;
+    get "/admin/tenants/{slug}/policy" Admin => api::admin::policy;
+    patch "/admin/tenants/{slug}/policy" Admin => api::admin::patch_policy;
 }
 
 /// The whole application.

@@ -269,3 +269,59 @@ app_test!(state_changes_are_audited_and_only_admins_read_the_log, |app: TestApp|
     let (status, bad) = app.get("/api/v1/admin/audit?from=yesterday", Some(&admin)).await;
     assert_eq!((status, json(&bad)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("from")));
 });
+
+app_test!(approvals_policies_and_bursts_over_http, |app: TestApp| async move {
+    let admin = app.token("admin@tenantry.example").await;
+    let lead = app.token("lead@acme.example").await;
+    // A partial policy change touches only the fields it names.
+    let patch = lead_patch(&app, &admin, r#"{"max_quantity_without_approval": 2, "burst_max_gpus": 1}"#).await;
+    assert_eq!(patch.0, StatusCode::OK, "{}", patch.1);
+    assert_eq!(patch.1["policy"]["max_quantity_without_approval"], 2);
+    assert_eq!(patch.1["policy"]["max_window_hours"], 720, "unchanged");
+    let (status, bad) = lead_patch(&app, &admin, r#"{"monthly_gpu_hours": {"soft": 9, "hard": 1}}"#).await;
+    assert_eq!((status, bad["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("monthly_gpu_hours")));
+    let (status, _) = lead_patch(&app, &lead, r#"{"burst_max_gpus": 100}"#).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "leads cannot raise their own limits");
+
+    // Over the soft quantity limit: pending, listed for the admin, approved.
+    let (status, pending) =
+        post_json(&app, "/api/v1/reservations", &lead, booking_body("l40s-gpu", 3, (4, 6)), None).await;
+    assert_eq!((status, pending["state"].as_str()), (StatusCode::CREATED, Some("pending_approval")), "{pending}");
+    let id = pending["id"].as_i64().unwrap();
+    let (_, queue) = app.get("/api/v1/admin/approvals", Some(&admin)).await;
+    let queue = json(&queue);
+    let item =
+        queue["items"].as_array().unwrap().iter().find(|i| i["reservation"]["id"] == id).expect("listed").clone();
+    assert!(item["reasons"][0].as_str().unwrap().contains("without approval"));
+    assert_eq!(item["tenant_name"], "Acme Research");
+    let (status, approved) =
+        post_json(&app, &format!("/api/v1/admin/reservations/{id}/approve"), &admin, String::new(), None).await;
+    assert_eq!((status, approved["state"].as_str()), (StatusCode::OK, Some("scheduled")));
+    let (_, told) = app.get("/api/v1/notifications", Some(&lead)).await;
+    assert!(json(&told)["items"][0]["message"].as_str().unwrap().contains("approved"));
+
+    // A burst within the limit works; one past it is refused with the reason.
+    let (status, burst) =
+        post_json(&app, "/api/v1/bursts", &lead, r#"{"offering":"l40s-gpu","quantity":1,"hours":2}"#.into(), None)
+            .await;
+    assert_eq!(
+        (status, burst["kind"].as_str(), burst["state"].as_str()),
+        (StatusCode::CREATED, Some("burst"), Some("active")),
+        "{burst}"
+    );
+    let (status, refused) =
+        post_json(&app, "/api/v1/bursts", &lead, r#"{"offering":"l40s-gpu","quantity":1,"hours":2}"#.into(), None)
+            .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(refused["error"]["message"].as_str().unwrap().contains("burst limit of 1"));
+});
+
+async fn lead_patch(app: &TestApp, auth: &Auth, body: &str) -> (StatusCode, Value) {
+    let req = auth
+        .apply(Request::patch("/api/v1/admin/tenants/acme/policy"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let (status, _, body) = app.send(req).await;
+    (status, json(&body))
+}

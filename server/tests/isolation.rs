@@ -64,12 +64,13 @@ mod isolation {
         let before = acme_view(&w).await;
         let id = w.acme_reservation;
         for route in API_ROUTES {
-            let path = format!("/api/v1{}", route.path.replace("{id}", &id.to_string()));
+            let path = format!("/api/v1{}", route.path.replace("{id}", &id.to_string()).replace("{slug}", "acme"));
             let method = route.method;
             match (route.access, method, route.path) {
                 (Access::Public, ..) => {}
                 (Access::Admin, ..) => {
-                    let got = status(&w.app, request(method, &path, &w.globex, None)).await;
+                    let body = (method != "get").then(|| "{}".to_owned());
+                    let got = status(&w.app, request(method, &path, &w.globex, body)).await;
                     assert_eq!(got, StatusCode::FORBIDDEN, "{method} {path} is for admins only");
                 }
                 (Access::SignedIn, "get", "/availability") => {
@@ -78,6 +79,19 @@ mod isolation {
                         status(&w.app, request(method, &format!("{path}{q}"), &w.globex, None)).await,
                         StatusCode::OK
                     );
+                }
+                (Access::SignedIn, "post", "/notifications/read") => {
+                    assert_eq!(status(&w.app, request(method, &path, &w.globex, None)).await, StatusCode::NO_CONTENT);
+                }
+                (Access::Tenant, "post", "/bursts") => {
+                    let body = serde_json::json!({"offering": "l40s-gpu", "quantity": 1, "hours": 1, "tenant": "acme"});
+                    let (code, _, _) = w.app.send(request(method, &path, &w.globex, Some(body.to_string()))).await;
+                    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "a body cannot name a tenant");
+                    let body = serde_json::json!({"offering": "l40s-gpu", "quantity": 1, "hours": 1});
+                    let (code, _, created) =
+                        w.app.send(request(method, &path, &w.globex, Some(body.to_string()))).await;
+                    assert_eq!(code, StatusCode::CREATED, "{created}");
+                    assert_eq!(serde_json::from_str::<Value>(&created).unwrap()["tenant"], "globex");
                 }
                 (Access::SignedIn, "get", _) => {
                     assert_eq!(status(&w.app, request(method, &path, &w.globex, None)).await, StatusCode::OK, "{path}");

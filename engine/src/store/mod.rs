@@ -14,6 +14,7 @@ pub mod audit;
 pub mod fleet;
 pub mod identity;
 pub mod offerings;
+pub mod policy;
 pub mod reservations;
 
 use crate::error::EngineResult;

@@ -6,12 +6,14 @@ use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::placement::Placed;
+use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{AllocationView, Reservation};
 use tenantry_domain::{Cents, ReservationOptions, ReservationState, Window};
 
 /// A reservation to write, with the slices it holds.
 #[derive(Debug, Clone)]
 pub struct NewReservation {
+    pub kind: ReservationKind,
     pub tenant_id: i64,
     pub requested_by: i64,
     pub offering_id: String,
@@ -23,12 +25,15 @@ pub struct NewReservation {
     pub options: ReservationOptions,
     pub price: Cents,
     pub allocations: Vec<Placed>,
+    pub approval_deadline: Option<DateTime<Utc>>,
+    pub decision_reason: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
-struct ReservationRow {
+pub(crate) struct ReservationRow {
     reservation_id: i64,
-    tenant_slug: String,
+    kind: String,
+    pub(crate) tenant_slug: String,
     requested_by: String,
     offering_id: String,
     quantity: i64,
@@ -43,12 +48,15 @@ struct ReservationRow {
     workload: String,
     price_cents: i64,
     created_at: DateTime<Utc>,
+    approval_deadline: Option<DateTime<Utc>>,
+    decision_reason: Option<String>,
 }
 
 impl ReservationRow {
-    fn into_reservation(self) -> Option<Reservation> {
+    pub(crate) fn into_reservation(self) -> Option<Reservation> {
         Some(Reservation {
             id: self.reservation_id,
+            kind: self.kind.parse().ok()?,
             tenant: self.tenant_slug,
             requested_by: self.requested_by,
             offering: self.offering_id,
@@ -66,6 +74,8 @@ impl ReservationRow {
             },
             price_cents: Cents(self.price_cents),
             created_at: self.created_at,
+            approval_deadline: self.approval_deadline,
+            decision_reason: self.decision_reason,
         })
     }
 }
@@ -91,12 +101,13 @@ impl Store {
             for (chunk_no, chunk) in reservations.chunks(BATCH).enumerate() {
                 let key = |i: usize| format!("{nonce}{}", chunk_no * BATCH + i);
                 let mut builder = sqlx::QueryBuilder::<Db>::new(
-                    "insert into reservation (tenant_id, requested_by, offering_id, quantity, start_at,
+                    "insert into reservation (kind, tenant_id, requested_by, offering_id, quantity, start_at,
                         end_at, state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement,
                         workload, price_cents, idempotency_key, created_at, updated_at) ",
                 );
                 builder.push_values(chunk.iter().enumerate(), |mut row, (i, r)| {
-                    row.push_bind(r.tenant_id)
+                    row.push_bind(r.kind.code())
+                        .push_bind(r.tenant_id)
                         .push_bind(r.requested_by)
                         .push_bind(&r.offering_id)
                         .push_bind(i64::from(r.quantity))
@@ -157,22 +168,7 @@ impl Store {
 
     /// A tenant's reservations, the latest start first.
     pub async fn list_reservations(&self, tenant_id: i64) -> EngineResult<Vec<Reservation>> {
-        let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, ReservationRow>(
-                "select r.reservation_id, t.slug as tenant_slug, u.email as requested_by, r.offering_id,
-                        r.quantity, r.start_at, r.end_at, r.state, r.orchestrator, r.cuda_driver,
-                        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.created_at
-                 from reservation r
-                 join tenant t on t.tenant_id = r.tenant_id
-                 join app_user u on u.user_id = r.requested_by
-                 where r.tenant_id = $1
-                 order by r.start_at desc, r.reservation_id desc",
-            )
-            .bind(tenant_id)
-            .fetch_all(pool)
-            .await?
-        });
-        Ok(rows.into_iter().filter_map(ReservationRow::into_reservation).collect())
+        self.find_reservations(tenant_id, &ReservationFilter::default()).await
     }
 
     /// How many nodes the fleet has; zero means the database has never been seeded.
@@ -253,12 +249,10 @@ pub struct Clash {
 /// What `insert_booking` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inserted {
-    Created(i64),
+    /// A new reservation, and the bursts it cut short.
+    Created { reservation_id: i64, preempted: Vec<i64> },
     /// The idempotency key was used before: the earlier reservation and its request fingerprint.
-    Replayed {
-        reservation_id: i64,
-        fingerprint: Option<String>,
-    },
+    Replayed { reservation_id: i64, fingerprint: Option<String> },
 }
 
 #[derive(sqlx::FromRow)]
@@ -268,6 +262,7 @@ struct HoldRow {
     slice_hi: i64,
     start_at: DateTime<Utc>,
     hold_until: DateTime<Utc>,
+    preemptible: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -278,9 +273,11 @@ pub struct ReservationFilter {
     pub to: Option<DateTime<Utc>>,
 }
 
-const RESERVATION_SELECT: &str = "select r.reservation_id, t.slug as tenant_slug, u.email as requested_by,
+pub(crate) const RESERVATION_SELECT: &str =
+    "select r.reservation_id, r.kind, t.slug as tenant_slug, u.email as requested_by,
         r.offering_id, r.quantity, r.start_at, r.end_at, r.state, r.orchestrator, r.cuda_driver,
-        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.created_at
+        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.created_at,
+        r.approval_deadline, r.decision_reason
     from reservation r
     join tenant t on t.tenant_id = r.tenant_id
     join app_user u on u.user_id = r.requested_by";
@@ -294,11 +291,14 @@ impl Store {
     ) -> EngineResult<Vec<tenantry_domain::placement::Hold>> {
         let rows: Vec<HoldRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
-                "select gpu_id, slice_lo, slice_hi, start_at, hold_until from allocation where live and hold_until > ",
+                "select a.gpu_id, a.slice_lo, a.slice_hi, a.start_at, a.hold_until,
+                        coalesce(r.kind = 'burst', false) as preemptible
+                 from allocation a left join reservation r on r.reservation_id = a.reservation_id
+                 where a.live and a.hold_until > ",
             );
             q.push_bind(since);
             if let Some(ids) = gpu_ids {
-                q.push(" and gpu_id in (");
+                q.push(" and a.gpu_id in (");
                 let mut list = q.separated(", ");
                 for id in ids {
                     list.push_bind(*id);
@@ -314,26 +314,34 @@ impl Store {
                 slice_lo: r.slice_lo as u8,
                 slice_hi: r.slice_hi as u8,
                 window: Window { start: r.start_at, end: r.hold_until },
+                preemptible: r.preemptible,
             })
             .collect())
     }
 
     /// Writes one reservation and its allocations in one transaction. The database refuses an
     /// overlap (see [`is_overlap`]); a reused idempotency key returns the earlier reservation.
+    ///
+    /// With `preempt_until = Some((end, hold_until))`, bursts holding any of the booked slices are
+    /// first cut to end at `end` (their turnaround then ends at `hold_until`, the booking's
+    /// start), in the same transaction.
     pub async fn insert_booking(
         &self,
         r: &NewReservation,
         idempotency: Option<(&str, &str)>,
+        preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
         now: DateTime<Utc>,
     ) -> EngineResult<Inserted> {
         let (key, fingerprint) = idempotency.unzip();
+        let mut preempted: Vec<i64> = Vec::new();
         let result: Result<i64, sqlx::Error> = async {
             let id = write_tx!(self, |tx| {
                 let id: i64 = sqlx::query_scalar(
                     "insert into reservation (tenant_id, requested_by, offering_id, quantity, start_at, end_at,
                         state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement, workload,
-                        price_cents, idempotency_key, idempotency_fingerprint, created_at, updated_at)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)
+                        price_cents, idempotency_key, idempotency_fingerprint, created_at, updated_at,
+                        kind, approval_deadline, decision_reason)
+                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18, $19, $20)
                      returning reservation_id",
                 )
                 .bind(r.tenant_id)
@@ -353,8 +361,51 @@ impl Store {
                 .bind(key)
                 .bind(fingerprint)
                 .bind(now)
+                .bind(r.kind.code())
+                .bind(r.approval_deadline)
+                .bind(&r.decision_reason)
                 .fetch_one(&mut *tx)
                 .await?;
+                if let Some(until) = preempt_until {
+                    // Bursts on these slices end before this booking begins; their owners are told.
+                    for p in &r.allocations {
+                        let bursts: Vec<i64> = sqlx::query_scalar(
+                            "select distinct a.reservation_id from allocation a
+                             join reservation b on b.reservation_id = a.reservation_id
+                             where b.kind = 'burst' and a.live and a.gpu_id = $1
+                               and a.slice_lo < $2 and $3 < a.slice_hi and a.start_at < $4 and $5 < a.hold_until",
+                        )
+                        .bind(p.gpu_id)
+                        .bind(i64::from(p.slice_hi))
+                        .bind(i64::from(p.slice_lo))
+                        .bind(r.hold_until)
+                        .bind(r.window.start)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                        for burst in bursts {
+                            sqlx::query(
+                                "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
+                            )
+                            .bind(until.0)
+                            .bind(until.1)
+                            .bind(burst)
+                            .execute(&mut *tx)
+                            .await?;
+                            sqlx::query(
+                                "update reservation set end_at = $1, decision_reason = $2, updated_at = $3
+                                 where reservation_id = $4",
+                            )
+                            .bind(until.0)
+                            .bind(format!("preempted by a reservation: ends at {} UTC", until.0.format("%Y-%m-%d %H:%M")))
+                            .bind(now)
+                            .bind(burst)
+                            .execute(&mut *tx)
+                            .await?;
+                            notify_reservation_gpus!(self, tx, burst);
+                            preempted.push(burst);
+                        }
+                    }
+                }
                 let mut builder = sqlx::QueryBuilder::<Db>::new(
                     "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id,
                         slice_lo, slice_hi, start_at, end_at, hold_until, live) ",
@@ -380,7 +431,7 @@ impl Store {
         }
         .await;
         match result {
-            Ok(id) => Ok(Inserted::Created(id)),
+            Ok(id) => Ok(Inserted::Created { reservation_id: id, preempted }),
             Err(err) if key.is_some() && is_idempotency_clash(&err) => {
                 let earlier = on_pool!(self, |pool| {
                     sqlx::query_as::<_, (i64, Option<String>)>(

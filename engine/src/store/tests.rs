@@ -7,6 +7,7 @@ use crate::seed::{seed_demo, SeedOptions, DEMO_USERS};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use tenantry_domain::placement::Placed;
+use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
 use tenantry_domain::{Cents, NodeState, ReservationOptions, ReservationState, Window};
 
@@ -36,6 +37,9 @@ fn booking(tenant_id: i64, user_id: i64, node_id: i64, gpu_id: i64, h0: u32, h1:
     let day = |h| Utc.with_ymd_and_hms(2026, 12, 2, h, 0, 0).unwrap();
     let window = Window::new(day(h0), day(h1)).unwrap();
     NewReservation {
+        kind: ReservationKind::Reservation,
+        approval_deadline: None,
+        decision_reason: None,
         tenant_id,
         requested_by: user_id,
         offering_id: "h100-gpu".into(),

@@ -1,7 +1,7 @@
 //! `GET /api/v1/admin/audit?actor&tenant&action&from&to&limit`: the audit log, newest first.
 
 use super::{input, Items};
-use crate::auth::Caller;
+use crate::auth::Admin;
 use crate::error::ApiResult;
 use crate::state::AppState;
 use axum::extract::{Query, State};
@@ -11,7 +11,7 @@ use tenantry_domain::audit::{AuditEvent, AuditFilter};
 
 pub async fn list(
     State(state): State<AppState>,
-    Caller(who): Caller,
+    Admin(who): Admin,
     Query(params): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Items<AuditEvent>>> {
     let filter = AuditFilter {

@@ -2,11 +2,14 @@
 //! errors as `{"error":{…}}`. Handlers are thin: the caller, checked input, one engine call, a
 //! JSON shape. One module per noun.
 
+pub mod admin;
 pub mod audit;
 pub mod availability;
+pub mod bursts;
 pub mod fleet;
 pub mod input;
 pub mod me;
+pub mod notifications;
 pub mod offerings;
 pub mod openapi;
 pub mod reservations;

@@ -96,6 +96,28 @@ pub fn document() -> Value {
                     {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}}
                 ],
                 "responses": with(json!({"200": {"description": "Audit events: at, actor, tenant, action, object_type, object_id, detail, client_addr"}}), error_responses(&["401", "403", "422"]))}},
+            "/bursts": {"post": {"summary": "On-demand capacity from now for some hours, within the team's burst limit, at the on-demand rate; preemptible by reservations (with at least 15 minutes' warning)",
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["offering", "quantity", "hours"],
+                    "properties": {"offering": {"type": "string"}, "quantity": {"type": "integer"}, "hours": {"type": "integer"}}}}}},
+                "responses": with(json!({"201": ok("The burst (kind `burst`)", "Reservation")}), error_responses(&["401", "403", "409", "422"]))}},
+            "/notifications": {"get": {"summary": "The caller's in-app notifications, newest first", "responses": with(json!({"200": {"description": "Notifications"}}), error_responses(&["401"]))}},
+            "/notifications/read": {"post": {"summary": "Mark all notifications read", "responses": with(json!({"204": {"description": "Done"}}), error_responses(&["401"]))}},
+            "/admin/approvals": {"get": {"summary": "Reservations waiting for approval, soonest start first, with quota effect, competing demand and recent use (admins)",
+                "responses": with(json!({"200": {"description": "Approval items"}}), error_responses(&["401", "403"]))}},
+            "/admin/reservations/{id}/approve": {"post": {"summary": "Approve a pending reservation (admins)", "parameters": [id_param()],
+                "responses": with(json!({"200": ok("Scheduled", "Reservation")}), error_responses(&["401", "403", "404", "409"]))}},
+            "/admin/reservations/{id}/reject": {"post": {"summary": "Reject a pending reservation with a reason; its capacity is freed (admins)", "parameters": [id_param()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["reason"], "properties": {"reason": {"type": "string"}}}}}},
+                "responses": with(json!({"200": ok("Rejected", "Reservation")}), error_responses(&["401", "403", "404", "409", "422"]))}},
+            "/admin/tenants": {"get": {"summary": "Every team with its policy (admins)", "responses": with(json!({"200": {"description": "Teams"}}), error_responses(&["401", "403"]))}},
+            "/admin/tenants/{slug}/policy": {
+                "get": {"summary": "A team's policy (admins)", "parameters": [{"name": "slug", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "responses": with(json!({"200": ok("Policy", "TenantPolicy")}), error_responses(&["401", "403", "404"]))},
+                "patch": {"summary": "Change the named fields of a team's policy; `null` removes a limit (admins, audited)",
+                    "parameters": [{"name": "slug", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Policy"}}}},
+                    "responses": with(json!({"200": ok("Policy", "TenantPolicy")}), error_responses(&["401", "403", "404", "422"]))}
+            },
             "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}}
         },
         "components": {
@@ -131,6 +153,14 @@ pub fn document() -> Value {
                     "price_cents": {"type": "integer"}, "max_quantity": {"type": "integer"}, "fits": {"type": "boolean"},
                     "earliest_fit": {"type": ["object", "null"], "properties": {"start": {"type": "string"}, "end": {"type": "string"}}},
                     "alternatives": {"type": "array", "items": {"type": "object", "properties": {"offering": {"type": "string"}, "max_quantity": {"type": "integer"}}}}}},
+                "SoftHard": {"type": "object", "properties": {"soft": {"type": ["integer", "null"]}, "hard": {"type": ["integer", "null"]}}},
+                "Policy": {"type": "object", "properties": {
+                    "max_quantity_without_approval": {"type": ["integer", "null"]}, "max_window_hours": {"type": ["integer", "null"]},
+                    "max_horizon_days": {"type": ["integer", "null"]}, "min_notice_minutes": {"type": ["integer", "null"]},
+                    "concurrent_gpus": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/SoftHard"}, "description": "per GPU model code"},
+                    "monthly_gpu_hours": {"$ref": "#/components/schemas/SoftHard"},
+                    "burst_max_gpus": {"type": ["integer", "null"]}, "burst_max_hours": {"type": ["integer", "null"]}}},
+                "TenantPolicy": {"type": "object", "properties": {"slug": {"type": "string"}, "name": {"type": "string"}, "policy": {"$ref": "#/components/schemas/Policy"}}},
                 "Availability": {"type": "object", "properties": {"offering": {"type": "string"}, "buckets": {"type": "array", "items": {"type": "object",
                     "properties": {"start": {"type": "string"}, "end": {"type": "string"}, "free": {"type": "integer"}, "total": {"type": "integer"}}}}}}
             }

@@ -1,0 +1,526 @@
+//! Quotas and guardrails: one pure decision per request. Inside policy a booking is scheduled at
+//! once; past a soft limit it waits for an admin; past a hard limit it is refused. Every reason is
+//! reported, not just the first, so a user can fix everything in one go.
+//!
+//! GPU amounts are exact sevenths of a GPU (a MIG slice counts as its fraction); GPU-hours are
+//! counted as sevenths × minutes and compared without rounding.
+
+use crate::fleet::MIG_SLICES;
+use crate::offering::GpuSevenths;
+use crate::window::Window;
+use crate::GpuModel;
+use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A soft limit (above it: approval) and a hard limit (above it: refused); `None` is no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SoftHard {
+    pub soft: Option<u32>,
+    pub hard: Option<u32>,
+}
+
+/// A tenant's policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Bookings of more units than this wait for an admin.
+    pub max_quantity_without_approval: Option<u32>,
+    /// Longest window (hard).
+    pub max_window_hours: Option<u32>,
+    /// Furthest start from now (hard).
+    pub max_horizon_days: Option<u32>,
+    /// Shortest notice before the start (hard).
+    pub min_notice_minutes: Option<u32>,
+    /// GPUs held at the same time, per GPU model code.
+    pub concurrent_gpus: BTreeMap<String, SoftHard>,
+    /// GPU-hours per calendar month (UTC), all models together.
+    pub monthly_gpu_hours: SoftHard,
+    /// On-demand burst: most GPUs at once, and longest burst.
+    pub burst_max_gpus: Option<u32>,
+    pub burst_max_hours: Option<u32>,
+}
+
+impl Default for Policy {
+    /// The platform defaults a tenant starts with.
+    fn default() -> Self {
+        Policy {
+            max_quantity_without_approval: Some(16),
+            max_window_hours: Some(720),
+            max_horizon_days: Some(90),
+            min_notice_minutes: Some(0),
+            concurrent_gpus: GpuModel::ALL
+                .iter()
+                .map(|m| (m.code().to_owned(), SoftHard { soft: Some(64), hard: Some(256) }))
+                .collect(),
+            monthly_gpu_hours: SoftHard { soft: Some(20_000), hard: Some(60_000) },
+            burst_max_gpus: Some(16),
+            burst_max_hours: Some(24),
+        }
+    }
+}
+
+/// A partial policy: the fields named change, the rest stay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyPatch {
+    #[serde(default, with = "double_option")]
+    pub max_quantity_without_approval: Option<Option<u32>>,
+    #[serde(default, with = "double_option")]
+    pub max_window_hours: Option<Option<u32>>,
+    #[serde(default, with = "double_option")]
+    pub max_horizon_days: Option<Option<u32>>,
+    #[serde(default, with = "double_option")]
+    pub min_notice_minutes: Option<Option<u32>>,
+    #[serde(default)]
+    pub concurrent_gpus: Option<BTreeMap<String, SoftHard>>,
+    #[serde(default)]
+    pub monthly_gpu_hours: Option<SoftHard>,
+    #[serde(default, with = "double_option")]
+    pub burst_max_gpus: Option<Option<u32>>,
+    #[serde(default, with = "double_option")]
+    pub burst_max_hours: Option<Option<u32>>,
+}
+
+/// `null` means "no limit", a missing field means "unchanged".
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Option<Option<u32>>, s: S) -> Result<S::Ok, S::Error> {
+        value.flatten().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u32>>, D::Error> {
+        Option::<u32>::deserialize(d).map(Some)
+    }
+}
+
+/// Why a patch cannot apply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PolicyError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl Policy {
+    /// Applies a patch, checking that every soft limit is at most its hard limit and GPU models
+    /// are known.
+    pub fn patched(&self, patch: &PolicyPatch) -> Result<Policy, PolicyError> {
+        let mut p = self.clone();
+        if let Some(v) = patch.max_quantity_without_approval {
+            p.max_quantity_without_approval = v;
+        }
+        if let Some(v) = patch.max_window_hours {
+            p.max_window_hours = v;
+        }
+        if let Some(v) = patch.max_horizon_days {
+            p.max_horizon_days = v;
+        }
+        if let Some(v) = patch.min_notice_minutes {
+            p.min_notice_minutes = v;
+        }
+        if let Some(models) = &patch.concurrent_gpus {
+            for (model, limits) in models {
+                if model.parse::<GpuModel>().is_err() {
+                    return Err(PolicyError {
+                        field: "concurrent_gpus",
+                        message: format!("unknown GPU model `{model}`"),
+                    });
+                }
+                p.concurrent_gpus.insert(model.clone(), *limits);
+            }
+        }
+        if let Some(v) = patch.monthly_gpu_hours {
+            p.monthly_gpu_hours = v;
+        }
+        if let Some(v) = patch.burst_max_gpus {
+            p.burst_max_gpus = v;
+        }
+        if let Some(v) = patch.burst_max_hours {
+            p.burst_max_hours = v;
+        }
+        let ordered = |l: &SoftHard| match (l.soft, l.hard) {
+            (Some(s), Some(h)) => s <= h,
+            _ => true,
+        };
+        if let Some((model, _)) = p.concurrent_gpus.iter().find(|(_, l)| !ordered(l)) {
+            return Err(PolicyError {
+                field: "concurrent_gpus",
+                message: format!("the soft limit for {model} must not exceed its hard limit"),
+            });
+        }
+        if !ordered(&p.monthly_gpu_hours) {
+            return Err(PolicyError {
+                field: "monthly_gpu_hours",
+                message: "the soft limit must not exceed the hard limit".to_owned(),
+            });
+        }
+        Ok(p)
+    }
+}
+
+/// A reservation or burst the tenant already holds, as policy counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holding {
+    pub window: Window,
+    pub gpu_model: GpuModel,
+    pub gpus: GpuSevenths,
+}
+
+/// The request being decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    pub window: Window,
+    pub gpu_model: GpuModel,
+    pub quantity: u32,
+    /// GPUs of the whole request (quantity × per unit).
+    pub gpus: GpuSevenths,
+}
+
+/// What the request does to the team's quota.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuotaEffect {
+    pub gpu_model: GpuModel,
+    /// Most GPUs of this model the team would hold at once during the window.
+    pub peak_concurrent_gpus: f64,
+    pub concurrent_limit: SoftHard,
+    /// GPU-hours the team would have in each calendar month the window touches (`2026-12`).
+    pub monthly_gpu_hours: BTreeMap<String, f64>,
+    pub monthly_limit: SoftHard,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", content = "reasons", rename_all = "snake_case")]
+pub enum Decision {
+    Scheduled,
+    NeedsApproval(Vec<String>),
+    Refused(Vec<String>),
+}
+
+/// The span policy looks at for a window: from the start of its first calendar month to the end
+/// of its last, so monthly GPU-hours see every holding that counts.
+pub fn counting_range(window: &Window) -> Window {
+    let (start, _) = month_bounds(window.start);
+    let (_, end) = month_bounds(window.end - Duration::minutes(1));
+    Window { start, end }
+}
+
+/// A reservation waiting for an admin, with what an admin needs to decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalItem {
+    pub reservation: crate::Reservation,
+    pub tenant_name: String,
+    /// Why it waits.
+    pub reasons: Vec<String>,
+    pub quota: QuotaEffect,
+    /// Other live reservations on the same GPU model overlapping its window.
+    pub competing: Vec<crate::Reservation>,
+    /// GPU-hours the team reserved over the last 30 days (how much it books, for context).
+    pub reserved_gpu_hours_30d: f64,
+}
+
+/// A tenant with its effective policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantPolicy {
+    pub slug: String,
+    pub name: String,
+    pub policy: Policy,
+}
+
+/// An on-demand burst request: some units of an offering from now for a number of hours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BurstInput {
+    pub offering: String,
+    pub quantity: i64,
+    pub hours: i64,
+}
+
+/// Sevenths of a GPU held by `holdings` (plus the ask) at their busiest moment inside `window`.
+pub fn peak_concurrency(holdings: &[Holding], model: GpuModel, window: &Window) -> GpuSevenths {
+    let mut events: Vec<(DateTime<Utc>, i64)> = Vec::new();
+    for h in holdings.iter().filter(|h| h.gpu_model == model && h.window.overlaps(window)) {
+        events.push((h.window.start.max(window.start), h.gpus.0));
+        events.push((h.window.end.min(window.end), -h.gpus.0));
+    }
+    // Ends before starts at the same instant: half-open windows that touch do not add up.
+    events.sort_by_key(|&(t, delta)| (t, delta));
+    let (mut now, mut peak) = (0i64, 0i64);
+    for (_, delta) in events {
+        now += delta;
+        peak = peak.max(now);
+    }
+    GpuSevenths(peak)
+}
+
+/// The first instant of the month containing `t`, and of the next month.
+fn month_bounds(t: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let start = Utc.with_ymd_and_hms(t.year(), t.month(), 1, 0, 0, 0).single().unwrap_or(t);
+    let (y, m) = if t.month() == 12 { (t.year() + 1, 1) } else { (t.year(), t.month() + 1) };
+    let next = Utc.with_ymd_and_hms(y, m, 1, 0, 0, 0).single().unwrap_or(t);
+    (start, next)
+}
+
+/// Sevenths × minutes of `h` inside `[from, to)`.
+fn seventh_minutes_within(window: &Window, gpus: GpuSevenths, from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
+    let start = window.start.max(from);
+    let end = window.end.min(to);
+    if end <= start {
+        return 0;
+    }
+    (end - start).num_minutes() * gpus.0
+}
+
+const SEVENTH_MINUTES_PER_GPU_HOUR: i64 = MIG_SLICES as i64 * 60;
+
+/// GPU-hours per calendar month touched by `window`, counting `holdings` and the ask, as exact
+/// sevenths × minutes.
+fn monthly_usage(holdings: &[Holding], ask: &Ask) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    let mut cursor = ask.window.start;
+    while cursor < ask.window.end {
+        let (from, to) = month_bounds(cursor);
+        let used: i64 = holdings.iter().map(|h| seventh_minutes_within(&h.window, h.gpus, from, to)).sum::<i64>()
+            + seventh_minutes_within(&ask.window, ask.gpus, from, to);
+        out.push((from.format("%Y-%m").to_string(), used));
+        cursor = to;
+    }
+    out
+}
+
+fn gpus_text(g: GpuSevenths) -> String {
+    let v = g.as_gpus();
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Decides a request against a policy, given what the tenant already holds (not including the
+/// request itself; for an extension, leave the reservation being extended out).
+pub fn decide(policy: &Policy, holdings: &[Holding], ask: &Ask, now: DateTime<Utc>) -> (Decision, QuotaEffect) {
+    let mut refused = Vec::new();
+    let mut approval = Vec::new();
+    let hours = (ask.window.end - ask.window.start).num_minutes() as f64 / 60.0;
+    if let Some(max) = policy.max_window_hours {
+        if ask.window.end - ask.window.start > Duration::hours(i64::from(max)) {
+            refused.push(format!("the window is {hours:.1} hours; your team's longest is {max} hours"));
+        }
+    }
+    if let Some(days) = policy.max_horizon_days {
+        if ask.window.start > now + Duration::days(i64::from(days)) {
+            refused.push(format!("the start is more than {days} days ahead; your team can book up to {days} days out"));
+        }
+    }
+    if let Some(minutes) = policy.min_notice_minutes {
+        if ask.window.start < now + Duration::minutes(i64::from(minutes)) - Duration::seconds(59) {
+            refused.push(format!("your team must book at least {minutes} minutes ahead"));
+        }
+    }
+    if let Some(max) = policy.max_quantity_without_approval {
+        if ask.quantity > max {
+            approval.push(format!("{} units is more than the {max} your team may book without approval", ask.quantity));
+        }
+    }
+    let mut with_ask = holdings.to_vec();
+    with_ask.push(Holding { window: ask.window, gpu_model: ask.gpu_model, gpus: ask.gpus });
+    let peak = peak_concurrency(&with_ask, ask.gpu_model, &ask.window);
+    let limit = policy.concurrent_gpus.get(ask.gpu_model.code()).copied().unwrap_or_default();
+    let over = |cap: Option<u32>| cap.is_some_and(|c| peak > GpuSevenths::whole_gpus(i64::from(c)));
+    if over(limit.hard) {
+        refused.push(format!(
+            "{} {} GPUs at once is over your team's hard limit of {}",
+            gpus_text(peak),
+            ask.gpu_model,
+            limit.hard.unwrap_or_default()
+        ));
+    } else if over(limit.soft) {
+        approval.push(format!(
+            "{} {} GPUs at once is over your team's soft limit of {}",
+            gpus_text(peak),
+            ask.gpu_model,
+            limit.soft.unwrap_or_default()
+        ));
+    }
+    let months = monthly_usage(holdings, ask);
+    let cap = |c: Option<u32>| c.map(|c| i64::from(c) * SEVENTH_MINUTES_PER_GPU_HOUR);
+    for (month, used) in &months {
+        let used_hours = *used as f64 / SEVENTH_MINUTES_PER_GPU_HOUR as f64;
+        if cap(policy.monthly_gpu_hours.hard).is_some_and(|c| *used > c) {
+            refused.push(format!(
+                "{used_hours:.1} GPU-hours in {month} is over your team's hard limit of {}",
+                policy.monthly_gpu_hours.hard.unwrap_or_default()
+            ));
+        } else if cap(policy.monthly_gpu_hours.soft).is_some_and(|c| *used > c) {
+            approval.push(format!(
+                "{used_hours:.1} GPU-hours in {month} is over your team's soft limit of {}",
+                policy.monthly_gpu_hours.soft.unwrap_or_default()
+            ));
+        }
+    }
+    let effect = QuotaEffect {
+        gpu_model: ask.gpu_model,
+        peak_concurrent_gpus: peak.as_gpus(),
+        concurrent_limit: limit,
+        monthly_gpu_hours: months
+            .into_iter()
+            .map(|(m, used)| (m, used as f64 / SEVENTH_MINUTES_PER_GPU_HOUR as f64))
+            .collect(),
+        monthly_limit: policy.monthly_gpu_hours,
+    };
+    let decision = if !refused.is_empty() {
+        Decision::Refused(refused)
+    } else if !approval.is_empty() {
+        Decision::NeedsApproval(approval)
+    } else {
+        Decision::Scheduled
+    };
+    (decision, effect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn at(d: u32, h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, d, h, 0, 0).unwrap()
+    }
+
+    fn w(a: DateTime<Utc>, b: DateTime<Utc>) -> Window {
+        Window { start: a, end: b }
+    }
+
+    fn ask(window: Window, quantity: u32, gpus: i64) -> Ask {
+        Ask { window, gpu_model: GpuModel::H100Sxm80, quantity, gpus: GpuSevenths::whole_gpus(gpus) }
+    }
+
+    fn strict() -> Policy {
+        let mut p = Policy::default();
+        p.concurrent_gpus.insert("H100-SXM-80GB".into(), SoftHard { soft: Some(8), hard: Some(16) });
+        p.monthly_gpu_hours = SoftHard { soft: Some(100), hard: Some(200) };
+        p.max_quantity_without_approval = Some(4);
+        p
+    }
+
+    #[test]
+    fn inside_policy_is_scheduled_and_the_edges_count_exactly() {
+        let now = at(1, 0);
+        let (d, effect) = decide(&strict(), &[], &ask(w(at(2, 0), at(2, 10)), 1, 8), now);
+        assert_eq!(d, Decision::Scheduled, "exactly at the soft limit is fine");
+        assert_eq!(effect.peak_concurrent_gpus, 8.0);
+        assert_eq!(effect.monthly_gpu_hours["2026-12"], 80.0);
+        let (d, _) = decide(&strict(), &[], &ask(w(at(2, 0), at(2, 10)), 1, 9), now);
+        assert!(
+            matches!(d, Decision::NeedsApproval(ref r) if r.len() == 1 && r[0].contains("soft limit of 8")),
+            "{d:?}"
+        );
+        let (d, _) = decide(&strict(), &[], &ask(w(at(2, 0), at(2, 10)), 5, 17), now);
+        match d {
+            Decision::Refused(r) => assert!(r.iter().any(|r| r.contains("hard limit of 16"))),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn concurrency_counts_overlaps_only_and_mig_fractions() {
+        let now = at(1, 0);
+        let held = [
+            Holding { window: w(at(2, 0), at(2, 5)), gpu_model: GpuModel::H100Sxm80, gpus: GpuSevenths::whole_gpus(6) },
+            // Touches the ask's window without overlapping it.
+            Holding { window: w(at(2, 5), at(2, 9)), gpu_model: GpuModel::H100Sxm80, gpus: GpuSevenths::whole_gpus(6) },
+            Holding { window: w(at(2, 0), at(2, 9)), gpu_model: GpuModel::A100_80, gpus: GpuSevenths::whole_gpus(2) },
+        ];
+        let (d, effect) = decide(&strict(), &held, &ask(w(at(2, 3), at(2, 5)), 1, 2), now);
+        assert_eq!(d, Decision::Scheduled);
+        assert_eq!(effect.peak_concurrent_gpus, 8.0);
+        // Three 1g slices are 3/7 of a GPU.
+        let mig =
+            Ask { window: w(at(2, 0), at(2, 7)), gpu_model: GpuModel::A100_80, quantity: 3, gpus: GpuSevenths(3) };
+        let (_, effect) = decide(&strict(), &[], &mig, now);
+        assert!((effect.peak_concurrent_gpus - 3.0 / 7.0).abs() < 1e-9);
+        assert!((effect.monthly_gpu_hours["2026-12"] - 3.0).abs() < 1e-9, "3/7 GPU × 7 h = 3 GPU-hours");
+    }
+
+    #[test]
+    fn a_window_across_a_month_end_counts_in_both_months() {
+        let now = at(1, 0);
+        let ask = Ask {
+            window: w(at(31, 20), Utc.with_ymd_and_hms(2027, 1, 1, 10, 0, 0).unwrap()),
+            gpu_model: GpuModel::H100Sxm80,
+            quantity: 1,
+            gpus: GpuSevenths::whole_gpus(8),
+        };
+        let held = [Holding {
+            window: w(at(20, 0), at(21, 0)),
+            gpu_model: GpuModel::H100Sxm80,
+            gpus: GpuSevenths::whole_gpus(3),
+        }];
+        let (d, effect) = decide(&strict(), &held, &ask, now);
+        assert_eq!(effect.monthly_gpu_hours["2026-12"], 72.0 + 32.0);
+        assert_eq!(effect.monthly_gpu_hours["2027-01"], 80.0);
+        assert!(matches!(d, Decision::NeedsApproval(ref r) if r.len() == 1 && r[0].contains("2026-12")), "{d:?}");
+    }
+
+    #[test]
+    fn hard_guardrails_refuse_with_every_reason() {
+        let now = at(1, 0);
+        let mut p = strict();
+        p.max_window_hours = Some(4);
+        p.max_horizon_days = Some(7);
+        p.min_notice_minutes = Some(60);
+        let (d, _) = decide(&p, &[], &ask(w(at(20, 0), at(20, 5)), 1, 1), now);
+        assert!(matches!(&d, Decision::Refused(r) if r.len() == 2), "{d:?}");
+        let (d, _) = decide(&p, &[], &ask(w(now + Duration::minutes(30), now + Duration::hours(2)), 1, 1), now);
+        assert!(matches!(&d, Decision::Refused(r) if r[0].contains("60 minutes")), "{d:?}");
+    }
+
+    #[test]
+    fn patches_change_only_what_they_name() {
+        let p = Policy::default();
+        let patch: PolicyPatch = serde_json::from_str(
+            r#"{"burst_max_gpus": 4, "max_horizon_days": null,
+            "concurrent_gpus": {"L40S-48GB": {"soft": 2, "hard": 4}}}"#,
+        )
+        .unwrap();
+        let q = p.patched(&patch).unwrap();
+        assert_eq!(q.burst_max_gpus, Some(4));
+        assert_eq!(q.max_horizon_days, None, "null removes the limit");
+        assert_eq!(q.max_window_hours, p.max_window_hours);
+        assert_eq!(q.concurrent_gpus["L40S-48GB"], SoftHard { soft: Some(2), hard: Some(4) });
+        assert_eq!(q.concurrent_gpus["H100-SXM-80GB"], p.concurrent_gpus["H100-SXM-80GB"]);
+        let bad: PolicyPatch = serde_json::from_str(r#"{"monthly_gpu_hours": {"soft": 10, "hard": 5}}"#).unwrap();
+        assert_eq!(p.patched(&bad).unwrap_err().field, "monthly_gpu_hours");
+        let unknown: PolicyPatch =
+            serde_json::from_str(r#"{"concurrent_gpus": {"B200": {"soft": 1, "hard": 2}}}"#).unwrap();
+        assert!(p.patched(&unknown).is_err());
+        assert!(serde_json::from_str::<PolicyPatch>(r#"{"max_gpus": 3}"#).is_err(), "unknown fields are refused");
+    }
+
+    proptest! {
+        /// Cancelling (removing a holding) never makes a decision stricter, and the peak never
+        /// falls below the ask itself.
+        #[test]
+        fn less_usage_never_decides_worse(starts in prop::collection::vec((0u32..48, 1u32..24, 1i64..20), 0..8),
+                                          ask_start in 0u32..48, ask_len in 1u32..24, ask_gpus in 1i64..20) {
+            let t0 = at(1, 0);
+            let hold = |(s, l, g): (u32, u32, i64)| Holding {
+                window: w(t0 + Duration::hours(i64::from(s)), t0 + Duration::hours(i64::from(s + l))),
+                gpu_model: GpuModel::H100Sxm80,
+                gpus: GpuSevenths::whole_gpus(g),
+            };
+            let held: Vec<Holding> = starts.into_iter().map(hold).collect();
+            let a = ask(w(t0 + Duration::hours(i64::from(ask_start)), t0 + Duration::hours(i64::from(ask_start + ask_len))), 1, ask_gpus);
+            let rank = |d: &Decision| match d { Decision::Scheduled => 0, Decision::NeedsApproval(_) => 1, Decision::Refused(_) => 2 };
+            let (full, effect) = decide(&strict(), &held, &a, t0);
+            prop_assert!(effect.peak_concurrent_gpus >= ask_gpus as f64);
+            for i in 0..held.len() {
+                let mut fewer = held.clone();
+                fewer.remove(i);
+                let (less, _) = decide(&strict(), &fewer, &a, t0);
+                prop_assert!(rank(&less) <= rank(&full));
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Quotas, approvals, notifications and on-demand bursts: the engine side of tenant policy. The
+//! decisions themselves are `tenantry_domain::policy`; this module gathers what they need (the
+//! team's policy and holdings), applies the outcome, and tells people about it.
+
+use crate::audit::Change;
+use crate::error::{EngineError, EngineResult};
+use crate::identity::require_admin;
+use crate::store::audit::NewAuditEvent;
+use crate::store::policy::NotificationRow;
+use crate::store::reservations::{Inserted, NewReservation};
+use crate::Engine;
+use chrono::{DateTime, Duration, Utc};
+use std::collections::HashMap;
+use tenantry_domain::availability;
+use tenantry_domain::booking::default_options;
+use tenantry_domain::placement::{self, Request, UnitKind};
+use tenantry_domain::policy::{
+    self, ApprovalItem, Ask, BurstInput, Decision, Holding, Policy, PolicyPatch, QuotaEffect, TenantPolicy,
+};
+use tenantry_domain::reservation::{Placement, ReservationDetail, ReservationKind};
+use tenantry_domain::window::floor_minute;
+use tenantry_domain::{Cents, Identity, Offering, ReservationState, Window};
+
+fn parse_policy(json: Option<&str>) -> Policy {
+    json.and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default()
+}
+
+impl Engine {
+    /// A tenant's effective policy (platform defaults until an admin changes it).
+    pub async fn policy_of(&self, tenant_id: i64) -> EngineResult<Policy> {
+        let tenant = self.store.tenant(tenant_id).await?.ok_or(EngineError::NotFound("team"))?;
+        Ok(parse_policy(tenant.policy.as_deref()))
+    }
+
+    async fn offerings_by_id(&self) -> EngineResult<HashMap<String, Offering>> {
+        Ok(self.store.list_offerings().await?.into_iter().map(|o| (o.id.clone(), o)).collect())
+    }
+
+    /// What the team already holds that policy counts against `window`'s months.
+    async fn holdings(
+        &self,
+        tenant_id: i64,
+        kind: ReservationKind,
+        window: &Window,
+        except: Option<i64>,
+    ) -> EngineResult<Vec<Holding>> {
+        let range = policy::counting_range(window);
+        let offerings = self.offerings_by_id().await?;
+        Ok(self
+            .store
+            .holdings(tenant_id, kind, range.start, range.end)
+            .await?
+            .into_iter()
+            .filter(|h| Some(h.reservation_id) != except)
+            .filter_map(|h| {
+                let o = offerings.get(&h.offering_id)?;
+                Some(Holding {
+                    window: Window { start: h.start_at, end: h.end_at },
+                    gpu_model: o.gpu_model,
+                    gpus: policy_gpus(o, h.quantity),
+                })
+            })
+            .collect())
+    }
+
+    /// The team's policy decision on a reservation request, and its quota effect.
+    pub async fn decide(
+        &self,
+        tenant_id: i64,
+        offering: &Offering,
+        quantity: u32,
+        window: Window,
+        except: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<(Decision, QuotaEffect)> {
+        let policy = self.policy_of(tenant_id).await?;
+        let holdings = self.holdings(tenant_id, ReservationKind::Reservation, &window, except).await?;
+        let ask =
+            Ask { window, gpu_model: offering.gpu_model, quantity, gpus: policy_gpus(offering, i64::from(quantity)) };
+        Ok(policy::decide(&policy, &holdings, &ask, now))
+    }
+
+    /// Every team with its effective policy (admins).
+    pub async fn tenant_policies(&self, who: &Identity) -> EngineResult<Vec<TenantPolicy>> {
+        require_admin(who)?;
+        Ok(self
+            .store
+            .tenants()
+            .await?
+            .into_iter()
+            .map(|t| TenantPolicy { policy: parse_policy(t.policy.as_deref()), slug: t.slug, name: t.name })
+            .collect())
+    }
+
+    /// One team's effective policy (admins).
+    pub async fn tenant_policy(&self, who: &Identity, slug: &str) -> EngineResult<TenantPolicy> {
+        require_admin(who)?;
+        let t = self.store.tenant_by_slug(slug).await?.ok_or(EngineError::NotFound("team"))?;
+        Ok(TenantPolicy { policy: parse_policy(t.policy.as_deref()), slug: t.slug, name: t.name })
+    }
+
+    /// Changes the fields of a team's policy that the patch names (admins; audited).
+    pub async fn patch_tenant_policy(
+        &self,
+        who: &Identity,
+        slug: &str,
+        patch: &PolicyPatch,
+        now: DateTime<Utc>,
+    ) -> EngineResult<TenantPolicy> {
+        require_admin(who)?;
+        let t = self.store.tenant_by_slug(slug).await?.ok_or(EngineError::NotFound("team"))?;
+        let before = parse_policy(t.policy.as_deref());
+        let after = before.patched(patch).map_err(|e| EngineError::invalid(e.field, e.message))?;
+        let json = serde_json::to_string(&after).map_err(|e| EngineError::invalid("policy", e.to_string()))?;
+        self.store.set_tenant_policy(t.tenant_id, &json).await?;
+        let change = Change {
+            action: "tenant.policy_changed",
+            object_type: "tenant",
+            object_id: Some(t.slug.clone()),
+            tenant_id: Some(t.tenant_id),
+            detail: serde_json::to_string(patch).unwrap_or_default(),
+        };
+        self.record(who, change, now).await;
+        Ok(TenantPolicy { slug: t.slug, name: t.name, policy: after })
+    }
+
+    /// Reservations waiting for an admin, soonest start first, with what is needed to decide.
+    pub async fn pending_approvals(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<Vec<ApprovalItem>> {
+        require_admin(who)?;
+        let offerings = self.offerings_by_id().await?;
+        let mut items = Vec::new();
+        for (tenant_id, r) in self.store.pending_approvals().await? {
+            let Some(offering) = offerings.get(&r.offering) else { continue };
+            let window = Window { start: r.start, end: r.end };
+            let (_, quota) = self.decide(tenant_id, offering, r.quantity, window, Some(r.id), now).await?;
+            let same_model: Vec<String> =
+                offerings.values().filter(|o| o.gpu_model == offering.gpu_model).map(|o| o.id.clone()).collect();
+            let competing = self
+                .store
+                .live_reservations_on(&same_model, r.start, r.end)
+                .await?
+                .into_iter()
+                .filter(|c| c.id != r.id)
+                .collect();
+            let month = Window { start: now - Duration::days(30), end: now };
+            let recent = self.holdings(tenant_id, ReservationKind::Reservation, &month, None).await?;
+            let reserved_gpu_hours_30d = recent
+                .iter()
+                .map(|h| {
+                    let start = h.window.start.max(month.start);
+                    let end = h.window.end.min(month.end);
+                    if end > start {
+                        h.gpus.as_gpus() * (end - start).num_minutes() as f64 / 60.0
+                    } else {
+                        0.0
+                    }
+                })
+                .sum();
+            let tenant_name = self.store.tenant(tenant_id).await?.map(|t| t.name).unwrap_or_default();
+            let reasons =
+                r.decision_reason.clone().map(|d| d.split("; ").map(str::to_owned).collect()).unwrap_or_default();
+            items.push(ApprovalItem { reservation: r, tenant_name, reasons, quota, competing, reserved_gpu_hours_30d });
+        }
+        Ok(items)
+    }
+
+    /// Approves a pending reservation: it is scheduled and the requester is told.
+    pub async fn approve(&self, who: &Identity, id: i64, now: DateTime<Utc>) -> EngineResult<ReservationDetail> {
+        require_admin(who)?;
+        let (tenant_id, requester, r) =
+            self.store.reservation_for_admin(id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        let reason = format!("approved by {}", who.email);
+        let from = ReservationState::PendingApproval;
+        if !self.store.decide_reservation(id, from, ReservationState::Scheduled, &reason, false, now).await? {
+            return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
+        }
+        let message = format!("Reservation #{id} ({} × {}) was approved.", r.quantity, r.offering);
+        self.store.notify(requester, &message, Some(id), now).await?;
+        let change = Change {
+            action: "reservation.approved",
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            tenant_id: Some(tenant_id),
+            detail: reason,
+        };
+        self.record(who, change, now).await;
+        self.admin_detail(id).await
+    }
+
+    /// Rejects a pending reservation with a reason: its capacity is freed and the requester told.
+    pub async fn reject(
+        &self,
+        who: &Identity,
+        id: i64,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<ReservationDetail> {
+        require_admin(who)?;
+        let reason = reason.trim();
+        if reason.is_empty() {
+            return Err(EngineError::invalid("reason", "say why, so the team knows what to change"));
+        }
+        let (tenant_id, requester, r) =
+            self.store.reservation_for_admin(id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        let decision = format!("rejected by {}: {reason}", who.email);
+        let from = ReservationState::PendingApproval;
+        if !self.store.decide_reservation(id, from, ReservationState::Rejected, &decision, true, now).await? {
+            return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
+        }
+        self.refresh_reservation_gpus(id, now).await?;
+        let message = format!("Reservation #{id} ({} × {}) was rejected: {reason}", r.quantity, r.offering);
+        self.store.notify(requester, &message, Some(id), now).await?;
+        let change = Change {
+            action: "reservation.rejected",
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            tenant_id: Some(tenant_id),
+            detail: decision,
+        };
+        self.record(who, change, now).await;
+        self.admin_detail(id).await
+    }
+
+    /// Releases every pending reservation whose hold has lapsed; returns how many.
+    pub async fn expire_approval_holds(&self, now: DateTime<Utc>) -> EngineResult<usize> {
+        let mut released = 0;
+        for id in self.store.lapsed_approval_holds(now).await? {
+            let reason = "the approval hold expired before an admin decided";
+            let from = ReservationState::PendingApproval;
+            if !self.store.decide_reservation(id, from, ReservationState::Cancelled, reason, true, now).await? {
+                continue;
+            }
+            released += 1;
+            self.refresh_reservation_gpus(id, now).await?;
+            if let Some((tenant_id, requester, r)) = self.store.reservation_for_admin(id).await? {
+                let message = format!(
+                    "Reservation #{id} ({} × {}) was released: {reason}. Book again or ask an admin.",
+                    r.quantity, r.offering
+                );
+                self.store.notify(requester, &message, Some(id), now).await?;
+                self.record_system("reservation.hold_expired", id, tenant_id, reason, now).await;
+            }
+        }
+        Ok(released)
+    }
+
+    async fn record_system(&self, action: &str, id: i64, tenant_id: i64, detail: &str, now: DateTime<Utc>) {
+        let event = NewAuditEvent {
+            at: now,
+            actor_user_id: None,
+            actor_email: "system",
+            tenant_id: Some(tenant_id),
+            action,
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            detail: detail.to_owned(),
+            client_addr: None,
+        };
+        if let Err(err) = self.store.insert_audit(&event).await {
+            tracing::error!(error = %err, action, "could not write the audit log");
+        }
+    }
+
+    async fn refresh_reservation_gpus(&self, id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        let gpus: Vec<i64> = self.store.reservation_allocations(id).await?.iter().map(|(g, _)| *g).collect();
+        self.index.refresh_gpus(&self.store, &gpus, now).await
+    }
+
+    async fn admin_detail(&self, id: i64) -> EngineResult<ReservationDetail> {
+        let (_, _, reservation) =
+            self.store.reservation_for_admin(id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        let allocations = self.store.reservation_allocations(id).await?.into_iter().map(|(_, a)| a).collect();
+        Ok(ReservationDetail { reservation, allocations })
+    }
+
+    /// The caller's notifications, newest first.
+    pub async fn notifications(&self, who: &Identity) -> EngineResult<Vec<NotificationRow>> {
+        self.store.notifications(who.user_id).await
+    }
+
+    pub async fn mark_notifications_read(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<()> {
+        self.store.mark_notifications_read(who.user_id, now).await
+    }
+
+    /// Tells the owners of preempted bursts when their burst now ends.
+    pub(crate) async fn tell_preempted(&self, bursts: &[i64], by: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        for &burst in bursts {
+            if let Some((tenant_id, requester, r)) = self.store.reservation_for_admin(burst).await? {
+                let message = format!(
+                    "Your burst #{burst} ({} × {}) ends early, at {} UTC: reservation #{by} needs its capacity.",
+                    r.quantity,
+                    r.offering,
+                    r.end.format("%Y-%m-%d %H:%M")
+                );
+                self.store.notify(requester, &message, Some(burst), now).await?;
+                let detail = format!("preempted by reservation #{by}; ends at {}", r.end);
+                self.record_system("burst.preempted", burst, tenant_id, &detail, now).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes on-demand capacity now for some hours, within the team's burst limit, at the
+    /// on-demand rate, with no admin involved. Bursts are preemptible by reservations.
+    pub async fn burst(
+        &self,
+        who: &Identity,
+        input: &BurstInput,
+        now: DateTime<Utc>,
+    ) -> EngineResult<ReservationDetail> {
+        let tenant_id = crate::booking::require_lead(who)?;
+        let offering = self.store.offering(&input.offering).await?.ok_or_else(|| {
+            EngineError::invalid(
+                "offering",
+                format!("unknown offering `{}`; GET /api/v1/offerings lists them", input.offering),
+            )
+        })?;
+        if input.quantity < 1 || input.quantity > 4096 {
+            return Err(EngineError::invalid("quantity", "quantity must be 1 to 4096"));
+        }
+        if input.hours < 1 {
+            return Err(EngineError::invalid("hours", "a burst lasts at least 1 hour"));
+        }
+        let policy = self.policy_of(tenant_id).await?;
+        let start = floor_minute(now);
+        let window = Window { start, end: start + Duration::hours(input.hours) };
+        let gpus = policy_gpus(&offering, input.quantity);
+        let mut reasons = Vec::new();
+        if let Some(max) = policy.burst_max_hours {
+            if input.hours > i64::from(max) {
+                reasons.push(format!("{} hours is longer than your team's burst limit of {max} hours", input.hours));
+            }
+        }
+        if let Some(max) = policy.burst_max_gpus {
+            let running = self.holdings(tenant_id, ReservationKind::Burst, &window, None).await?;
+            let peak = policy::peak_concurrency(
+                &[running, vec![Holding { window, gpu_model: offering.gpu_model, gpus }]].concat(),
+                offering.gpu_model,
+                &window,
+            );
+            let all_models: f64 = self
+                .holdings(tenant_id, ReservationKind::Burst, &window, None)
+                .await?
+                .iter()
+                .filter(|h| h.gpu_model != offering.gpu_model)
+                .map(|h| h.gpus.as_gpus())
+                .sum::<f64>()
+                + peak.as_gpus();
+            if all_models > f64::from(max) + 1e-9 {
+                reasons.push(format!("{all_models:.2} burst GPUs at once is over your team's burst limit of {max}"));
+            }
+        }
+        if !reasons.is_empty() {
+            return Err(EngineError::Forbidden(format!("refused by your team's burst limit: {}", reasons.join("; "))));
+        }
+        let quantity = input.quantity as u32;
+        let request = Request {
+            kind: UnitKind::of(&offering),
+            quantity,
+            window: window.with_turnaround(self.config.turnaround),
+            placement: Placement::Any,
+        };
+        let pieces = self
+            .index
+            .read(|s| placement::place(&s.gpus, &availability::holds_in(&s.holds, &request.window), &request))
+            .map_err(|e| {
+                EngineError::Conflict(format!(
+                    "only {} of {} units of {} are free for the next {} hours",
+                    e.available, e.requested, offering.id, input.hours
+                ))
+            })?;
+        let price = Cents::per_hour_for_minutes(offering.on_demand_cents_per_hour * input.quantity, window.minutes());
+        let new = NewReservation {
+            kind: ReservationKind::Burst,
+            tenant_id,
+            requested_by: who.user_id,
+            offering_id: offering.id.clone(),
+            quantity,
+            window,
+            hold_until: request.window.end,
+            state: ReservationState::Active,
+            options: default_options(&offering),
+            price,
+            allocations: pieces.clone(),
+            approval_deadline: None,
+            decision_reason: Some(format!(
+                "on demand and preemptible: a reservation may end it early, with at least {} minutes' warning",
+                self.config.burst_warning.num_minutes()
+            )),
+        };
+        let id = match self.store.insert_booking(&new, None, None, now).await? {
+            Inserted::Created { reservation_id, .. } => reservation_id,
+            Inserted::Replayed { reservation_id, .. } => reservation_id,
+        };
+        let gpu_ids: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
+        self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        let change = Change {
+            action: "burst.started",
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            tenant_id: Some(tenant_id),
+            detail: format!("{} × {} for {} h at {}", quantity, offering.id, input.hours, price),
+        };
+        self.record(who, change, now).await;
+        self.reservation_detail(who, id).await
+    }
+}
+
+/// GPUs of `quantity` units of an offering, as policy counts them.
+pub fn policy_gpus(offering: &Offering, quantity: i64) -> tenantry_domain::offering::GpuSevenths {
+    tenantry_domain::offering::GpuSevenths(offering.gpus_per_unit().0 * quantity)
+}

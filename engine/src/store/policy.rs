@@ -1,0 +1,264 @@
+//! Tenant policies, the holdings policy counts, approvals and in-app notifications in the store.
+
+use super::reservations::ReservationRow;
+use super::Store;
+use crate::error::EngineResult;
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+use tenantry_domain::reservation::ReservationKind;
+use tenantry_domain::{Reservation, ReservationState};
+
+/// A tenant with its stored policy (JSON; `None` means platform defaults).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct TenantRow {
+    pub tenant_id: i64,
+    pub slug: String,
+    pub name: String,
+    pub policy: Option<String>,
+}
+
+/// A live reservation or burst as policy counts it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct HoldingRow {
+    pub reservation_id: i64,
+    pub offering_id: String,
+    pub quantity: i64,
+    pub start_at: DateTime<Utc>,
+    pub end_at: DateTime<Utc>,
+}
+
+/// A notification as its user reads it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, sqlx::FromRow)]
+pub struct NotificationRow {
+    pub notification_id: i64,
+    pub at: DateTime<Utc>,
+    pub message: String,
+    pub reservation_id: Option<i64>,
+    pub read_at: Option<DateTime<Utc>>,
+}
+
+const LIVE_STATES: &str = "('pending_approval', 'scheduled', 'provisioning', 'active', 'degraded', 'releasing')";
+
+impl Store {
+    pub async fn tenants(&self) -> EngineResult<Vec<TenantRow>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, TenantRow>("select tenant_id, slug, name, policy from tenant order by slug")
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows)
+    }
+
+    pub async fn tenant(&self, tenant_id: i64) -> EngineResult<Option<TenantRow>> {
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, TenantRow>("select tenant_id, slug, name, policy from tenant where tenant_id = $1")
+                .bind(tenant_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row)
+    }
+
+    pub async fn tenant_by_slug(&self, slug: &str) -> EngineResult<Option<TenantRow>> {
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, TenantRow>("select tenant_id, slug, name, policy from tenant where slug = $1")
+                .bind(slug)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(row)
+    }
+
+    pub async fn set_tenant_policy(&self, tenant_id: i64, policy_json: &str) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("update tenant set policy = $1 where tenant_id = $2")
+                .bind(policy_json)
+                .bind(tenant_id)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// The tenant's live reservations (or bursts) overlapping `[from, to)`.
+    pub async fn holdings(
+        &self,
+        tenant_id: i64,
+        kind: ReservationKind,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> EngineResult<Vec<HoldingRow>> {
+        let sql = format!(
+            "select reservation_id, offering_id, quantity, start_at, end_at from reservation
+             where tenant_id = $1 and kind = $4 and state in {LIVE_STATES} and start_at < $3 and $2 < end_at"
+        );
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, HoldingRow>(&sql)
+                .bind(tenant_id)
+                .bind(from)
+                .bind(to)
+                .bind(kind.code())
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows)
+    }
+
+    /// Live reservations of any tenant on the given offerings overlapping `[from, to)`.
+    pub async fn live_reservations_on(
+        &self,
+        offering_ids: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> EngineResult<Vec<Reservation>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(super::reservations::RESERVATION_SELECT);
+            q.push(format!(" where r.state in {LIVE_STATES} and r.start_at < "))
+                .push_bind(to)
+                .push(" and ")
+                .push_bind(from)
+                .push(" < r.end_at and r.offering_id in (");
+            let mut list = q.separated(", ");
+            for id in offering_ids {
+                list.push_bind(id.clone());
+            }
+            q.push(") order by r.start_at");
+            q.build_query_as::<ReservationRow>().fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().filter_map(ReservationRow::into_reservation).collect())
+    }
+
+    /// Every reservation waiting for an admin, the soonest start first, with its tenant id.
+    pub async fn pending_approvals(&self) -> EngineResult<Vec<(i64, Reservation)>> {
+        let sql = format!(
+            "{} where r.state = 'pending_approval' order by r.start_at, r.reservation_id",
+            super::reservations::RESERVATION_SELECT
+        );
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ReservationRow>(&sql).fetch_all(pool).await?);
+        let mut out = Vec::new();
+        for row in rows {
+            let tenant_id = self.tenant_by_slug(&row.tenant_slug).await?.map(|t| t.tenant_id).unwrap_or_default();
+            if let Some(r) = row.into_reservation() {
+                out.push((tenant_id, r));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Any tenant's reservation, for platform admins: the tenant id, the requester's user id and
+    /// the reservation.
+    pub async fn reservation_for_admin(&self, reservation_id: i64) -> EngineResult<Option<(i64, i64, Reservation)>> {
+        let ids = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64)>("select tenant_id, requested_by from reservation where reservation_id = $1")
+                .bind(reservation_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        let Some((tenant_id, user_id)) = ids else { return Ok(None) };
+        Ok(self.reservation(tenant_id, reservation_id).await?.map(|r| (tenant_id, user_id, r)))
+    }
+
+    /// Records an admin's (or the system's) decision on a reservation, only if it is still in
+    /// `from` state; `release` frees its slices. False when the state had already changed.
+    pub async fn decide_reservation(
+        &self,
+        reservation_id: i64,
+        from: ReservationState,
+        to: ReservationState,
+        reason: &str,
+        release: bool,
+        now: DateTime<Utc>,
+    ) -> EngineResult<bool> {
+        let changed = write_tx!(self, |tx| {
+            let changed = sqlx::query(
+                "update reservation set state = $1, decision_reason = $2, approval_deadline = null, updated_at = $3
+                 where reservation_id = $4 and state = $5",
+            )
+            .bind(to.code())
+            .bind(reason)
+            .bind(now)
+            .bind(reservation_id)
+            .bind(from.code())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if changed == 1 && release {
+                sqlx::query("update allocation set live = $1 where reservation_id = $2")
+                    .bind(false)
+                    .bind(reservation_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            changed == 1
+        });
+        Ok(changed)
+    }
+
+    /// Pending reservations whose hold has lapsed by `now`.
+    pub async fn lapsed_approval_holds(&self, now: DateTime<Utc>) -> EngineResult<Vec<i64>> {
+        let ids = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>(
+                "select reservation_id from reservation where state = 'pending_approval' and approval_deadline <= $1",
+            )
+            .bind(now)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(ids)
+    }
+
+    pub async fn notify(
+        &self,
+        user_id: i64,
+        message: &str,
+        reservation_id: Option<i64>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("insert into notification (user_id, at, message, reservation_id) values ($1, $2, $3, $4)")
+                .bind(user_id)
+                .bind(now)
+                .bind(message)
+                .bind(reservation_id)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// A user's notifications, newest first (the latest 100).
+    pub async fn notifications(&self, user_id: i64) -> EngineResult<Vec<NotificationRow>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, NotificationRow>(
+                "select notification_id, at, message, reservation_id, read_at from notification
+                 where user_id = $1 order by at desc, notification_id desc limit 100",
+            )
+            .bind(user_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    pub async fn mark_notifications_read(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("update notification set read_at = $1 where user_id = $2 and read_at is null")
+                .bind(now)
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Users of a tenant who lead it (to tell them about a preempted burst, say).
+    pub async fn user_ids_of_reservation_requester(&self, reservation_id: i64) -> EngineResult<Option<i64>> {
+        let id = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>("select requested_by from reservation where reservation_id = $1")
+                .bind(reservation_id)
+                .fetch_optional(pool)
+                .await?
+        });
+        Ok(id)
+    }
+}
