@@ -13,13 +13,20 @@ pub struct SessionInfo {
     pub user: Option<Identity>,
     pub demo: bool,
     pub sso: bool,
+    /// Unread notifications of the signed-in user.
+    pub unread: u32,
 }
 
 #[server(prefix = "/sfn")]
 pub async fn get_session() -> Result<SessionInfo, AppError> {
     use crate::server;
     let settings = server::settings();
-    Ok(SessionInfo { user: server::identity().await?, demo: settings.demo, sso: settings.sso })
+    let user = server::identity().await?;
+    let unread = match &user {
+        Some(who) => server::engine()?.notifications(who).await?.iter().filter(|n| n.read_at.is_none()).count() as u32,
+        None => 0,
+    };
+    Ok(SessionInfo { user, demo: settings.demo, sso: settings.sso, unread })
 }
 
 /// A user the demo sign-in page offers.
@@ -179,4 +186,75 @@ pub async fn audit_log(filter: AuditFilter) -> Result<Vec<AuditEvent>, AppError>
     use crate::server;
     let who = server::require_identity().await?;
     Ok(server::engine()?.audit_log(&who, &filter).await?)
+}
+
+use tenantry_domain::policy::{ApprovalItem, BurstInput, PolicyPatch, TenantPolicy};
+
+/// A notification as the UI shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    pub at: DateTime<Utc>,
+    pub message: String,
+    pub reservation_id: Option<i64>,
+    pub unread: bool,
+}
+
+#[server(prefix = "/sfn", endpoint = "notifications")]
+pub async fn my_notifications() -> Result<Vec<Notice>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let rows = server::engine()?.notifications(&who).await?;
+    Ok(rows
+        .into_iter()
+        .map(|n| Notice { at: n.at, message: n.message, reservation_id: n.reservation_id, unread: n.read_at.is_none() })
+        .collect())
+}
+
+#[server(prefix = "/sfn", endpoint = "mark_notifications_read")]
+pub async fn mark_notifications_read() -> Result<(), AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.mark_notifications_read(&who, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "pending_approvals")]
+pub async fn pending_approvals() -> Result<Vec<ApprovalItem>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.pending_approvals(&who, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "approve_reservation")]
+pub async fn approve_reservation(id: i64) -> Result<ReservationDetail, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.approve(&who, id, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "reject_reservation")]
+pub async fn reject_reservation(id: i64, reason: String) -> Result<ReservationDetail, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.reject(&who, id, &reason, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "tenant_policies")]
+pub async fn tenant_policies() -> Result<Vec<TenantPolicy>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.tenant_policies(&who).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "save_policy", input = Json)]
+pub async fn save_policy(slug: String, patch: PolicyPatch) -> Result<TenantPolicy, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.patch_tenant_policy(&who, &slug, &patch, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "start_burst", input = Json)]
+pub async fn start_burst(input: BurstInput) -> Result<ReservationDetail, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.burst(&who, &input, Utc::now()).await?)
 }

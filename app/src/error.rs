@@ -34,8 +34,40 @@ impl FromServerFnError for AppError {
 }
 
 #[cfg(feature = "ssr")]
+impl AppError {
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> http::StatusCode {
+        use http::StatusCode;
+        match self {
+            AppError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Conflict(_) => StatusCode::CONFLICT,
+            AppError::Internal | AppError::Transport(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Sets this error's status on the current response (a server function's or a page's), so a
+    /// client's mistake is a 4xx rather than server_fn's default 500.
+    pub fn answered(self) -> Self {
+        if let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(self.status());
+        }
+        self
+    }
+}
+
+#[cfg(feature = "ssr")]
 impl From<tenantry_engine::EngineError> for AppError {
     fn from(err: tenantry_engine::EngineError) -> Self {
+        Self::from_engine(err).answered()
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl AppError {
+    fn from_engine(err: tenantry_engine::EngineError) -> Self {
         use tenantry_engine::EngineError as E;
         match err {
             E::NotFound(what) => AppError::NotFound(what.to_owned()),

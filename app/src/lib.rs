@@ -66,6 +66,17 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/admin") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
                     <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
                     <Route path=path!("/admin/audit") view=pages::admin::audit::AuditPage ssr=SsrMode::Async />
+                    <Route
+                        path=path!("/admin/approvals")
+                        view=pages::admin::approvals::ApprovalsPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route path=path!("/admin/tenants") view=pages::admin::tenants::TenantsPage ssr=SsrMode::Async />
+                    <Route
+                        path=path!("/notifications")
+                        view=pages::notifications::NotificationsPage
+                        ssr=SsrMode::Async
+                    />
                     <Route path=path!("/settings/tokens") view=pages::settings::tokens::TokensPage ssr=SsrMode::Async />
                 </Routes>
             </Layout>

@@ -88,5 +88,5 @@ pub async fn identity() -> Result<Option<Identity>, AppError> {
 
 /// The signed-in user, or `Unauthenticated`.
 pub async fn require_identity() -> Result<Identity, AppError> {
-    identity().await?.ok_or(AppError::Unauthenticated)
+    identity().await?.ok_or_else(|| AppError::Unauthenticated.answered())
 }

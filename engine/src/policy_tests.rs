@@ -124,9 +124,11 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
     let globex = engine.store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
     let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(2);
     let free = engine.quote(&globex, &ask("h100-gpu", 1, start, 2), now).await.unwrap().max_quantity;
-    let mut patch = PolicyPatch::default();
-    patch.concurrent_gpus = Some([("H100-SXM-80GB".to_owned(), SoftHard { soft: None, hard: None })].into());
-    patch.max_quantity_without_approval = Some(None);
+    let patch = PolicyPatch {
+        concurrent_gpus: Some([("H100-SXM-80GB".to_owned(), SoftHard { soft: None, hard: None })].into()),
+        max_quantity_without_approval: Some(None),
+        ..PolicyPatch::default()
+    };
     let admin = engine.store.identity_by_email("admin@tenantry.example").await.unwrap().unwrap();
     engine.patch_tenant_policy(&admin, "globex", &patch, now).await.unwrap();
     let taken = engine.book(&globex, &ask("h100-gpu", i64::from(free), start, 2), None, now).await.unwrap();

@@ -75,6 +75,15 @@ async fn http_load() {
     let engine = Engine::new(store.clone(), EngineConfig::default());
     seed_demo(&engine, &SeedOptions { nodes: 400, reservations: 2000, seed: 7 }, Utc::now()).await.unwrap();
     let token = engine.create_api_token("lead@acme.example", "bench", Utc::now()).await.unwrap();
+    // Measure booking, not policy: lift acme's quotas so every request is decided on capacity.
+    let admin = engine.store.identity_by_email("admin@tenantry.example").await.unwrap().unwrap();
+    let unlimited: tenantry_domain::policy::PolicyPatch = serde_json::from_value(serde_json::json!({
+        "max_quantity_without_approval": null, "monthly_gpu_hours": {"soft": null, "hard": null},
+        "concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": null}, "A100-80GB": {"soft": null, "hard": null},
+                            "L40S-48GB": {"soft": null, "hard": null}}
+    }))
+    .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &unlimited, Utc::now()).await.unwrap();
     let sessions = sessions::DbSessionStore::open(&store).await.unwrap();
     let leptos = leptos::config::LeptosOptions::builder().output_name("tenantry").build();
     let state = AppState {

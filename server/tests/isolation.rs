@@ -146,6 +146,7 @@ mod isolation {
                 .unwrap();
             let (code, _, body) = w.app.send(req).await;
             assert!(body.contains("NotFound"), "{endpoint}: {code} {body}");
+            assert_eq!(code, StatusCode::NOT_FOUND, "server functions answer client mistakes with 4xx, not 500");
         }
         assert_eq!(acme_view(&w).await, before, "nothing of acme's changed");
     }

@@ -7,10 +7,7 @@ use leptos::prelude::*;
 #[component]
 pub fn ErrorPanel(error: AppError) -> impl IntoView {
     #[cfg(feature = "ssr")]
-    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-        use axum_status::status_of;
-        response.set_status(status_of(&error));
-    }
+    let error = error.answered();
     let action = match &error {
         AppError::Unauthenticated => Some(view! {
             <a href="/sign-in" class="font-medium text-indigo-700 underline dark:text-indigo-300">
@@ -27,22 +24,5 @@ pub fn ErrorPanel(error: AppError) -> impl IntoView {
             <p>{error.to_string()}</p>
             {action}
         </div>
-    }
-}
-
-#[cfg(feature = "ssr")]
-mod axum_status {
-    use crate::error::AppError;
-    use http::StatusCode;
-
-    pub fn status_of(error: &AppError) -> StatusCode {
-        match error {
-            AppError::Unauthenticated => StatusCode::UNAUTHORIZED,
-            AppError::Forbidden(_) => StatusCode::FORBIDDEN,
-            AppError::NotFound(_) => StatusCode::NOT_FOUND,
-            AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            AppError::Conflict(_) => StatusCode::CONFLICT,
-            AppError::Internal | AppError::Transport(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
     }
 }

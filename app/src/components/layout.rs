@@ -73,6 +73,16 @@ pub fn Layout(children: Children) -> impl IntoView {
                                                     </A>
                                                 </li>
                                                 <li>
+                                                    <A href="/admin/approvals" attr:class=nav_link>
+                                                        "Approvals"
+                                                    </A>
+                                                </li>
+                                                <li>
+                                                    <A href="/admin/tenants" attr:class=nav_link>
+                                                        "Tenants"
+                                                    </A>
+                                                </li>
+                                                <li>
                                                     <A href="/admin/audit" attr:class=nav_link>
                                                         "Audit"
                                                     </A>
@@ -87,8 +97,10 @@ pub fn Layout(children: Children) -> impl IntoView {
                 <div class="ml-auto flex items-center gap-3 text-sm">
                     <Suspense fallback=|| ()>
                         {move || Suspend::new(async move {
-                            match session.await.ok().and_then(|s| s.user) {
-                                Some(user) => view! { <UserMenu user /> }.into_any(),
+                            let info = session.await.ok();
+                            let unread = info.as_ref().map(|s| s.unread).unwrap_or(0);
+                            match info.and_then(|s| s.user) {
+                                Some(user) => view! { <UserMenu user unread /> }.into_any(),
                                 None => {
                                     view! {
                                         <a
@@ -126,13 +138,20 @@ fn DemoBanner() -> impl IntoView {
 }
 
 #[component]
-fn UserMenu(user: tenantry_domain::Identity) -> impl IntoView {
+fn UserMenu(user: tenantry_domain::Identity, unread: u32) -> impl IntoView {
     let team = match (&user.tenant, user.role) {
         (Some(t), Some(role)) => format!("{} · {}", t.name, role.code()),
         _ if user.is_admin => "Platform admin".to_owned(),
         _ => "No team".to_owned(),
     };
     view! {
+        <a
+            href="/notifications"
+            class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300"
+            data-testid="notifications-link"
+        >
+            {if unread > 0 { format!("Notifications ({unread})") } else { "Notifications".to_owned() }}
+        </a>
         <a href="/settings/tokens" class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300">
             "API tokens"
         </a>

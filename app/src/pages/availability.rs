@@ -3,7 +3,7 @@
 //! confirmation. The heatmap follows other people's bookings through server-sent events.
 
 use super::{PageHeader, CARD};
-use crate::api::{availability_grid, book, get_quote, offerings, regions, CalendarGrid};
+use crate::api::{availability_grid, book, get_quote, offerings, regions, start_burst, CalendarGrid};
 use crate::components::errors::ErrorPanel;
 use crate::error::AppError;
 use crate::format;
@@ -12,6 +12,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_navigate, use_query_map};
 use tenantry_domain::availability::Bucket;
 use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::policy::{BurstInput, Decision};
 use tenantry_domain::reservation::{Placement, Workload};
 use tenantry_domain::{Grain, Offering};
 
@@ -217,7 +218,10 @@ fn Planner(offerings: Vec<Offering>) -> impl IntoView {
                     })}
                 </Transition>
             </div>
-            <BookingPanel form offering=Signal::derive(current) region revision />
+            <div class="space-y-6">
+                <BookingPanel form offering=Signal::derive(current) region revision />
+                <BurstPanel offering=Signal::derive(current) />
+            </div>
         </div>
     }
 }
@@ -671,6 +675,54 @@ fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoVie
                 {quote.max_quantity}
             </dd>
         </dl>
+        {quote
+            .decision
+            .clone()
+            .map(|d| {
+                let (tone, text) = match d {
+                    Decision::Scheduled => {
+                        (
+                            "text-emerald-700 dark:text-emerald-300",
+                            "Within your team's policy: scheduled at once.".to_owned(),
+                        )
+                    }
+                    Decision::NeedsApproval(r) => {
+                        ("text-amber-700 dark:text-amber-300", format!("Needs an admin's approval: {}.", r.join("; ")))
+                    }
+                    Decision::Refused(r) => {
+                        (
+                            "text-rose-700 dark:text-rose-300",
+                            format!("Refused by your team's policy: {}.", r.join("; ")),
+                        )
+                    }
+                };
+                view! {
+                    <p class=format!("text-sm {tone}") data-testid="quote-policy">
+                        {text}
+                    </p>
+                }
+            })}
+        {quote
+            .quota
+            .clone()
+            .map(|q| {
+                view! {
+                    <p class="text-xs text-slate-500">
+                        {format!(
+                            "Quota: {:.2} {} GPUs at once (soft {}); {}",
+                            q.peak_concurrent_gpus,
+                            q.gpu_model,
+                            q.concurrent_limit.soft.map(|v| v.to_string()).unwrap_or_else(|| "none".into()),
+                            q
+                                .monthly_gpu_hours
+                                .iter()
+                                .map(|(m, h)| format!("{h:.0} GPU-hours in {m}"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        )}
+                    </p>
+                }
+            })}
         {if quote.fits {
             view! {
                 <p class="text-sm font-medium text-emerald-700 dark:text-emerald-300" data-testid="quote-fits">
@@ -715,5 +767,73 @@ fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoVie
                     </p>
                 }
             })}
+    }
+}
+
+/// "Burst now": on-demand capacity from now, within the team's burst limit, preemptible.
+#[component]
+fn BurstPanel(offering: Signal<Option<Offering>>) -> impl IntoView {
+    let quantity = RwSignal::new("1".to_owned());
+    let hours = RwSignal::new("2".to_owned());
+    let burst = Action::new(|input: &BurstInput| start_burst(input.clone()));
+    let navigate = use_navigate();
+    Effect::new(move |_| {
+        if let Some(Ok(detail)) = burst.value().get() {
+            navigate(&format!("/reservations/{}", detail.reservation.id), Default::default());
+        }
+    });
+    let field = move |label: &'static str, signal: RwSignal<String>, testid: &'static str| {
+        view! {
+            <label class="block text-sm font-medium">
+                {label}
+                <input
+                    type="number"
+                    min="1"
+                    class=INPUT
+                    data-testid=testid
+                    prop:value=move || signal.get()
+                    on:input=move |ev| signal.set(event_target_value(&ev))
+                />
+            </label>
+        }
+    };
+    view! {
+        <section class=format!("{CARD} space-y-3") aria-label="Burst now">
+            <h2 class="font-semibold">"Burst now"</h2>
+            <p class="text-sm text-slate-600 dark:text-slate-400" data-testid="burst-notice">
+                {move || {
+                    offering
+                        .get()
+                        .map(|o| {
+                            format!(
+                                "Take free {} capacity from now, at the on-demand rate of {} per unit-hour, within your team's burst limit. Burst capacity is preemptible: if a reservation needs it, your burst ends early, with at least 15 minutes' warning.",
+                                o.name,
+                                o.on_demand_cents_per_hour,
+                            )
+                        })
+                }}
+            </p>
+            <div class="grid grid-cols-2 gap-2">
+                {field("Units", quantity, "burst-quantity")} {field("Hours", hours, "burst-hours")}
+            </div>
+            <button
+                type="button"
+                class="w-full rounded-md border border-indigo-600 px-3 py-2 font-medium text-indigo-700 hover:bg-indigo-50 dark:text-indigo-300 dark:hover:bg-indigo-950"
+                disabled=move || burst.pending().get()
+                on:click=move |_| {
+                    if let Some(o) = offering.get_untracked() {
+                        burst
+                            .dispatch(BurstInput {
+                                offering: o.id,
+                                quantity: quantity.get_untracked().trim().parse().unwrap_or(0),
+                                hours: hours.get_untracked().trim().parse().unwrap_or(0),
+                            });
+                    }
+                }
+            >
+                "Burst now"
+            </button>
+            {move || burst.value().get().and_then(|r| r.err()).map(|error: AppError| view! { <ErrorPanel error /> })}
+        </section>
     }
 }

@@ -5,6 +5,7 @@ pub mod availability;
 pub mod chargeback;
 pub mod home;
 pub mod not_found;
+pub mod notifications;
 pub mod reservation;
 pub mod reservations;
 pub mod settings;

@@ -82,6 +82,24 @@ fn Detail(
             title=format!("Reservation #{id}")
             subtitle=format!("{} × {} for team {}", r.quantity, r.offering, r.tenant)
         />
+        {r
+            .decision_reason
+            .clone()
+            .map(|reason| {
+                let deadline = r
+                    .approval_deadline
+                    .map(|d| format!(" The hold on its capacity lapses at {}.", format::utc(d)))
+                    .unwrap_or_default();
+                view! {
+                    <p
+                        role="status"
+                        data-testid="decision-reason"
+                        class="mb-4 rounded-md border border-amber-300 bg-amber-50 p-3 text-sm text-amber-900 dark:border-amber-800 dark:bg-amber-950 dark:text-amber-100"
+                    >
+                        {format!("{reason}.{deadline}")}
+                    </p>
+                }
+            })}
         <div class="grid gap-6 lg:grid-cols-3">
             <section class=format!("{CARD} lg:col-span-2") aria-label="Details">
                 <dl class="grid grid-cols-1 gap-3 text-sm sm:grid-cols-2">
@@ -107,6 +125,7 @@ fn Detail(
                     <Field label="Shared storage">{format!("{} TB", r.options.storage_tb)}</Field>
                     <Field label="Placement">{r.options.placement.code()}</Field>
                     <Field label="Workload">{r.options.workload.code()}</Field>
+                    <Field label="Kind">{r.kind.code()}</Field>
                     <Field label="Requested by">{r.requested_by.clone()}</Field>
                     <Field label="Booked">{format::utc(r.created_at)}</Field>
                 </dl>

@@ -1,4 +1,6 @@
 //! Platform admin pages.
 
+pub mod approvals;
 pub mod audit;
 pub mod fleet;
+pub mod tenants;

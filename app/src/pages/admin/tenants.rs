@@ -1,0 +1,155 @@
+//! Admin → Tenants: each team's quota and guardrails, editable. Saving sends only the fields of
+//! the form (an empty field removes that limit); every change is audited.
+
+use crate::api::{save_policy, tenant_policies};
+use crate::components::errors::ErrorPanel;
+use crate::pages::{PageHeader, CARD};
+use leptos::prelude::*;
+use std::collections::BTreeMap;
+use tenantry_domain::policy::{PolicyPatch, SoftHard, TenantPolicy};
+
+#[component]
+pub fn TenantsPage() -> impl IntoView {
+    let save = Action::new(|(slug, patch): &(String, PolicyPatch)| save_policy(slug.clone(), patch.clone()));
+    let list = Resource::new(move || save.version().get(), |_| tenant_policies());
+    view! {
+        <PageHeader title="Tenants" subtitle="Quotas and guardrails per team. Empty means no limit." />
+        {move || match save.value().get() {
+            Some(Ok(t)) => {
+                view! {
+                    <p role="status" class="mb-4 text-sm text-emerald-700 dark:text-emerald-300">
+                        {format!("Saved the policy of {}.", t.name)}
+                    </p>
+                }
+                    .into_any()
+            }
+            Some(Err(error)) => view! { <ErrorPanel error /> }.into_any(),
+            None => ().into_any(),
+        }}
+        <Transition fallback=|| {
+            view! { <p>"Loading…"</p> }
+        }>
+            {move || Suspend::new(async move {
+                match list.await {
+                    Err(error) => view! { <ErrorPanel error /> }.into_any(),
+                    Ok(tenants) => {
+                        view! {
+                            <div class="space-y-6">
+                                {tenants.into_iter().map(|t| view! { <PolicyForm tenant=t save /> }).collect_view()}
+                            </div>
+                        }
+                            .into_any()
+                    }
+                }
+            })}
+        </Transition>
+    }
+}
+
+fn number(value: Option<u32>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn parse(value: &str) -> Option<u32> {
+    value.trim().parse().ok()
+}
+
+#[component]
+fn PolicyForm(
+    tenant: TenantPolicy,
+    save: Action<(String, PolicyPatch), Result<TenantPolicy, crate::error::AppError>>,
+) -> impl IntoView {
+    let p = tenant.policy.clone();
+    let field = |v: Option<u32>| RwSignal::new(number(v));
+    let quantity = field(p.max_quantity_without_approval);
+    let window = field(p.max_window_hours);
+    let horizon = field(p.max_horizon_days);
+    let notice = field(p.min_notice_minutes);
+    let month_soft = field(p.monthly_gpu_hours.soft);
+    let month_hard = field(p.monthly_gpu_hours.hard);
+    let burst_gpus = field(p.burst_max_gpus);
+    let burst_hours = field(p.burst_max_hours);
+    let models: Vec<(String, RwSignal<String>, RwSignal<String>)> =
+        p.concurrent_gpus.iter().map(|(m, l)| (m.clone(), field(l.soft), field(l.hard))).collect();
+    let models = StoredValue::new(models);
+    let slug = tenant.slug.clone();
+    let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-2 py-1 text-sm dark:border-slate-700 dark:bg-slate-800";
+    let cell = move |label: String, signal: RwSignal<String>| {
+        view! {
+            <label class="block text-sm">
+                {label}
+                <input
+                    type="number"
+                    min="0"
+                    class=input
+                    prop:value=move || signal.get()
+                    on:input=move |ev| signal.set(event_target_value(&ev))
+                />
+            </label>
+        }
+    };
+    view! {
+        <form
+            class=CARD
+            data-testid=format!("policy-{}", tenant.slug)
+            on:submit=move |ev| {
+                ev.prevent_default();
+                let concurrent: BTreeMap<String, SoftHard> = models
+                    .with_value(|m| {
+                        m.iter()
+                            .map(|(model, soft, hard)| (
+                                model.clone(),
+                                SoftHard {
+                                    soft: parse(&soft.get_untracked()),
+                                    hard: parse(&hard.get_untracked()),
+                                },
+                            ))
+                            .collect()
+                    });
+                let patch = PolicyPatch {
+                    max_quantity_without_approval: Some(parse(&quantity.get_untracked())),
+                    max_window_hours: Some(parse(&window.get_untracked())),
+                    max_horizon_days: Some(parse(&horizon.get_untracked())),
+                    min_notice_minutes: Some(parse(&notice.get_untracked())),
+                    concurrent_gpus: Some(concurrent),
+                    monthly_gpu_hours: Some(SoftHard {
+                        soft: parse(&month_soft.get_untracked()),
+                        hard: parse(&month_hard.get_untracked()),
+                    }),
+                    burst_max_gpus: Some(parse(&burst_gpus.get_untracked())),
+                    burst_max_hours: Some(parse(&burst_hours.get_untracked())),
+                };
+                save.dispatch((slug.clone(), patch));
+            }
+        >
+            <h2 class="mb-3 font-semibold">{format!("{} ({})", tenant.name, tenant.slug)}</h2>
+            <div class="grid gap-3 sm:grid-cols-4">
+                {cell("Units per booking without approval".into(), quantity)}
+                {cell("Longest window (hours)".into(), window)} {cell("Furthest start (days)".into(), horizon)}
+                {cell("Shortest notice (minutes)".into(), notice)} {cell("GPU-hours a month, soft".into(), month_soft)}
+                {cell("GPU-hours a month, hard".into(), month_hard)} {cell("Burst GPUs at once".into(), burst_gpus)}
+                {cell("Longest burst (hours)".into(), burst_hours)}
+            </div>
+            <h3 class="mt-4 mb-2 text-sm font-medium">"GPUs at once, per model"</h3>
+            <div class="grid gap-3 sm:grid-cols-4">
+                {models
+                    .with_value(|m| {
+                        m.iter()
+                            .map(|(model, soft, hard)| {
+                                view! {
+                                    {cell(format!("{model} soft"), *soft)}
+                                    {cell(format!("{model} hard"), *hard)}
+                                }
+                            })
+                            .collect_view()
+                    })}
+            </div>
+            <button
+                type="submit"
+                class="mt-4 rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500"
+            >
+                {format!("Save {}", tenant.slug)}
+            </button>
+        </form>
+    }
+}

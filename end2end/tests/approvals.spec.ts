@@ -1,0 +1,59 @@
+import { expect, test } from '@playwright/test';
+import { hydrated, signIn } from './helpers';
+
+test('a booking over the soft limit waits; the admin approves it on the Approvals page; the lead sees it scheduled', async ({ browser }) => {
+  const lead = await (await browser.newContext()).newPage();
+  await signIn(lead, 'lead@acme.example');
+  await lead.goto('/availability?offering=a100-1g.10gb');
+  await hydrated(lead);
+  const day = new Date(Date.now() + 4 * 86_400_000).toISOString().slice(0, 10);
+  await lead.getByTestId('start-input').fill(`${day}T09:00`);
+  await lead.getByTestId('end-input').fill(`${day}T11:00`);
+  // The default policy lets a team book 16 units without approval.
+  await lead.getByTestId('quantity-input').fill('20');
+  await expect(lead.getByTestId('quote-policy')).toContainText("Needs an admin's approval");
+  await lead.getByRole('button', { name: 'Book…' }).click();
+  await lead.getByRole('button', { name: 'Confirm booking' }).click();
+  await expect(lead).toHaveURL(/\/reservations\/\d+$/);
+  const id = lead.url().split('/').pop();
+  await expect(lead.getByTestId('reservation-state')).toHaveText('pending_approval');
+  await expect(lead.getByTestId('decision-reason')).toContainText('without approval');
+
+  const admin = await (await browser.newContext()).newPage();
+  await signIn(admin, 'admin@tenantry.example');
+  await admin.getByRole('link', { name: 'Approvals' }).click();
+  const item = admin.getByTestId('approval').filter({ hasText: `#${id}` });
+  await expect(item).toContainText('20 × a100-1g.10gb for Acme Research');
+  await expect(item).toContainText('requested by lead@acme.example');
+  await hydrated(admin);
+  await item.getByRole('button', { name: `Approve #${id}` }).click();
+  await expect(admin.getByTestId('approval').filter({ hasText: `#${id}` })).toHaveCount(0);
+
+  await lead.reload();
+  await expect(lead.getByTestId('reservation-state')).toHaveText('scheduled');
+  await expect(lead.getByTestId('notifications-link')).toHaveText('Notifications (1)');
+  await lead.getByTestId('notifications-link').click();
+  await expect(lead.getByTestId('notification').first()).toContainText(`Reservation #${id}`);
+});
+
+test('a lead bursts to on-demand capacity, told first that it is preemptible', async ({ page }) => {
+  await signIn(page, 'lead@acme.example');
+  await page.goto('/availability?offering=l40s-gpu');
+  await hydrated(page);
+  await expect(page.getByTestId('burst-notice')).toContainText('preemptible');
+  await expect(page.getByTestId('burst-notice')).toContainText('$1.49');
+  await page.getByTestId('burst-quantity').fill('2');
+  await page.getByTestId('burst-hours').fill('3');
+  await page.getByRole('button', { name: 'Burst now' }).click();
+  await expect(page).toHaveURL(/\/reservations\/\d+$/);
+  await expect(page.getByTestId('reservation-state')).toHaveText('active');
+  // 2 GPUs × 3 h × $1.49 on demand.
+  await expect(page.getByTestId('reservation-price')).toHaveText('$8.94');
+  await expect(page.getByTestId('decision-reason')).toContainText('preemptible');
+
+  await page.goto('/availability?offering=l40s-gpu');
+  await hydrated(page);
+  await page.getByTestId('burst-hours').fill('100');
+  await page.getByRole('button', { name: 'Burst now' }).click();
+  await expect(page.getByRole('alert')).toContainText('burst limit');
+});
