@@ -38,6 +38,28 @@ pub struct Policy {
     /// On-demand burst: most GPUs at once, and longest burst.
     pub burst_max_gpus: Option<u32>,
     pub burst_max_hours: Option<u32>,
+    /// Negotiated rates that replace the list rates of some offerings for this team.
+    #[serde(default)]
+    pub rate_overrides: BTreeMap<String, RateOverride>,
+}
+
+/// A team's own price for an offering, in cents per unit-hour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateOverride {
+    pub reserved_cents_per_hour: i64,
+    pub on_demand_cents_per_hour: i64,
+}
+
+impl Policy {
+    /// The offering as this team is charged for it.
+    pub fn priced(&self, offering: &crate::Offering) -> crate::Offering {
+        let mut o = offering.clone();
+        if let Some(rate) = self.rate_overrides.get(&offering.id) {
+            o.reserved_cents_per_hour = crate::Cents(rate.reserved_cents_per_hour);
+            o.on_demand_cents_per_hour = crate::Cents(rate.on_demand_cents_per_hour);
+        }
+        o
+    }
 }
 
 impl Default for Policy {
@@ -55,6 +77,7 @@ impl Default for Policy {
             monthly_gpu_hours: SoftHard { soft: Some(20_000), hard: Some(60_000) },
             burst_max_gpus: Some(16),
             burst_max_hours: Some(24),
+            rate_overrides: BTreeMap::new(),
         }
     }
 }
@@ -79,6 +102,9 @@ pub struct PolicyPatch {
     pub burst_max_gpus: Option<Option<u32>>,
     #[serde(default, with = "double_option")]
     pub burst_max_hours: Option<Option<u32>>,
+    /// Per offering: a team rate, or `null` to go back to the list rate.
+    #[serde(default)]
+    pub rate_overrides: Option<BTreeMap<String, Option<RateOverride>>>,
 }
 
 /// `null` means "no limit", a missing field means "unchanged".
@@ -138,6 +164,24 @@ impl Policy {
         }
         if let Some(v) = patch.burst_max_hours {
             p.burst_max_hours = v;
+        }
+        if let Some(rates) = &patch.rate_overrides {
+            for (offering, rate) in rates {
+                match rate {
+                    Some(r) if r.reserved_cents_per_hour < 0 || r.on_demand_cents_per_hour < 0 => {
+                        return Err(PolicyError {
+                            field: "rate_overrides",
+                            message: "rates cannot be negative".to_owned(),
+                        });
+                    }
+                    Some(r) => {
+                        p.rate_overrides.insert(offering.clone(), *r);
+                    }
+                    None => {
+                        p.rate_overrides.remove(offering);
+                    }
+                }
+            }
         }
         let ordered = |l: &SoftHard| match (l.soft, l.hard) {
             (Some(s), Some(h)) => s <= h,
@@ -496,6 +540,14 @@ mod tests {
             serde_json::from_str(r#"{"concurrent_gpus": {"B200": {"soft": 1, "hard": 2}}}"#).unwrap();
         assert!(p.patched(&unknown).is_err());
         assert!(serde_json::from_str::<PolicyPatch>(r#"{"max_gpus": 3}"#).is_err(), "unknown fields are refused");
+        let discounted: PolicyPatch = serde_json::from_str(
+            r#"{"rate_overrides": {"h100-gpu": {"reserved_cents_per_hour": 200, "on_demand_cents_per_hour": 300}}}"#,
+        )
+        .unwrap();
+        let q = p.patched(&discounted).unwrap();
+        assert_eq!(q.rate_overrides["h100-gpu"].reserved_cents_per_hour, 200);
+        let back: PolicyPatch = serde_json::from_str(r#"{"rate_overrides": {"h100-gpu": null}}"#).unwrap();
+        assert!(q.patched(&back).unwrap().rate_overrides.is_empty());
     }
 
     proptest! {

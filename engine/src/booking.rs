@@ -18,8 +18,9 @@ use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, Offering, Reservation, ReservationState, Window};
 
-/// How often a booking re-plans after losing a race before it gives up with a 409.
-const MAX_PLAN_ATTEMPTS: u32 = 8;
+/// How often a booking re-plans after losing a race to another instance before it gives up with
+/// a 409. Each lost round means another booking committed, so this is a safety bound only.
+const MAX_PLAN_ATTEMPTS: u32 = 16;
 
 /// How far ahead a quote looks for the earliest window that fits.
 pub const EARLIEST_FIT_HORIZON: Duration = Duration::days(14);
@@ -83,6 +84,15 @@ impl Engine {
         })
     }
 
+    /// The offering at the rates a team pays (its negotiated rate, or the list rate).
+    pub(crate) async fn offering_priced_for(&self, tenant_id: Option<i64>, id: &str) -> EngineResult<Offering> {
+        let offering = self.offering_for(id).await?;
+        Ok(match tenant_id {
+            Some(t) => self.policy_of(t).await?.priced(&offering),
+            None => offering,
+        })
+    }
+
     fn request(&self, offering: &Offering, valid: &ValidBooking) -> Request {
         Request {
             kind: UnitKind::of(offering),
@@ -143,7 +153,7 @@ impl Engine {
             Err(_) if who.is_admin => None,
             Err(e) => return Err(e),
         };
-        let offering = self.offering_for(&input.offering).await?;
+        let offering = self.offering_priced_for(tenant, &input.offering).await?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
         let policy = match tenant {
             Some(t) => Some(self.decide(t, &offering, valid.quantity, valid.window, None, now).await?),
@@ -216,10 +226,11 @@ impl Engine {
                 ));
             }
         }
-        let offering = self.offering_for(&input.offering).await?;
+        let offering = self.offering_priced_for(Some(tenant_id), &input.offering).await?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
         let region = input.region.as_deref();
         self.check_region(region)?;
+        let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         let (decision, _) = self.decide(tenant_id, &offering, valid.quantity, valid.window, None, now).await?;
         let (state, approval_deadline, decision_reason) = match decision {
             Decision::Refused(reasons) => {
@@ -362,7 +373,8 @@ impl Engine {
         if window.end - window.start > booking::MAX_WINDOW {
             return Err(EngineError::invalid("end", "a window can be at most 30 days long"));
         }
-        let offering = self.offering_for(&current.offering).await?;
+        let offering = self.offering_priced_for(Some(tenant_id), &current.offering).await?;
+        let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         if end > current.end {
             match self.decide(tenant_id, &offering, current.quantity, window, Some(id), now).await?.0 {
                 Decision::Scheduled => {}

@@ -32,13 +32,24 @@ pub struct Engine {
     pub store: Store,
     pub config: EngineConfig,
     pub index: index::SharedIndex,
+    /// One lock per GPU model: within an instance, bookings of a model are planned and committed
+    /// one at a time, so they never race each other; only other instances can make a booking
+    /// re-plan (the database still decides).
+    booking_locks: std::sync::Arc<Vec<tokio::sync::Mutex<()>>>,
 }
 
 impl Engine {
     /// An engine over `store` with an empty availability index; call [`Engine::load_index`]
     /// before serving (the seed does it for the data it writes).
     pub fn new(store: Store, config: EngineConfig) -> Self {
-        Engine { store, config, index: Default::default() }
+        let booking_locks = tenantry_domain::GpuModel::ALL.iter().map(|_| tokio::sync::Mutex::new(())).collect();
+        Engine { store, config, index: Default::default(), booking_locks: std::sync::Arc::new(booking_locks) }
+    }
+
+    /// Serialises this instance's bookings of one GPU model.
+    pub(crate) async fn lock_model(&self, model: tenantry_domain::GpuModel) -> tokio::sync::MutexGuard<'_, ()> {
+        let i = tenantry_domain::GpuModel::ALL.iter().position(|m| *m == model).unwrap_or(0);
+        self.booking_locks[i].lock().await
     }
 
     /// Rebuilds the availability index from the store.

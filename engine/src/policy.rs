@@ -309,18 +309,14 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> EngineResult<ReservationDetail> {
         let tenant_id = crate::booking::require_lead(who)?;
-        let offering = self.store.offering(&input.offering).await?.ok_or_else(|| {
-            EngineError::invalid(
-                "offering",
-                format!("unknown offering `{}`; GET /api/v1/offerings lists them", input.offering),
-            )
-        })?;
+        let offering = self.offering_priced_for(Some(tenant_id), &input.offering).await?;
         if input.quantity < 1 || input.quantity > 4096 {
             return Err(EngineError::invalid("quantity", "quantity must be 1 to 4096"));
         }
         if input.hours < 1 {
             return Err(EngineError::invalid("hours", "a burst lasts at least 1 hour"));
         }
+        let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         let policy = self.policy_of(tenant_id).await?;
         let start = floor_minute(now);
         let window = Window { start, end: start + Duration::hours(input.hours) };

@@ -144,3 +144,26 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
     let during_burst = engine.quote(&globex, &ask("h100-gpu", 1, soon, 1), now).await.unwrap().max_quantity;
     assert_eq!(q.max_quantity, during_burst);
 });
+
+store_test!(a_team_rate_replaces_the_list_rate, |store: Store| async move {
+    let (engine, lead, admin) = setup(store).await;
+    let now = Utc::now();
+    let list = engine.quote(&lead, &ask("l40s-gpu", 2, day(2, 8), 3), now).await.unwrap().price_cents;
+    assert_eq!(list.0, 2 * 3 * 95);
+    let patch: PolicyPatch = serde_json::from_value(serde_json::json!({
+        "rate_overrides": {"l40s-gpu": {"reserved_cents_per_hour": 80, "on_demand_cents_per_hour": 120}}
+    }))
+    .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, now).await.unwrap();
+    let booked = engine.book(&lead, &ask("l40s-gpu", 2, day(2, 8), 3), None, now).await.unwrap();
+    assert_eq!(booked.detail.reservation.price_cents.0, 2 * 3 * 80);
+    let burst =
+        engine.burst(&lead, &BurstInput { offering: "l40s-gpu".into(), quantity: 1, hours: 1 }, now).await.unwrap();
+    assert_eq!(burst.reservation.price_cents.0, 120);
+    let globex = engine.store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
+    assert_eq!(
+        engine.quote(&globex, &ask("l40s-gpu", 2, day(2, 8), 3), now).await.unwrap().price_cents,
+        list,
+        "other teams pay list"
+    );
+});

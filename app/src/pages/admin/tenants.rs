@@ -1,17 +1,19 @@
 //! Admin → Tenants: each team's quota and guardrails, editable. Saving sends only the fields of
 //! the form (an empty field removes that limit); every change is audited.
 
-use crate::api::{save_policy, tenant_policies};
+use crate::api::{offerings, save_policy, tenant_policies};
 use crate::components::errors::ErrorPanel;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
 use std::collections::BTreeMap;
-use tenantry_domain::policy::{PolicyPatch, SoftHard, TenantPolicy};
+use tenantry_domain::policy::{PolicyPatch, RateOverride, SoftHard, TenantPolicy};
+use tenantry_domain::Offering;
 
 #[component]
 pub fn TenantsPage() -> impl IntoView {
     let save = Action::new(|(slug, patch): &(String, PolicyPatch)| save_policy(slug.clone(), patch.clone()));
     let list = Resource::new(move || save.version().get(), |_| tenant_policies());
+    let catalogue = Resource::new(|| (), |_| offerings());
     view! {
         <PageHeader title="Tenants" subtitle="Quotas and guardrails per team. Empty means no limit." />
         {move || match save.value().get() {
@@ -72,6 +74,17 @@ fn PolicyForm(
     let models: Vec<(String, RwSignal<String>, RwSignal<String>)> =
         p.concurrent_gpus.iter().map(|(m, l)| (m.clone(), field(l.soft), field(l.hard))).collect();
     let models = StoredValue::new(models);
+    // Per offering: the team's reserved and on-demand rate in cents; empty = the list rate.
+    let rates: Vec<(Offering, RwSignal<String>, RwSignal<String>)> = offerings
+        .into_iter()
+        .map(|o| {
+            let r = p.rate_overrides.get(&o.id);
+            let reserved = RwSignal::new(r.map(|r| r.reserved_cents_per_hour.to_string()).unwrap_or_default());
+            let on_demand = RwSignal::new(r.map(|r| r.on_demand_cents_per_hour.to_string()).unwrap_or_default());
+            (o, reserved, on_demand)
+        })
+        .collect();
+    let rates = StoredValue::new(rates);
     let slug = tenant.slug.clone();
     let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-2 py-1 text-sm dark:border-slate-700 dark:bg-slate-800";
     let cell = move |label: String, signal: RwSignal<String>| {
@@ -118,6 +131,28 @@ fn PolicyForm(
                     }),
                     burst_max_gpus: Some(parse(&burst_gpus.get_untracked())),
                     burst_max_hours: Some(parse(&burst_hours.get_untracked())),
+                    rate_overrides: Some(
+                        rates
+                            .with_value(|all| {
+                                all.iter()
+                                    .map(|(o, reserved, on_demand)| {
+                                        let rate = match (
+                                            reserved.get_untracked().trim().parse::<i64>(),
+                                            on_demand.get_untracked().trim().parse::<i64>(),
+                                        ) {
+                                            (Ok(reserved_cents_per_hour), Ok(on_demand_cents_per_hour)) => {
+                                                Some(RateOverride {
+                                                    reserved_cents_per_hour,
+                                                    on_demand_cents_per_hour,
+                                                })
+                                            }
+                                            _ => None,
+                                        };
+                                        (o.id.clone(), rate)
+                                    })
+                                    .collect()
+                            }),
+                    ),
                 };
                 save.dispatch((slug.clone(), patch));
             }
