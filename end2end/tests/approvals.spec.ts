@@ -57,3 +57,26 @@ test('a lead bursts to on-demand capacity, told first that it is preemptible', a
   await page.getByRole('button', { name: 'Burst now' }).click();
   await expect(page.getByRole('alert')).toContainText('burst limit');
 });
+
+test('an admin gives a team its own rate on the Tenants page; that team is quoted it', async ({ browser }) => {
+  const admin = await (await browser.newContext()).newPage();
+  await signIn(admin, 'admin@tenantry.example');
+  await admin.getByRole('link', { name: 'Tenants' }).click();
+  await hydrated(admin);
+  const globex = admin.getByTestId('policy-globex');
+  await globex.getByLabel('l40s-gpu reserved (list 95)').fill('80');
+  await globex.getByLabel('l40s-gpu on demand (list 149)').fill('120');
+  await globex.getByRole('button', { name: 'Save globex' }).click();
+  await expect(admin.getByRole('status').filter({ hasText: 'Saved the policy' })).toContainText('Saved the policy of Globex AI');
+
+  const lead = await (await browser.newContext()).newPage();
+  await signIn(lead, 'lead@globex.example');
+  await lead.goto('/availability?offering=l40s-gpu');
+  await hydrated(lead);
+  const day = new Date(Date.now() + 5 * 86_400_000).toISOString().slice(0, 10);
+  await lead.getByTestId('start-input').fill(`${day}T08:00`);
+  await lead.getByTestId('end-input').fill(`${day}T10:00`);
+  await lead.getByTestId('quantity-input').fill('2');
+  // 2 GPUs × 2 h × $0.80 instead of the list $0.95.
+  await expect(lead.getByTestId('quote-price')).toHaveText('$3.20');
+});

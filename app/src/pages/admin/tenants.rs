@@ -32,12 +32,16 @@ pub fn TenantsPage() -> impl IntoView {
             view! { <p>"Loading…"</p> }
         }>
             {move || Suspend::new(async move {
+                let catalogue = catalogue.await.unwrap_or_default();
                 match list.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
                     Ok(tenants) => {
                         view! {
                             <div class="space-y-6">
-                                {tenants.into_iter().map(|t| view! { <PolicyForm tenant=t save /> }).collect_view()}
+                                {tenants
+                                    .into_iter()
+                                    .map(|t| view! { <PolicyForm tenant=t offerings=catalogue.clone() save /> })
+                                    .collect_view()}
                             </div>
                         }
                             .into_any()
@@ -59,6 +63,7 @@ fn parse(value: &str) -> Option<u32> {
 #[component]
 fn PolicyForm(
     tenant: TenantPolicy,
+    offerings: Vec<Offering>,
     save: Action<(String, PolicyPatch), Result<TenantPolicy, crate::error::AppError>>,
 ) -> impl IntoView {
     let p = tenant.policy.clone();
@@ -174,6 +179,41 @@ fn PolicyForm(
                                 view! {
                                     {cell(format!("{model} soft"), *soft)}
                                     {cell(format!("{model} hard"), *hard)}
+                                }
+                            })
+                            .collect_view()
+                    })}
+            </div>
+            <h3 class="mt-4 mb-2 text-sm font-medium">"Team rates, in cents per unit-hour (empty: list rate)"</h3>
+            <div class="grid gap-3 sm:grid-cols-4">
+                {rates
+                    .with_value(|all| {
+                        all.iter()
+                            .map(|(o, reserved, on_demand)| {
+                                let (reserved, on_demand) = (*reserved, *on_demand);
+                                view! {
+                                    <label class="block text-sm">
+                                        {format!("{} reserved (list {})", o.id, o.reserved_cents_per_hour.0)}
+                                        <input
+                                            type="number"
+                                            min="0"
+                                            class=input
+                                            placeholder=o.reserved_cents_per_hour.0.to_string()
+                                            prop:value=move || reserved.get()
+                                            on:input=move |ev| reserved.set(event_target_value(&ev))
+                                        />
+                                    </label>
+                                    <label class="block text-sm">
+                                        {format!("{} on demand (list {})", o.id, o.on_demand_cents_per_hour.0)}
+                                        <input
+                                            type="number"
+                                            min="0"
+                                            class=input
+                                            placeholder=o.on_demand_cents_per_hour.0.to_string()
+                                            prop:value=move || on_demand.get()
+                                            on:input=move |ev| on_demand.set(event_target_value(&ev))
+                                        />
+                                    </label>
                                 }
                             })
                             .collect_view()
