@@ -6,6 +6,16 @@ use crate::error::AppError;
 use leptos::prelude::*;
 use leptos_router::components::A;
 
+/// Navigation for everyone signed in, then for platform admins.
+const TEAM_LINKS: &[(&str, &str)] =
+    &[("/availability", "Availability"), ("/reservations", "Reservations"), ("/chargeback", "Chargeback")];
+const ADMIN_LINKS: &[(&str, &str)] = &[
+    ("/admin/fleet", "Admin"),
+    ("/admin/approvals", "Approvals"),
+    ("/admin/tenants", "Tenants"),
+    ("/admin/audit", "Audit"),
+];
+
 /// The current session, fetched once per page load and shared with every page.
 pub type SessionResource = Resource<Result<SessionInfo, AppError>>;
 
@@ -46,49 +56,20 @@ pub fn Layout(children: Children) -> impl IntoView {
                     {move || Suspend::new(async move {
                         let user = session.await.ok().and_then(|s| s.user);
                         user.map(|user| {
-                            let admin = user.is_admin;
+                            let links = TEAM_LINKS.iter().chain(if user.is_admin { ADMIN_LINKS } else { &[] });
                             view! {
                                 <ul class="flex flex-wrap items-center gap-1">
-                                    <li>
-                                        <A href="/availability" attr:class=nav_link>
-                                            "Availability"
-                                        </A>
-                                    </li>
-                                    <li>
-                                        <A href="/reservations" attr:class=nav_link>
-                                            "Reservations"
-                                        </A>
-                                    </li>
-                                    <li>
-                                        <A href="/chargeback" attr:class=nav_link>
-                                            "Chargeback"
-                                        </A>
-                                    </li>
-                                    {admin
-                                        .then(|| {
+                                    {links
+                                        .map(|(href, label)| {
                                             view! {
                                                 <li>
-                                                    <A href="/admin/fleet" attr:class=nav_link>
-                                                        "Admin"
-                                                    </A>
-                                                </li>
-                                                <li>
-                                                    <A href="/admin/approvals" attr:class=nav_link>
-                                                        "Approvals"
-                                                    </A>
-                                                </li>
-                                                <li>
-                                                    <A href="/admin/tenants" attr:class=nav_link>
-                                                        "Tenants"
-                                                    </A>
-                                                </li>
-                                                <li>
-                                                    <A href="/admin/audit" attr:class=nav_link>
-                                                        "Audit"
+                                                    <A href=*href attr:class=nav_link>
+                                                        {*label}
                                                     </A>
                                                 </li>
                                             }
-                                        })}
+                                        })
+                                        .collect_view()}
                                 </ul>
                             }
                         })

@@ -4,3 +4,4 @@
 pub mod badges;
 pub mod errors;
 pub mod layout;
+pub mod table;

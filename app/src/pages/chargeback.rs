@@ -1,8 +1,9 @@
 //! Chargeback: the team's reserved spend per month, from the prices locked at booking.
 
-use super::{PageHeader, CARD};
+use super::PageHeader;
 use crate::api::my_reservations;
 use crate::components::errors::ErrorPanel;
+use crate::components::table::DataTable;
 use leptos::prelude::*;
 use std::collections::BTreeMap;
 use tenantry_domain::{Cents, Reservation};
@@ -38,40 +39,27 @@ pub fn ChargebackPage() -> impl IntoView {
                     Ok(items) => {
                         let months = spend_by_month(&items);
                         view! {
-                            <div class=format!("{CARD} overflow-x-auto p-0")>
-                                <table class="min-w-full text-left text-sm">
-                                    <caption class="sr-only">"Reserved spend by month"</caption>
-                                    <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
-                                        <tr>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Month"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2 text-right">
-                                                "Reservations"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2 text-right">
-                                                "Reserved spend"
-                                            </th>
-                                        </tr>
-                                    </thead>
-                                    <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
-                                        {months
-                                            .into_iter()
-                                            .map(|(month, cents, count)| {
-                                                view! {
-                                                    <tr>
-                                                        <td class="px-4 py-2">{month}</td>
-                                                        <td class="px-4 py-2 text-right tabular-nums">{count}</td>
-                                                        <td class="px-4 py-2 text-right tabular-nums">
-                                                            {cents.to_string()}
-                                                        </td>
-                                                    </tr>
-                                                }
-                                            })
-                                            .collect_view()}
-                                    </tbody>
-                                </table>
-                            </div>
+                            <DataTable
+                                caption="Reserved spend by month"
+                                columns=&[
+                                    ("Month", ""),
+                                    ("Reservations", "text-right"),
+                                    ("Reserved spend", "text-right"),
+                                ]
+                            >
+                                {months
+                                    .into_iter()
+                                    .map(|(month, cents, count)| {
+                                        view! {
+                                            <tr>
+                                                <td class="px-4 py-2">{month}</td>
+                                                <td class="px-4 py-2 text-right tabular-nums">{count}</td>
+                                                <td class="px-4 py-2 text-right tabular-nums">{cents.to_string()}</td>
+                                            </tr>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </DataTable>
                         }
                             .into_any()
                     }

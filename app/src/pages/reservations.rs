@@ -4,6 +4,7 @@ use super::{PageHeader, CARD};
 use crate::api::my_reservations;
 use crate::components::badges::ReservationStateBadge;
 use crate::components::errors::ErrorPanel;
+use crate::components::table::DataTable;
 use leptos::prelude::*;
 
 #[component]
@@ -20,73 +21,54 @@ pub fn ReservationsPage() -> impl IntoView {
                     Ok(items) if items.is_empty() => view! { <p class=CARD>"No reservations yet."</p> }.into_any(),
                     Ok(items) => {
                         view! {
-                            <div class=format!("{CARD} overflow-x-auto p-0")>
-                                <table class="min-w-full text-left text-sm">
-                                    <caption class="sr-only">"Reservations"</caption>
-                                    <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
-                                        <tr>
-                                            <th scope="col" class="px-4 py-2">
-                                                "#"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Offering"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Qty"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Window"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "State"
-                                            </th>
-                                            <th scope="col" class="hidden px-4 py-2 md:table-cell">
-                                                "Orchestrator"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2 text-right">
-                                                "Price"
-                                            </th>
-                                        </tr>
-                                    </thead>
-                                    <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
-                                        {items
-                                            .into_iter()
-                                            .map(|r| {
-                                                view! {
-                                                    <tr>
-                                                        <td class="px-4 py-2 tabular-nums">
-                                                            <a
-                                                                class="font-medium text-indigo-700 underline dark:text-indigo-300"
-                                                                href=format!("/reservations/{}", r.id)
-                                                            >
-                                                                {format!("#{}", r.id)}
-                                                            </a>
-                                                        </td>
-                                                        <td class="px-4 py-2">{r.offering.clone()}</td>
-                                                        <td class="px-4 py-2 tabular-nums">{r.quantity}</td>
-                                                        <td class="px-4 py-2 whitespace-nowrap">
-                                                            {format!(
-                                                                "{} → {}",
-                                                                crate::format::utc(r.start),
-                                                                crate::format::utc(r.end),
-                                                            )}
-                                                        </td>
-                                                        <td class="px-4 py-2">
-                                                            <ReservationStateBadge state=r.state />
-                                                        </td>
-                                                        <td class="hidden px-4 py-2 md:table-cell">
-                                                            {r.options.orchestrator.code()}
-                                                        </td>
-                                                        <td class="px-4 py-2 text-right tabular-nums">
-                                                            {r.price_cents.to_string()}
-                                                        </td>
-                                                    </tr>
-                                                }
-                                            })
-                                            .collect_view()}
-                                    </tbody>
-                                </table>
-                            </div>
+                            <DataTable
+                                caption="Reservations"
+                                columns=&[
+                                    ("#", ""),
+                                    ("Offering", ""),
+                                    ("Qty", ""),
+                                    ("Window", ""),
+                                    ("State", ""),
+                                    ("Orchestrator", "hidden md:table-cell"),
+                                    ("Price", "text-right"),
+                                ]
+                            >
+                                {items
+                                    .into_iter()
+                                    .map(|r| {
+                                        view! {
+                                            <tr>
+                                                <td class="px-4 py-2 tabular-nums">
+                                                    <a
+                                                        class="font-medium text-indigo-700 underline dark:text-indigo-300"
+                                                        href=format!("/reservations/{}", r.id)
+                                                    >
+                                                        {format!("#{}", r.id)}
+                                                    </a>
+                                                </td>
+                                                <td class="px-4 py-2">{r.offering.clone()}</td>
+                                                <td class="px-4 py-2 tabular-nums">{r.quantity}</td>
+                                                <td class="px-4 py-2 whitespace-nowrap">
+                                                    {format!(
+                                                        "{} → {}",
+                                                        crate::format::utc(r.start),
+                                                        crate::format::utc(r.end),
+                                                    )}
+                                                </td>
+                                                <td class="px-4 py-2">
+                                                    <ReservationStateBadge state=r.state />
+                                                </td>
+                                                <td class="hidden px-4 py-2 md:table-cell">
+                                                    {r.options.orchestrator.code()}
+                                                </td>
+                                                <td class="px-4 py-2 text-right tabular-nums">
+                                                    {r.price_cents.to_string()}
+                                                </td>
+                                            </tr>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </DataTable>
                         }
                             .into_any()
                     }

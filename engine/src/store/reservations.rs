@@ -83,6 +83,59 @@ impl ReservationRow {
 /// Rows per multi-row insert: well under both backends' bind-parameter limits.
 const BATCH: usize = 1000;
 
+const INSERT_RESERVATION: &str = "insert into reservation (kind, tenant_id, requested_by, offering_id, quantity,
+    start_at, end_at, state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement, workload,
+    price_cents, idempotency_key, idempotency_fingerprint, approval_deadline, decision_reason, created_at,
+    updated_at) ";
+
+/// Binds one [`NewReservation`] as a row of [`INSERT_RESERVATION`].
+macro_rules! bind_reservation {
+    ($row:expr, $r:expr, $key:expr, $fingerprint:expr, $now:expr) => {
+        $row.push_bind($r.kind.code())
+            .push_bind($r.tenant_id)
+            .push_bind($r.requested_by)
+            .push_bind(&$r.offering_id)
+            .push_bind(i64::from($r.quantity))
+            .push_bind($r.window.start)
+            .push_bind($r.window.end)
+            .push_bind($r.state.code())
+            .push_bind($r.options.orchestrator.code())
+            .push_bind(&$r.options.cuda_driver)
+            .push_bind(i64::from($r.options.host_memory_gb))
+            .push_bind(i64::from($r.options.storage_tb))
+            .push_bind($r.options.placement.code())
+            .push_bind($r.options.workload.code())
+            .push_bind($r.price.0)
+            .push_bind($key)
+            .push_bind($fingerprint)
+            .push_bind($r.approval_deadline)
+            .push_bind($r.decision_reason.clone())
+            .push_bind($now)
+            .push_bind($now)
+    };
+}
+
+const INSERT_ALLOCATION: &str = "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id,
+    slice_lo, slice_hi, start_at, end_at, hold_until, live) ";
+
+/// Binds the slices `$p` of reservation `$id` ([`NewReservation`] `$r`) as a row of
+/// [`INSERT_ALLOCATION`].
+macro_rules! bind_allocation {
+    ($row:expr, $id:expr, $r:expr, $p:expr) => {
+        $row.push_bind($id)
+            .push_bind($r.tenant_id)
+            .push_bind("reservation")
+            .push_bind($p.node_id)
+            .push_bind($p.gpu_id)
+            .push_bind(i64::from($p.slice_lo))
+            .push_bind(i64::from($p.slice_hi))
+            .push_bind($r.window.start)
+            .push_bind($r.window.end)
+            .push_bind($r.hold_until)
+            .push_bind($r.state.holds_capacity())
+    };
+}
+
 impl Store {
     /// Writes many reservations and their allocations in one transaction (the demo seed and
     /// benchmarks). The database's overlap guarantee applies to every row.
@@ -100,30 +153,9 @@ impl Store {
             let nonce = format!("bulk:{}:", hex::encode(nonce));
             for (chunk_no, chunk) in reservations.chunks(BATCH).enumerate() {
                 let key = |i: usize| format!("{nonce}{}", chunk_no * BATCH + i);
-                let mut builder = sqlx::QueryBuilder::<Db>::new(
-                    "insert into reservation (kind, tenant_id, requested_by, offering_id, quantity, start_at,
-                        end_at, state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement,
-                        workload, price_cents, idempotency_key, created_at, updated_at) ",
-                );
+                let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_RESERVATION);
                 builder.push_values(chunk.iter().enumerate(), |mut row, (i, r)| {
-                    row.push_bind(r.kind.code())
-                        .push_bind(r.tenant_id)
-                        .push_bind(r.requested_by)
-                        .push_bind(&r.offering_id)
-                        .push_bind(i64::from(r.quantity))
-                        .push_bind(r.window.start)
-                        .push_bind(r.window.end)
-                        .push_bind(r.state.code())
-                        .push_bind(r.options.orchestrator.code())
-                        .push_bind(&r.options.cuda_driver)
-                        .push_bind(i64::from(r.options.host_memory_gb))
-                        .push_bind(i64::from(r.options.storage_tb))
-                        .push_bind(r.options.placement.code())
-                        .push_bind(r.options.workload.code())
-                        .push_bind(r.price.0)
-                        .push_bind(key(i))
-                        .push_bind(now)
-                        .push_bind(now);
+                    bind_reservation!(row, r, key(i), None::<String>, now);
                 });
                 builder.push(" returning reservation_id, idempotency_key");
                 let returned: Vec<(i64, String)> = builder.build_query_as().fetch_all(&mut *tx).await?;
@@ -136,22 +168,9 @@ impl Store {
                     .flat_map(|(r, &id)| r.allocations.iter().map(move |p| (id, r, p)))
                     .collect();
                 for piece_chunk in pieces.chunks(BATCH) {
-                    let mut builder = sqlx::QueryBuilder::<Db>::new(
-                        "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id,
-                            slice_lo, slice_hi, start_at, end_at, hold_until, live) ",
-                    );
+                    let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
                     builder.push_values(piece_chunk, |mut row, (id, r, p)| {
-                        row.push_bind(*id)
-                            .push_bind(r.tenant_id)
-                            .push_bind("reservation")
-                            .push_bind(p.node_id)
-                            .push_bind(p.gpu_id)
-                            .push_bind(i64::from(p.slice_lo))
-                            .push_bind(i64::from(p.slice_hi))
-                            .push_bind(r.window.start)
-                            .push_bind(r.window.end)
-                            .push_bind(r.hold_until)
-                            .push_bind(r.state.holds_capacity());
+                        bind_allocation!(row, *id, r, p);
                     });
                     builder.build().execute(&mut *tx).await?;
                 }
@@ -336,36 +355,12 @@ impl Store {
         let mut preempted: Vec<i64> = Vec::new();
         let result: Result<i64, sqlx::Error> = async {
             let id = write_tx!(self, |tx| {
-                let id: i64 = sqlx::query_scalar(
-                    "insert into reservation (tenant_id, requested_by, offering_id, quantity, start_at, end_at,
-                        state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement, workload,
-                        price_cents, idempotency_key, idempotency_fingerprint, created_at, updated_at,
-                        kind, approval_deadline, decision_reason)
-                     values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17, $18, $19, $20)
-                     returning reservation_id",
-                )
-                .bind(r.tenant_id)
-                .bind(r.requested_by)
-                .bind(&r.offering_id)
-                .bind(i64::from(r.quantity))
-                .bind(r.window.start)
-                .bind(r.window.end)
-                .bind(r.state.code())
-                .bind(r.options.orchestrator.code())
-                .bind(&r.options.cuda_driver)
-                .bind(i64::from(r.options.host_memory_gb))
-                .bind(i64::from(r.options.storage_tb))
-                .bind(r.options.placement.code())
-                .bind(r.options.workload.code())
-                .bind(r.price.0)
-                .bind(key)
-                .bind(fingerprint)
-                .bind(now)
-                .bind(r.kind.code())
-                .bind(r.approval_deadline)
-                .bind(&r.decision_reason)
-                .fetch_one(&mut *tx)
-                .await?;
+                let mut insert = sqlx::QueryBuilder::<Db>::new(INSERT_RESERVATION);
+                insert.push_values(std::iter::once(r), |mut row, r| {
+                    bind_reservation!(row, r, key, fingerprint, now);
+                });
+                insert.push(" returning reservation_id");
+                let id: i64 = insert.build_query_scalar().fetch_one(&mut *tx).await?;
                 if let Some(until) = preempt_until {
                     // Bursts on these slices end before this booking begins; their owners are told.
                     for p in &r.allocations {
@@ -396,7 +391,10 @@ impl Store {
                                  where reservation_id = $4",
                             )
                             .bind(until.0)
-                            .bind(format!("preempted by a reservation: ends at {} UTC", until.0.format("%Y-%m-%d %H:%M")))
+                            .bind(format!(
+                                "preempted by a reservation: ends at {} UTC",
+                                until.0.format("%Y-%m-%d %H:%M")
+                            ))
                             .bind(now)
                             .bind(burst)
                             .execute(&mut *tx)
@@ -406,22 +404,9 @@ impl Store {
                         }
                     }
                 }
-                let mut builder = sqlx::QueryBuilder::<Db>::new(
-                    "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id,
-                        slice_lo, slice_hi, start_at, end_at, hold_until, live) ",
-                );
+                let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
                 builder.push_values(&r.allocations, |mut row, p| {
-                    row.push_bind(id)
-                        .push_bind(r.tenant_id)
-                        .push_bind("reservation")
-                        .push_bind(p.node_id)
-                        .push_bind(p.gpu_id)
-                        .push_bind(i64::from(p.slice_lo))
-                        .push_bind(i64::from(p.slice_hi))
-                        .push_bind(r.window.start)
-                        .push_bind(r.window.end)
-                        .push_bind(r.hold_until)
-                        .push_bind(true);
+                    bind_allocation!(row, id, r, p);
                 });
                 builder.build().execute(&mut *tx).await?;
                 notify_reservation_gpus!(self, tx, id);

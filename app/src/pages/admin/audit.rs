@@ -3,6 +3,7 @@
 
 use crate::api::audit_log;
 use crate::components::errors::ErrorPanel;
+use crate::components::table::DataTable;
 use crate::format;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
@@ -70,66 +71,44 @@ pub fn AuditPage() -> impl IntoView {
                     Ok(list) if list.is_empty() => view! { <p class=CARD>"No events match."</p> }.into_any(),
                     Ok(list) => {
                         view! {
-                            <div class=format!("{CARD} overflow-x-auto p-0")>
-                                <table class="min-w-full text-left text-sm" data-testid="audit">
-                                    <caption class="sr-only">"Audit events"</caption>
-                                    <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
-                                        <tr>
-                                            <th scope="col" class="px-4 py-2">
-                                                "When"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Actor"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Team"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Action"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Object"
-                                            </th>
-                                            <th scope="col" class="hidden px-4 py-2 md:table-cell">
-                                                "Detail"
-                                            </th>
-                                            <th scope="col" class="hidden px-4 py-2 lg:table-cell">
-                                                "From"
-                                            </th>
-                                        </tr>
-                                    </thead>
-                                    <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
-                                        {list
-                                            .into_iter()
-                                            .map(|e| {
-                                                view! {
-                                                    <tr data-testid="audit-row">
-                                                        <td class="whitespace-nowrap px-4 py-2">{format::utc(e.at)}</td>
-                                                        <td class="px-4 py-2">{e.actor.clone()}</td>
-                                                        <td class="px-4 py-2">
-                                                            {e.tenant.clone().unwrap_or_default()}
-                                                        </td>
-                                                        <td class="px-4 py-2 font-mono text-xs">{e.action.clone()}</td>
-                                                        <td class="px-4 py-2">
-                                                            {format!(
-                                                                "{} {}",
-                                                                e.object_type,
-                                                                e.object_id.clone().unwrap_or_default(),
-                                                            )}
-                                                        </td>
-                                                        <td class="hidden px-4 py-2 md:table-cell">
-                                                            {e.detail.clone()}
-                                                        </td>
-                                                        <td class="hidden px-4 py-2 lg:table-cell">
-                                                            {e.client_addr.clone().unwrap_or_default()}
-                                                        </td>
-                                                    </tr>
-                                                }
-                                            })
-                                            .collect_view()}
-                                    </tbody>
-                                </table>
-                            </div>
+                            <DataTable
+                                caption="Audit events"
+                                columns=&[
+                                    ("When", ""),
+                                    ("Actor", ""),
+                                    ("Team", ""),
+                                    ("Action", ""),
+                                    ("Object", ""),
+                                    ("Detail", "hidden md:table-cell"),
+                                    ("From", "hidden lg:table-cell"),
+                                ]
+                                testid="audit"
+                            >
+                                {list
+                                    .into_iter()
+                                    .map(|e| {
+                                        view! {
+                                            <tr data-testid="audit-row">
+                                                <td class="whitespace-nowrap px-4 py-2">{format::utc(e.at)}</td>
+                                                <td class="px-4 py-2">{e.actor.clone()}</td>
+                                                <td class="px-4 py-2">{e.tenant.clone().unwrap_or_default()}</td>
+                                                <td class="px-4 py-2 font-mono text-xs">{e.action.clone()}</td>
+                                                <td class="px-4 py-2">
+                                                    {format!(
+                                                        "{} {}",
+                                                        e.object_type,
+                                                        e.object_id.clone().unwrap_or_default(),
+                                                    )}
+                                                </td>
+                                                <td class="hidden px-4 py-2 md:table-cell">{e.detail.clone()}</td>
+                                                <td class="hidden px-4 py-2 lg:table-cell">
+                                                    {e.client_addr.clone().unwrap_or_default()}
+                                                </td>
+                                            </tr>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </DataTable>
                         }
                             .into_any()
                     }

@@ -3,6 +3,7 @@
 
 use crate::api::{create_api_token, my_api_tokens, revoke_api_token};
 use crate::components::errors::ErrorPanel;
+use crate::components::table::DataTable;
 use crate::format;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
@@ -75,71 +76,55 @@ pub fn TokensPage() -> impl IntoView {
                     Ok(list) if list.is_empty() => view! { <p class=CARD>"No tokens yet."</p> }.into_any(),
                     Ok(list) => {
                         view! {
-                            <div class=format!("{CARD} overflow-x-auto p-0")>
-                                <table class="min-w-full text-left text-sm" data-testid="tokens">
-                                    <caption class="sr-only">"Your API tokens"</caption>
-                                    <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
-                                        <tr>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Name"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Created"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Last used"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                "Status"
-                                            </th>
-                                            <th scope="col" class="px-4 py-2">
-                                                <span class="sr-only">"Actions"</span>
-                                            </th>
-                                        </tr>
-                                    </thead>
-                                    <tbody class="divide-y divide-slate-100 dark:divide-slate-800">
-                                        {list
-                                            .into_iter()
-                                            .map(|t| {
-                                                let id = t.id;
-                                                let revoked = t.revoked_at.is_some();
-                                                view! {
-                                                    <tr data-testid="token-row">
-                                                        <td class="px-4 py-2 font-medium">{t.name.clone()}</td>
-                                                        <td class="px-4 py-2">{format::utc(t.created_at)}</td>
-                                                        <td class="px-4 py-2">
-                                                            {t
-                                                                .last_used_at
-                                                                .map(format::utc)
-                                                                .unwrap_or_else(|| "never".to_owned())}
-                                                        </td>
-                                                        <td class="px-4 py-2">
-                                                            {if revoked { "revoked" } else { "active" }}
-                                                        </td>
-                                                        <td class="px-4 py-2 text-right">
-                                                            {(!revoked)
-                                                                .then(|| {
-                                                                    view! {
-                                                                        <button
-                                                                            type="button"
-                                                                            class="rounded-md border border-rose-300 px-2 py-1 text-xs text-rose-700 dark:text-rose-300"
-                                                                            aria-label=format!("Revoke {}", t.name)
-                                                                            on:click=move |_| {
-                                                                                revoke.dispatch(id);
-                                                                            }
-                                                                        >
-                                                                            "Revoke"
-                                                                        </button>
+                            <DataTable
+                                caption="Your API tokens"
+                                columns=&[
+                                    ("Name", ""),
+                                    ("Created", ""),
+                                    ("Last used", ""),
+                                    ("Status", ""),
+                                    ("Actions", "text-right"),
+                                ]
+                                testid="tokens"
+                            >
+                                {list
+                                    .into_iter()
+                                    .map(|t| {
+                                        let id = t.id;
+                                        let revoked = t.revoked_at.is_some();
+                                        view! {
+                                            <tr data-testid="token-row">
+                                                <td class="px-4 py-2 font-medium">{t.name.clone()}</td>
+                                                <td class="px-4 py-2">{format::utc(t.created_at)}</td>
+                                                <td class="px-4 py-2">
+                                                    {t
+                                                        .last_used_at
+                                                        .map(format::utc)
+                                                        .unwrap_or_else(|| "never".to_owned())}
+                                                </td>
+                                                <td class="px-4 py-2">{if revoked { "revoked" } else { "active" }}</td>
+                                                <td class="px-4 py-2 text-right">
+                                                    {(!revoked)
+                                                        .then(|| {
+                                                            view! {
+                                                                <button
+                                                                    type="button"
+                                                                    class="rounded-md border border-rose-300 px-2 py-1 text-xs text-rose-700 dark:text-rose-300"
+                                                                    aria-label=format!("Revoke {}", t.name)
+                                                                    on:click=move |_| {
+                                                                        revoke.dispatch(id);
                                                                     }
-                                                                })}
-                                                        </td>
-                                                    </tr>
-                                                }
-                                            })
-                                            .collect_view()}
-                                    </tbody>
-                                </table>
-                            </div>
+                                                                >
+                                                                    "Revoke"
+                                                                </button>
+                                                            }
+                                                        })}
+                                                </td>
+                                            </tr>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </DataTable>
                         }
                             .into_any()
                     }

@@ -1,0 +1,39 @@
+//! The card-with-a-table that list pages share: a caption for screen readers, column headers,
+//! and the rows the page renders as children.
+
+use crate::pages::CARD;
+use leptos::prelude::*;
+
+/// One column header: its label and extra classes (e.g. `hidden md:table-cell`, `text-right`).
+pub type Column = (&'static str, &'static str);
+
+#[component]
+pub fn DataTable(
+    #[prop(into)] caption: String,
+    columns: &'static [Column],
+    #[prop(optional)] testid: &'static str,
+    children: Children,
+) -> impl IntoView {
+    view! {
+        <div class=format!("{CARD} overflow-x-auto p-0")>
+            <table class="min-w-full text-left text-sm" data-testid=testid>
+                <caption class="sr-only">{caption}</caption>
+                <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
+                    <tr>
+                        {columns
+                            .iter()
+                            .map(|(label, class)| {
+                                view! {
+                                    <th scope="col" class=format!("px-4 py-2 {class}")>
+                                        {*label}
+                                    </th>
+                                }
+                            })
+                            .collect_view()}
+                    </tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100 dark:divide-slate-800">{children()}</tbody>
+            </table>
+        </div>
+    }
+}
