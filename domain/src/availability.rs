@@ -88,11 +88,16 @@ impl Grid {
         self.start + self.step * self.count as i32
     }
 
-    /// The buckets `[lo, hi)` a window touches, clamped to the grid.
+    /// The buckets `[lo, hi)` a window touches, clamped to the grid. Plain integer arithmetic on
+    /// Unix seconds: this runs once per hold per grid, so it stays cheap.
     fn span_of(&self, window: &Window) -> Option<(usize, usize)> {
         let step = self.step.num_seconds();
-        let from = (window.start - self.start).num_seconds();
-        let to = (window.end - self.start).num_seconds();
+        let origin = self.start.timestamp();
+        let from = window.start.timestamp() - origin;
+        let to = window.end.timestamp() - origin;
+        if to <= 0 || from >= step * self.count as i64 {
+            return None;
+        }
         let lo = from.div_euclid(step).max(0);
         let hi = (to + step - 1).div_euclid(step).min(self.count as i64);
         (lo < hi).then_some((lo as usize, hi as usize))
@@ -119,6 +124,19 @@ fn units_with_mask(slot: &GpuSlot, kind: &UnitKind, busy: u8) -> u32 {
     }
 }
 
+/// Adds `units` to every bucket of `[0, n)` outside the `busy` spans (sorted here).
+fn add_free_gaps(busy: &mut [(usize, usize)], n: usize, units: u32, add: &mut impl FnMut(usize, usize, u32)) {
+    busy.sort_unstable();
+    let mut cursor = 0;
+    for &(lo, hi) in busy.iter() {
+        if lo > cursor {
+            add(cursor, lo, units);
+        }
+        cursor = cursor.max(hi);
+    }
+    add(cursor, n, units);
+}
+
 /// Free units per bucket and the total the fleet has, for one kind of unit.
 pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, grid: &Grid) -> Vec<Bucket> {
     let n = grid.count;
@@ -131,6 +149,10 @@ pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, gri
         }
     };
     let model_gpus = gpus.iter().filter(|g| g.gpu_model == kind.gpu_model);
+    // Scratch space reused across GPUs: the sweep allocates per call, not per GPU.
+    let mut busy: Vec<(usize, usize)> = Vec::new();
+    let spans_of =
+        |gpu_id: i64| holds.get(&gpu_id).into_iter().flatten().filter_map(|h| grid.span_of(&h.window).map(|s| (s, h)));
     match kind.grain {
         Grain::Node => {
             let mut nodes: BTreeMap<i64, Vec<&GpuSlot>> = BTreeMap::new();
@@ -142,45 +164,42 @@ pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, gri
                 if !slots.iter().all(|s| s.schedulable) {
                     continue;
                 }
-                // The node is free where none of its GPUs holds anything: the gaps between the
-                // merged busy spans.
-                let mut busy: Vec<(usize, usize)> = slots
-                    .iter()
-                    .flat_map(|s| holds.get(&s.gpu_id).into_iter().flatten())
-                    .filter_map(|h| grid.span_of(&h.window))
-                    .collect();
-                busy.sort_unstable();
-                let mut cursor = 0;
-                for (lo, hi) in busy {
-                    if lo > cursor {
-                        add(cursor, lo, 1);
-                    }
-                    cursor = cursor.max(hi);
-                }
-                add(cursor, n, 1);
+                // The node is free where none of its GPUs holds anything.
+                busy.clear();
+                busy.extend(slots.iter().flat_map(|s| spans_of(s.gpu_id)).map(|(span, _)| span));
+                add_free_gaps(&mut busy, n, 1, &mut add);
             }
         }
-        Grain::Gpu | Grain::Mig => {
+        Grain::Gpu => {
+            for slot in model_gpus {
+                total += 1;
+                if !slot.schedulable {
+                    continue;
+                }
+                // A whole GPU is free where nothing at all is held on it.
+                busy.clear();
+                busy.extend(spans_of(slot.gpu_id).map(|(span, _)| span));
+                add_free_gaps(&mut busy, n, 1, &mut add);
+            }
+        }
+        Grain::Mig => {
+            let mut spans: Vec<(usize, usize, u8)> = Vec::new();
+            let mut cuts: Vec<usize> = Vec::new();
             for slot in model_gpus {
                 let capacity = units_on_free_gpu(slot, kind);
                 total += capacity;
                 if !slot.schedulable || capacity == 0 {
                     continue;
                 }
-                let spans: Vec<(usize, usize, u8)> = holds
-                    .get(&slot.gpu_id)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|h| {
-                        grid.span_of(&h.window).map(|(lo, hi)| (lo, hi, range_mask(h.slice_lo, h.slice_hi)))
-                    })
-                    .collect();
+                spans.clear();
+                spans.extend(spans_of(slot.gpu_id).map(|((lo, hi), h)| (lo, hi, range_mask(h.slice_lo, h.slice_hi))));
                 if spans.is_empty() {
                     add(0, n, capacity);
                     continue;
                 }
                 // Segments between consecutive boundaries have a constant mask.
-                let mut cuts: Vec<usize> = spans.iter().flat_map(|&(lo, hi, _)| [lo, hi]).collect();
+                cuts.clear();
+                cuts.extend(spans.iter().flat_map(|&(lo, hi, _)| [lo, hi]));
                 cuts.push(0);
                 cuts.push(n);
                 cuts.sort_unstable();
