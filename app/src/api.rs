@@ -90,7 +90,7 @@ pub async fn offerings() -> Result<Vec<Offering>, AppError> {
 pub async fn my_reservations() -> Result<Vec<Reservation>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.reservations(&who).await?)
+    Ok(server::engine()?.find_reservations(&who, &Default::default()).await?)
 }
 
 use chrono::{DateTime, Utc};

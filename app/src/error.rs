@@ -29,7 +29,16 @@ impl FromServerFnError for AppError {
     type Encoder = JsonEncoding;
 
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
-        AppError::Transport(value.to_string())
+        match value {
+            // Arguments that do not parse are the caller's mistake: a 422, not server_fn's 500.
+            ServerFnErrorErr::Args(message) | ServerFnErrorErr::Deserialization(message) => {
+                let error = AppError::Invalid { field: "request".to_owned(), message };
+                #[cfg(feature = "ssr")]
+                let error = error.answered();
+                error
+            }
+            other => AppError::Transport(other.to_string()),
+        }
     }
 }
 

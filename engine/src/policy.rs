@@ -328,20 +328,14 @@ impl Engine {
             }
         }
         if let Some(max) = policy.burst_max_gpus {
-            let running = self.holdings(tenant_id, ReservationKind::Burst, &window, None).await?;
-            let peak = policy::peak_concurrency(
-                &[running, vec![Holding { window, gpu_model: offering.gpu_model, gpus }]].concat(),
-                offering.gpu_model,
-                &window,
-            );
-            let all_models: f64 = self
-                .holdings(tenant_id, ReservationKind::Burst, &window, None)
-                .await?
-                .iter()
-                .filter(|h| h.gpu_model != offering.gpu_model)
-                .map(|h| h.gpus.as_gpus())
-                .sum::<f64>()
-                + peak.as_gpus();
+            // The limit counts the team's burst GPUs of every model together, at their busiest
+            // moment during this burst.
+            let mut bursts = self.holdings(tenant_id, ReservationKind::Burst, &window, None).await?;
+            bursts.push(Holding { window, gpu_model: offering.gpu_model, gpus });
+            for b in &mut bursts {
+                b.gpu_model = offering.gpu_model;
+            }
+            let all_models = policy::peak_concurrency(&bursts, offering.gpu_model, &window).as_gpus();
             if all_models > f64::from(max) + 1e-9 {
                 reasons.push(format!("{all_models:.2} burst GPUs at once is over your team's burst limit of {max}"));
             }

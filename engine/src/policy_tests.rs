@@ -114,6 +114,8 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
     for (input, what) in [
         (BurstInput { offering: "h100-gpu".into(), quantity: 1, hours: 1 }, "burst limit of 2"),
         (BurstInput { offering: "l40s-gpu".into(), quantity: 1, hours: 5 }, "4 hours"),
+        // The limit counts burst GPUs of every model together.
+        (BurstInput { offering: "l40s-gpu".into(), quantity: 1, hours: 1 }, "3.00 burst GPUs"),
     ] {
         match engine.burst(&lead, &input, now).await {
             Err(EngineError::Forbidden(m)) => assert!(m.contains(what), "{m}"),

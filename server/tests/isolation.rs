@@ -160,6 +160,14 @@ mod isolation {
             assert!(body.contains("NotFound"), "{endpoint}: {code} {body}");
             assert_eq!(code, StatusCode::NOT_FOUND, "server functions answer client mistakes with 4xx, not 500");
         }
+        // A malformed argument is the caller's mistake, answered as such.
+        let req = globex_session
+            .apply(Request::post("/sfn/get_reservation"))
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from("id=not-a-number"))
+            .unwrap();
+        let (code, _, body) = w.app.send(req).await;
+        assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
         assert_eq!(acme_view(&w).await, before, "nothing of acme's changed");
     }
 

@@ -250,15 +250,4 @@ impl Store {
         });
         Ok(())
     }
-
-    /// Users of a tenant who lead it (to tell them about a preempted burst, say).
-    pub async fn user_ids_of_reservation_requester(&self, reservation_id: i64) -> EngineResult<Option<i64>> {
-        let id = on_pool!(self, |pool| {
-            sqlx::query_scalar::<_, i64>("select requested_by from reservation where reservation_id = $1")
-                .bind(reservation_id)
-                .fetch_optional(pool)
-                .await?
-        });
-        Ok(id)
-    }
 }
