@@ -14,6 +14,7 @@ use tenantry_domain::availability::{self, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
 use tenantry_domain::placement::{self, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
+use tenantry_domain::provisioning::{self, JobKind};
 use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, Offering, Reservation, ReservationState, Window};
@@ -280,6 +281,10 @@ impl Engine {
                 options: valid.options.clone(),
                 price: valid.price,
                 allocations: pieces.clone(),
+                first_job: (state == ReservationState::Scheduled).then(|| {
+                    let at = provisioning::provision_at(valid.window.start, self.config.provision_lead, now);
+                    (JobKind::Provision, at)
+                }),
             };
             let gpu_ids: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
             match self.store.insert_booking(&new, idempotency, preempt_until, now).await {
@@ -290,6 +295,7 @@ impl Engine {
                     }
                     self.index.refresh_gpus(&self.store, &touched, now).await?;
                     self.tell_preempted(&preempted, id, now).await?;
+                    self.queue_wakeup.notify_one();
                     tracing::info!(reservation = id, tenant = tenant_id, offering = %offering.id, "booked");
                     let change = Change {
                         action: "reservation.created",
@@ -439,8 +445,14 @@ impl Engine {
             return Err(EngineError::Conflict(format!("the reservation is already {}", current.state)));
         }
         let gpu_ids: Vec<i64> = self.store.reservation_allocations(id).await?.iter().map(|(g, _)| *g).collect();
-        self.store.set_reservation_state(tenant_id, id, ReservationState::Cancelled, true, now).await?;
+        // A reservation that has started keeps its nodes a turnaround longer, to wipe them.
+        let started = (current.start <= now).then(|| {
+            let end = tenantry_domain::window::floor_minute(now).max(current.start + Duration::minutes(1));
+            (end, end + self.config.turnaround)
+        });
+        self.store.cancel_reservation(tenant_id, id, started, now).await?;
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        self.queue_wakeup.notify_one();
         let change = Change {
             action: "reservation.cancelled",
             object_type: "reservation",

@@ -1,6 +1,7 @@
 //! Engine settings that are not about where the database lives. Parsed once by the server.
 
 use chrono::Duration;
+use tenantry_domain::provisioning::AcceptanceRules;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -10,6 +11,43 @@ pub struct EngineConfig {
     pub approval_hold: Duration,
     /// The least warning a preempted burst gets before it ends.
     pub burst_warning: Duration,
+    /// How long before a window provisioning begins (at once for a window that starts sooner).
+    pub provision_lead: Duration,
+    /// What acceptance tests hold a node to.
+    pub acceptance: AcceptanceRules,
+    pub queue: QueueConfig,
+}
+
+/// How the provisioning queue runs.
+#[derive(Debug, Clone)]
+pub struct QueueConfig {
+    /// How long a claim lasts without a heartbeat; a dead worker's job is picked up after it.
+    pub lease: Duration,
+    /// Attempts at one step before the job fails and admins are shown it.
+    pub max_attempts: u32,
+    /// First retry delay; it doubles per failed attempt up to `retry_cap`.
+    pub retry_base: Duration,
+    pub retry_cap: Duration,
+    /// Jobs one worker runs at once (steps mostly wait on the fleet).
+    pub concurrency: u32,
+    /// How often an idle worker looks for due jobs.
+    pub poll: std::time::Duration,
+    /// How long shutdown waits for running steps before handing them back.
+    pub shutdown_grace: std::time::Duration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            lease: Duration::seconds(30),
+            max_attempts: 5,
+            retry_base: Duration::seconds(2),
+            retry_cap: Duration::minutes(5),
+            concurrency: 32,
+            poll: std::time::Duration::from_millis(250),
+            shutdown_grace: std::time::Duration::from_secs(10),
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -18,6 +56,9 @@ impl Default for EngineConfig {
             turnaround: Duration::minutes(30),
             approval_hold: Duration::hours(48),
             burst_warning: Duration::minutes(15),
+            provision_lead: Duration::minutes(15),
+            acceptance: AcceptanceRules::default(),
+            queue: QueueConfig::default(),
         }
     }
 }

@@ -1,15 +1,233 @@
-//! The fleet as the admin pages and API see it.
+//! The fleet as platform admins run it: nodes, draining and restoring them, maintenance windows
+//! (with the reservations in their way shown before saving) and the provisioning queue's health.
 
-use crate::error::EngineResult;
+use crate::audit::Change;
+use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
+use crate::store::jobs::{FailedJob, QueueStats};
+use crate::store::maintenance::{MaintenanceClash, MaintenanceWindow};
+use crate::store::reservations::is_overlap;
 use crate::Engine;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use tenantry_domain::fleet::NodeSummary;
-use tenantry_domain::Identity;
+use tenantry_domain::{Identity, NodeState, Window};
+
+/// A maintenance window to schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaintenanceInput {
+    /// The node's hostname.
+    pub node: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// The queue as the admin Fleet page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueOverview {
+    #[serde(flatten)]
+    pub stats: QueueStats,
+    pub failed_jobs: Vec<FailedJob>,
+    pub driver: String,
+}
 
 impl Engine {
     /// Every node, for platform admins only.
     pub async fn fleet_nodes(&self, who: &Identity) -> EngineResult<Vec<NodeSummary>> {
         require_admin(who)?;
         self.store.list_nodes().await
+    }
+
+    async fn node_named(&self, hostname: &str) -> EngineResult<(i64, Vec<(i64, u8)>)> {
+        self.store.node_gpus(hostname).await?.ok_or(EngineError::NotFound("node"))
+    }
+
+    fn maintenance_window(input: &MaintenanceInput, now: DateTime<Utc>) -> EngineResult<Window> {
+        let window = Window::new(input.start, input.end).map_err(|e| EngineError::invalid("end", e.to_string()))?;
+        if window.end <= now {
+            return Err(EngineError::invalid("end", "the window is already over; pick an end in the future"));
+        }
+        Ok(window)
+    }
+
+    /// The reservations a maintenance window would clash with, without saving anything.
+    pub async fn maintenance_clashes(
+        &self,
+        who: &Identity,
+        input: &MaintenanceInput,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Vec<MaintenanceClash>> {
+        require_admin(who)?;
+        let window = Self::maintenance_window(input, now)?;
+        let (node_id, _) = self.node_named(&input.node).await?;
+        self.store.maintenance_clashes(node_id, window.start, window.end).await
+    }
+
+    /// Schedules maintenance on a node: its capacity is held for the window. Refused (409, with
+    /// the reservations in the way) when the node is booked then.
+    pub async fn schedule_maintenance(
+        &self,
+        who: &Identity,
+        input: &MaintenanceInput,
+        now: DateTime<Utc>,
+    ) -> EngineResult<MaintenanceWindow> {
+        require_admin(who)?;
+        let reason = input.reason.trim();
+        if reason.is_empty() {
+            return Err(EngineError::invalid("reason", "say what the maintenance is for, so teams understand"));
+        }
+        let window = Self::maintenance_window(input, now)?;
+        let (node_id, gpus) = self.node_named(&input.node).await?;
+        let clash_message = |clashes: &[MaintenanceClash]| {
+            let list: Vec<String> = clashes
+                .iter()
+                .map(|c| {
+                    format!(
+                        "#{} ({}, {}, {} to {} UTC)",
+                        c.reservation_id,
+                        c.tenant,
+                        c.state,
+                        c.start.format("%Y-%m-%d %H:%M"),
+                        c.end.format("%Y-%m-%d %H:%M")
+                    )
+                })
+                .collect();
+            EngineError::Conflict(format!(
+                "{} is booked during that window by reservation {}; pick another window or move them first",
+                input.node,
+                list.join(", ")
+            ))
+        };
+        let clashes = self.store.maintenance_clashes(node_id, window.start, window.end).await?;
+        if !clashes.is_empty() {
+            return Err(clash_message(&clashes));
+        }
+        let id = match self
+            .store
+            .insert_maintenance(node_id, &gpus, (window.start, window.end), reason, who.user_id, now)
+            .await
+        {
+            Ok(id) => id,
+            Err(EngineError::Store(e)) if is_overlap(&e) => {
+                let clashes = self.store.maintenance_clashes(node_id, window.start, window.end).await?;
+                return Err(if clashes.is_empty() {
+                    EngineError::Conflict(format!("{} already has maintenance during that window", input.node))
+                } else {
+                    clash_message(&clashes)
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let gpu_ids: Vec<i64> = gpus.iter().map(|g| g.0).collect();
+        self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        let change = Change {
+            action: "maintenance.scheduled",
+            object_type: "node",
+            object_id: Some(input.node.clone()),
+            tenant_id: None,
+            detail: format!("{} to {}: {reason}", window.start, window.end),
+        };
+        self.record(who, change, now).await;
+        let windows = self.store.maintenance_windows(now).await?;
+        windows.into_iter().find(|w| w.id == id).ok_or(EngineError::NotFound("maintenance window"))
+    }
+
+    pub async fn maintenance_windows(
+        &self,
+        who: &Identity,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Vec<MaintenanceWindow>> {
+        require_admin(who)?;
+        self.store.maintenance_windows(now).await
+    }
+
+    pub async fn cancel_maintenance(&self, who: &Identity, id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        require_admin(who)?;
+        let gpus = self.store.cancel_maintenance(id, now).await?.ok_or(EngineError::NotFound("maintenance window"))?;
+        self.index.refresh_gpus(&self.store, &gpus, now).await?;
+        let change = Change {
+            action: "maintenance.cancelled",
+            object_type: "maintenance_window",
+            object_id: Some(id.to_string()),
+            tenant_id: None,
+            detail: String::new(),
+        };
+        self.record(who, change, now).await;
+        Ok(())
+    }
+
+    /// Drains a node: it takes no new bookings; what runs on it keeps running.
+    pub async fn drain_node(&self, who: &Identity, hostname: &str, now: DateTime<Utc>) -> EngineResult<NodeSummary> {
+        let from = [NodeState::Available, NodeState::Provisioning, NodeState::InUse];
+        self.change_node_state(who, hostname, &from, NodeState::Draining, "node.drained", now).await
+    }
+
+    /// Returns a drained, maintained or repaired node to service, healthy.
+    pub async fn restore_node(&self, who: &Identity, hostname: &str, now: DateTime<Utc>) -> EngineResult<NodeSummary> {
+        let from = [NodeState::Draining, NodeState::Maintenance, NodeState::Failed];
+        self.change_node_state(who, hostname, &from, NodeState::Available, "node.restored", now).await
+    }
+
+    async fn change_node_state(
+        &self,
+        who: &Identity,
+        hostname: &str,
+        from: &[NodeState],
+        to: NodeState,
+        action: &'static str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<NodeSummary> {
+        require_admin(who)?;
+        let (node_id, gpus) = self.node_named(hostname).await?;
+        let current = || async {
+            let nodes = self.store.list_nodes().await?;
+            nodes.into_iter().find(|n| n.node_id == node_id).ok_or(EngineError::NotFound("node"))
+        };
+        if !self.store.set_node_state(node_id, from, to, now).await? {
+            let node = current().await?;
+            return Err(EngineError::Conflict(format!(
+                "{hostname} is {}; it cannot become {to} from there",
+                node.state
+            )));
+        }
+        let gpu_ids: Vec<i64> = gpus.iter().map(|g| g.0).collect();
+        self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        let change = Change {
+            action,
+            object_type: "node",
+            object_id: Some(hostname.to_owned()),
+            tenant_id: None,
+            detail: String::new(),
+        };
+        self.record(who, change, now).await;
+        current().await
+    }
+
+    /// The queue's depth, oldest due job and failures.
+    pub async fn queue_overview(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<QueueOverview> {
+        require_admin(who)?;
+        Ok(QueueOverview {
+            stats: self.store.queue_stats(now).await?,
+            failed_jobs: self.store.failed_jobs().await?,
+            driver: self.driver.name().to_owned(),
+        })
+    }
+
+    /// Runs a failed job again from the step it failed at.
+    pub async fn retry_job(&self, who: &Identity, job_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        require_admin(who)?;
+        let reservation = self.store.retry_failed_job(job_id, now).await?.ok_or(EngineError::NotFound("failed job"))?;
+        self.queue_wakeup.notify_one();
+        let change = Change {
+            action: "job.retried",
+            object_type: "job",
+            object_id: Some(job_id.to_string()),
+            tenant_id: None,
+            detail: reservation.map(|r| format!("reservation #{r}")).unwrap_or_default(),
+        };
+        self.record(who, change, now).await;
+        Ok(())
     }
 }

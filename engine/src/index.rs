@@ -1,6 +1,6 @@
 //! The in-memory availability index: every GPU and every live hold, so the calendar and
 //! placement never scan the allocations table. It is rebuilt from the store at start, refreshed
-//! for the GPUs a commit touched (ours, or another instance's, announced through PostgreSQL's
+//! for the GPUs a commit touched (their holds and their nodes' states) (ours, or another instance's, announced through PostgreSQL's
 //! LISTEN/NOTIFY), and bumps a revision that live calendars watch. The store stays the guarantee:
 //! a stale index can only make the calendar briefly wrong or a booking re-plan, never double-book.
 
@@ -101,8 +101,15 @@ impl AvailabilityIndex {
         for hold in store.live_holds(Some(gpu_ids), now - HISTORY).await? {
             fresh.entry(hold.gpu_id).or_default().push(hold);
         }
+        // A node's state may have changed too (drained, failed, restored).
+        let schedulable: HashMap<i64, bool> = store.gpus_schedulable(gpu_ids).await?.into_iter().collect();
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+            for gpu in state.gpus.iter_mut() {
+                if let Some(&s) = schedulable.get(&gpu.gpu_id) {
+                    gpu.schedulable = s;
+                }
+            }
             for (gpu_id, holds) in fresh {
                 if holds.is_empty() {
                     state.holds.remove(&gpu_id);

@@ -6,12 +6,15 @@
 pub mod audit;
 pub mod booking;
 pub mod config;
+pub mod driver;
 pub mod error;
 pub mod fleet;
 pub mod identity;
 pub mod index;
 pub mod offerings;
 pub mod policy;
+pub mod provisioning;
+pub mod queue;
 pub mod seed;
 pub mod store;
 pub mod token;
@@ -20,6 +23,8 @@ pub mod token;
 mod booking_tests;
 #[cfg(test)]
 mod policy_tests;
+#[cfg(test)]
+mod provisioning_tests;
 
 pub use config::EngineConfig;
 pub use error::{EngineError, EngineResult};
@@ -36,14 +41,33 @@ pub struct Engine {
     /// one at a time, so they never race each other; only other instances can make a booking
     /// re-plan (the database still decides).
     booking_locks: std::sync::Arc<Vec<tokio::sync::Mutex<()>>>,
+    /// The fleet the provisioning queue drives.
+    pub driver: std::sync::Arc<dyn driver::FleetDriver>,
+    /// Wakes this instance's queue workers when it queued a job due now.
+    pub(crate) queue_wakeup: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Engine {
-    /// An engine over `store` with an empty availability index; call [`Engine::load_index`]
-    /// before serving (the seed does it for the data it writes).
+    /// An engine over `store` with an empty availability index and the simulated fleet at its
+    /// default speed; call [`Engine::load_index`] before serving (the seed does it for the data
+    /// it writes).
     pub fn new(store: Store, config: EngineConfig) -> Self {
         let booking_locks = tenantry_domain::GpuModel::ALL.iter().map(|_| tokio::sync::Mutex::new(())).collect();
-        Engine { store, config, index: Default::default(), booking_locks: std::sync::Arc::new(booking_locks) }
+        let driver = std::sync::Arc::new(driver::sim::SimDriver::new(store.clone(), Default::default()));
+        Engine {
+            store,
+            config,
+            index: Default::default(),
+            booking_locks: std::sync::Arc::new(booking_locks),
+            driver,
+            queue_wakeup: Default::default(),
+        }
+    }
+
+    /// The same engine driving another fleet.
+    pub fn with_driver(mut self, driver: std::sync::Arc<dyn driver::FleetDriver>) -> Self {
+        self.driver = driver;
+        self
     }
 
     /// Serialises this instance's bookings of one GPU model.

@@ -171,9 +171,12 @@ impl Engine {
             self.store.reservation_for_admin(id).await?.ok_or(EngineError::NotFound("reservation"))?;
         let reason = format!("approved by {}", who.email);
         let from = ReservationState::PendingApproval;
-        if !self.store.decide_reservation(id, from, ReservationState::Scheduled, &reason, false, now).await? {
+        let provision_at = tenantry_domain::provisioning::provision_at(r.start, self.config.provision_lead, now);
+        let scheduled = ReservationState::Scheduled;
+        if !self.store.decide_reservation(id, from, scheduled, &reason, false, Some(provision_at), now).await? {
             return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
         }
+        self.queue_wakeup.notify_one();
         let message = format!("Reservation #{id} ({} × {}) was approved.", r.quantity, r.offering);
         self.store.notify(requester, &message, Some(id), now).await?;
         let change = Change {
@@ -204,7 +207,7 @@ impl Engine {
             self.store.reservation_for_admin(id).await?.ok_or(EngineError::NotFound("reservation"))?;
         let decision = format!("rejected by {}: {reason}", who.email);
         let from = ReservationState::PendingApproval;
-        if !self.store.decide_reservation(id, from, ReservationState::Rejected, &decision, true, now).await? {
+        if !self.store.decide_reservation(id, from, ReservationState::Rejected, &decision, true, None, now).await? {
             return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
         }
         self.refresh_reservation_gpus(id, now).await?;
@@ -227,7 +230,7 @@ impl Engine {
         for id in self.store.lapsed_approval_holds(now).await? {
             let reason = "the approval hold expired before an admin decided";
             let from = ReservationState::PendingApproval;
-            if !self.store.decide_reservation(id, from, ReservationState::Cancelled, reason, true, now).await? {
+            if !self.store.decide_reservation(id, from, ReservationState::Cancelled, reason, true, None, now).await? {
                 continue;
             }
             released += 1;
@@ -244,7 +247,7 @@ impl Engine {
         Ok(released)
     }
 
-    async fn record_system(&self, action: &str, id: i64, tenant_id: i64, detail: &str, now: DateTime<Utc>) {
+    pub(crate) async fn record_system(&self, action: &str, id: i64, tenant_id: i64, detail: &str, now: DateTime<Utc>) {
         let event = NewAuditEvent {
             at: now,
             actor_user_id: None,
@@ -368,7 +371,9 @@ impl Engine {
             quantity,
             window,
             hold_until: request.window.end,
-            state: ReservationState::Active,
+            // It starts now: provisioning runs at once and hands it over when its nodes pass.
+            state: ReservationState::Provisioning,
+            first_job: Some((tenantry_domain::provisioning::JobKind::Provision, now)),
             options: default_options(&offering),
             price,
             allocations: pieces.clone(),
@@ -384,6 +389,7 @@ impl Engine {
         };
         let gpu_ids: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
+        self.queue_wakeup.notify_one();
         let change = Change {
             action: "burst.started",
             object_type: "reservation",

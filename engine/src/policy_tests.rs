@@ -43,11 +43,11 @@ async fn setup(store: Store) -> (Engine, Identity, Identity) {
 store_test!(soft_limits_wait_for_an_admin_hard_limits_refuse, |store: Store| async move {
     let (engine, lead, admin) = setup(store).await;
     let now = Utc::now();
-    let quote = engine.quote(&lead, &ask("h100-gpu", 6, day(2, 8), 4), now).await.unwrap();
+    let quote = engine.quote(&lead, &ask("h100-gpu", 6, day(3, 8), 4), now).await.unwrap();
     assert!(matches!(quote.decision, Some(Decision::NeedsApproval(_))));
     assert_eq!(quote.quota.unwrap().peak_concurrent_gpus, 6.0);
 
-    let pending = engine.book(&lead, &ask("h100-gpu", 6, day(2, 8), 4), None, now).await.unwrap().detail;
+    let pending = engine.book(&lead, &ask("h100-gpu", 6, day(3, 8), 4), None, now).await.unwrap().detail;
     let p = &pending.reservation;
     assert_eq!(p.state, ReservationState::PendingApproval);
     assert!(p.decision_reason.as_deref().unwrap().contains("soft limit of 4"));
@@ -66,13 +66,13 @@ store_test!(soft_limits_wait_for_an_admin_hard_limits_refuse, |store: Store| asy
     assert!(told[0].message.contains("approved"), "{told:?}");
 
     // Over the hard limit: refused with every reason, nothing written.
-    match engine.book(&lead, &ask("h100-gpu", 3, day(2, 9), 1), None, now).await {
+    match engine.book(&lead, &ask("h100-gpu", 3, day(3, 9), 1), None, now).await {
         Err(EngineError::Forbidden(m)) => assert!(m.contains("hard limit of 8"), "{m}"),
         other => panic!("{other:?}"),
     }
 
     // Another one is rejected: its capacity is free again at once.
-    let second = engine.book(&lead, &ask("h100-gpu", 6, day(3, 8), 4), None, now).await.unwrap().detail.reservation;
+    let second = engine.book(&lead, &ask("h100-gpu", 6, day(4, 8), 4), None, now).await.unwrap().detail.reservation;
     assert_eq!(second.state, ReservationState::PendingApproval);
     assert!(matches!(
         engine.reject(&admin, second.id, " ", now).await,
@@ -82,8 +82,8 @@ store_test!(soft_limits_wait_for_an_admin_hard_limits_refuse, |store: Store| asy
     assert_eq!(rejected.reservation.state, ReservationState::Rejected);
     assert!(engine.notifications(&lead).await.unwrap()[0].message.contains("use L40S for this"));
     let globex = engine.store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
-    let free = engine.quote(&globex, &ask("h100-gpu", 1, day(3, 8), 4), now).await.unwrap().max_quantity;
-    let before = engine.quote(&globex, &ask("h100-gpu", 1, day(2, 8), 4), now).await.unwrap().max_quantity;
+    let free = engine.quote(&globex, &ask("h100-gpu", 1, day(4, 8), 4), now).await.unwrap().max_quantity;
+    let before = engine.quote(&globex, &ask("h100-gpu", 1, day(3, 8), 4), now).await.unwrap().max_quantity;
     assert_eq!(free, before + 6, "the rejected booking's six GPUs are back");
 });
 
@@ -108,7 +108,11 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
     let burst =
         engine.burst(&lead, &BurstInput { offering: "h100-gpu".into(), quantity: 2, hours: 4 }, now).await.unwrap();
     let b = &burst.reservation;
-    assert_eq!((b.kind, b.state), (ReservationKind::Burst, ReservationState::Active));
+    assert_eq!(
+        (b.kind, b.state),
+        (ReservationKind::Burst, ReservationState::Provisioning),
+        "handed over once provisioned"
+    );
     // On-demand rate, by the minute: 2 × 4 h × $3.99.
     assert_eq!(b.price_cents.0, 2 * 4 * 399);
     for (input, what) in [

@@ -14,6 +14,7 @@ use crate::Engine;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::offering::Bounds;
 use tenantry_domain::placement::Placed;
+use tenantry_domain::provisioning::{provision_at, JobKind};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
 use tenantry_domain::{
@@ -71,10 +72,26 @@ pub const DEMO_USERS: [DemoUser; 4] = [
 const DEMO_TENANTS: [(&str, &str); 2] = [("acme", "Acme Research"), ("globex", "Globex AI")];
 
 /// SplitMix64: tiny, fast, and fully specified, so seeds stay stable across dependency upgrades.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    /// A generator seeded from a number and a text (e.g. an effect key), for decisions that must
+    /// come out the same every time they are asked.
+    pub(crate) fn keyed(seed: u64, text: &str, n: u64) -> Rng {
+        let mut rng = Rng(seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for byte in text.bytes() {
+            rng.0 = rng.0.rotate_left(5) ^ u64::from(byte);
+            rng.next();
+        }
+        rng
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub(crate) fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -320,8 +337,9 @@ pub fn plan_reservations(
     offerings: &[Offering],
     bookers: &[Booker],
     now: DateTime<Utc>,
-    turnaround: Duration,
+    config: &crate::EngineConfig,
 ) -> Vec<NewReservation> {
+    let turnaround = config.turnaround;
     let mut rng = Rng(options.seed ^ 0xB00C);
     let offering = |id: &str| offerings.iter().find(|o| o.id == id);
     let usable: Vec<usize> = (0..nodes.len())
@@ -442,6 +460,13 @@ pub fn plan_reservations(
                 placement: if offering.grain == Grain::Node { Placement::Compact } else { Placement::Any },
                 workload,
             },
+            first_job: match state {
+                ReservationState::Scheduled => {
+                    Some((JobKind::Provision, provision_at(start, config.provision_lead, now)))
+                }
+                ReservationState::Active => Some((JobKind::Release, end)),
+                _ => None,
+            },
             price: Cents::per_hour_for_minutes(
                 offering.reserved_cents_per_hour * i64::from(quantity),
                 window.minutes(),
@@ -482,7 +507,7 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     let added = store.add_nodes(&planned, now).await?;
     let gpus = added.iter().map(|a| a.gpu_ids.len()).sum();
     let nodes: Vec<(NewNode, AddedNode)> = planned.into_iter().zip(added).collect();
-    let reservations = plan_reservations(options, &nodes, &offerings, &bookers, now, engine.config.turnaround);
+    let reservations = plan_reservations(options, &nodes, &offerings, &bookers, now, &engine.config);
     let allocations = reservations.iter().map(|r| r.allocations.len()).sum();
     store.insert_reservations(&reservations, now).await?;
     store.mark_nodes_in_use(now).await?;

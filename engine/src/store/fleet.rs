@@ -204,6 +204,25 @@ impl Store {
 }
 
 impl Store {
+    /// Whether each of some GPUs may take new bookings now (its node's state).
+    pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<(i64, bool)>> {
+        let rows: Vec<(i64, String)> = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select g.gpu_id, n.state from gpu g join node n on n.node_id = g.node_id where g.gpu_id in (",
+            );
+            let mut list = q.separated(", ");
+            for id in gpu_ids {
+                list.push_bind(*id);
+            }
+            q.push(")");
+            q.build_query_as().fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(id, state)| (id, state.parse::<NodeState>().is_ok_and(NodeState::schedulable)))
+            .collect())
+    }
+
     /// Marks available nodes that hold a live allocation at `now` as in use.
     pub async fn mark_nodes_in_use(&self, now: DateTime<Utc>) -> EngineResult<u64> {
         let changed = crate::write_tx!(self, |tx| {

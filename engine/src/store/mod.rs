@@ -13,8 +13,11 @@ mod sqlite;
 pub mod audit;
 pub mod fleet;
 pub mod identity;
+pub mod jobs;
+pub mod maintenance;
 pub mod offerings;
 pub mod policy;
+pub mod provisioning;
 pub mod reservations;
 
 use crate::error::EngineResult;
@@ -110,6 +113,21 @@ impl Store {
     pub async fn ping(&self) -> EngineResult<()> {
         on_pool!(self, |pool| sqlx::query("select 1").execute(pool).await.map(|_| ())?);
         Ok(())
+    }
+
+    /// A second, independent pool on the same database: another "instance" for tests and
+    /// benchmarks.
+    pub async fn open_another(&self) -> EngineResult<Store> {
+        Ok(match self {
+            Store::Sqlite(pool) => {
+                let options = (*pool.connect_options()).clone();
+                Store::Sqlite(sqlx::sqlite::SqlitePoolOptions::new().max_connections(8).connect_with(options).await?)
+            }
+            Store::Postgres(pool) => {
+                let options = (*pool.connect_options()).clone();
+                Store::Postgres(sqlx::postgres::PgPoolOptions::new().max_connections(16).connect_with(options).await?)
+            }
+        })
     }
 
     pub async fn close(&self) {

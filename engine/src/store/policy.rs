@@ -167,6 +167,7 @@ impl Store {
         to: ReservationState,
         reason: &str,
         release: bool,
+        provision_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> EngineResult<bool> {
         let changed = write_tx!(self, |tx| {
@@ -186,6 +187,17 @@ impl Store {
                 sqlx::query("update allocation set live = $1 where reservation_id = $2")
                     .bind(false)
                     .bind(reservation_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            if let (1, Some(run_at)) = (changed, provision_at) {
+                let kind = tenantry_domain::provisioning::JobKind::Provision;
+                sqlx::query(super::jobs::INSERT_JOB)
+                    .bind(kind.code())
+                    .bind(reservation_id)
+                    .bind(kind.first_step().code())
+                    .bind(run_at)
+                    .bind(now)
                     .execute(&mut *tx)
                     .await?;
             }

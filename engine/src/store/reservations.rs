@@ -1,11 +1,13 @@
 //! Reservations and their allocations in the store.
 
+use super::jobs::INSERT_JOB;
 use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::placement::Placed;
+use tenantry_domain::provisioning::JobKind;
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{AllocationView, Reservation};
 use tenantry_domain::{Cents, ReservationOptions, ReservationState, Window};
@@ -27,6 +29,9 @@ pub struct NewReservation {
     pub allocations: Vec<Placed>,
     pub approval_deadline: Option<DateTime<Utc>>,
     pub decision_reason: Option<String>,
+    /// The job queued with it, in the same transaction: provisioning at its lead time (or a
+    /// release at its end, for reservations that are already running, as the seed writes).
+    pub first_job: Option<(JobKind, DateTime<Utc>)>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -171,6 +176,26 @@ impl Store {
                     let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
                     builder.push_values(piece_chunk, |mut row, (id, r, p)| {
                         bind_allocation!(row, *id, r, p);
+                    });
+                    builder.build().execute(&mut *tx).await?;
+                }
+                let jobs: Vec<(i64, JobKind, DateTime<Utc>)> = chunk
+                    .iter()
+                    .zip(&chunk_ids)
+                    .filter_map(|(r, &id)| r.first_job.map(|(kind, at)| (id, kind, at)))
+                    .collect();
+                if !jobs.is_empty() {
+                    let mut builder = sqlx::QueryBuilder::<Db>::new(
+                        "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at) ",
+                    );
+                    builder.push_values(&jobs, |mut row, (id, kind, at)| {
+                        row.push_bind(kind.code())
+                            .push_bind(*id)
+                            .push_bind(kind.first_step().code())
+                            .push_bind("queued")
+                            .push_bind(*at)
+                            .push_bind(now)
+                            .push_bind(now);
                     });
                     builder.build().execute(&mut *tx).await?;
                 }
@@ -409,6 +434,16 @@ impl Store {
                     bind_allocation!(row, id, r, p);
                 });
                 builder.build().execute(&mut *tx).await?;
+                if let Some((kind, run_at)) = r.first_job {
+                    sqlx::query(INSERT_JOB)
+                        .bind(kind.code())
+                        .bind(id)
+                        .bind(kind.first_step().code())
+                        .bind(run_at)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 notify_reservation_gpus!(self, tx, id);
                 id
             });
@@ -563,36 +598,74 @@ impl Store {
             .bind(tenant_id)
             .execute(&mut *tx)
             .await?;
+            // A running reservation's release follows its end.
+            sqlx::query(
+                "update job set run_at = $1, updated_at = $2
+                 where reservation_id = $3 and kind = 'release' and state = 'queued'",
+            )
+            .bind(end)
+            .bind(now)
+            .bind(reservation_id)
+            .execute(&mut *tx)
+            .await?;
             notify_reservation_gpus!(self, tx, reservation_id);
         });
         Ok(())
     }
 
-    /// Sets a reservation's state; `release` also frees its allocations.
-    pub async fn set_reservation_state(
+    /// Cancels a reservation. One that has not started frees its slices at once and its
+    /// provisioning (if not begun) is dropped; one that has started keeps its slices until a
+    /// turnaround after `now` so its nodes can be wiped, and its release runs at once.
+    pub async fn cancel_reservation(
         &self,
         tenant_id: i64,
         reservation_id: i64,
-        state: ReservationState,
-        release: bool,
+        started: Option<(DateTime<Utc>, DateTime<Utc>)>,
         now: DateTime<Utc>,
     ) -> EngineResult<()> {
         write_tx!(self, |tx| {
             sqlx::query(
-                "update reservation set state = $1, updated_at = $2 where reservation_id = $3 and tenant_id = $4",
+                "update reservation set state = 'cancelled', updated_at = $1 where reservation_id = $2 and tenant_id = $3",
             )
-            .bind(state.code())
             .bind(now)
             .bind(reservation_id)
             .bind(tenant_id)
             .execute(&mut *tx)
             .await?;
-            if release {
-                sqlx::query("update allocation set live = $1 where reservation_id = $2")
-                    .bind(false)
+            match started {
+                None => {
+                    sqlx::query("update allocation set live = $1 where reservation_id = $2")
+                        .bind(false)
+                        .bind(reservation_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(
+                        "update job set state = 'cancelled', updated_at = $1
+                         where reservation_id = $2 and kind = 'provision' and state = 'queued' and step = 'claim_nodes'",
+                    )
+                    .bind(now)
                     .bind(reservation_id)
                     .execute(&mut *tx)
                     .await?;
+                }
+                Some((end, hold_until)) => {
+                    sqlx::query(
+                        "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
+                    )
+                    .bind(end)
+                    .bind(hold_until)
+                    .bind(reservation_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query(
+                        "update job set run_at = $1, updated_at = $1
+                         where reservation_id = $2 and kind = 'release' and state = 'queued'",
+                    )
+                    .bind(now)
+                    .bind(reservation_id)
+                    .execute(&mut *tx)
+                    .await?;
+                }
             }
             notify_reservation_gpus!(self, tx, reservation_id);
         });

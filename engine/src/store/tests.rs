@@ -50,6 +50,7 @@ fn booking(tenant_id: i64, user_id: i64, node_id: i64, gpu_id: i64, h0: u32, h1:
         options: options(),
         price: Cents(275 * i64::from(h1 - h0)),
         allocations: vec![Placed { node_id, gpu_id, slice_lo: 0, slice_hi: 1 }],
+        first_job: None,
     }
 }
 

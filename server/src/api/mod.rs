@@ -12,6 +12,7 @@ pub mod me;
 pub mod notifications;
 pub mod offerings;
 pub mod openapi;
+pub mod provisioning;
 pub mod reservations;
 
 use serde::Serialize;

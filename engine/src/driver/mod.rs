@@ -1,0 +1,167 @@
+//! The fleet driver: everything the provisioning lifecycle asks of the machines, behind one async
+//! trait, so the simulated fleet (the embedded default) and real fleets (Slurm first) plug into
+//! the same queue. Every mutating call takes an [`EffectKey`]: a driver must make a repeated call
+//! with the same key have its effect once (a real driver does that with "ensure"-style commands;
+//! the simulator records each effect under its key).
+
+pub mod sim;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig};
+use tenantry_domain::reservation::{Orchestrator, Workload};
+use tenantry_domain::GpuModel;
+
+/// Names one effect: the job, the step and (for per-node steps) the node. The same key always
+/// means the same effect, however often the step runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EffectKey(pub String);
+
+impl EffectKey {
+    pub fn new(job_id: i64, step: tenantry_domain::provisioning::Step, node_id: Option<i64>) -> Self {
+        match node_id {
+            Some(node) => EffectKey(format!("job:{job_id}:{step}:node:{node}")),
+            None => EffectKey(format!("job:{job_id}:{step}")),
+        }
+    }
+}
+
+impl std::fmt::Display for EffectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One node as a step sees it: where it is and which of its GPUs (and slices) the reservation holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeTarget {
+    pub node_id: i64,
+    pub hostname: String,
+    pub gpu_model: GpuModel,
+    pub fabric_domain: String,
+    /// (GPU index, MIG slice range when the GPU is in MIG mode).
+    pub gpus: Vec<(u32, Option<(u8, u8)>)>,
+}
+
+/// The tenant-side context of a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TenantTarget {
+    pub tenant: String,
+    pub reservation_id: i64,
+    pub orchestrator: Orchestrator,
+    pub workload: Workload,
+}
+
+/// Access handed to a team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedCredential {
+    /// `kubeconfig`, `slurm` or `ssh`.
+    pub kind: String,
+    pub username: String,
+    pub endpoint: String,
+    /// The kubeconfig, or the private key for the login node.
+    pub secret: String,
+}
+
+/// What a wipe did to one node's local storage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WipeReport {
+    pub method: String,
+    pub devices: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub verified: bool,
+}
+
+/// A node's health verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthReport {
+    /// `None` when healthy, else what is wrong.
+    pub problem: Option<String>,
+}
+
+/// One GPU's utilization at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    pub node_id: i64,
+    pub gpu_index: u32,
+    pub at: DateTime<Utc>,
+    /// SM utilization, 0–100.
+    pub utilization_pct: f64,
+    /// Memory in use, 0–100.
+    pub memory_pct: f64,
+}
+
+/// A driver call that did not work. `transient` failures are retried with back-off.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DriverError {
+    pub message: String,
+    pub transient: bool,
+}
+
+impl DriverError {
+    pub fn transient(message: impl Into<String>) -> Self {
+        DriverError { message: message.into(), transient: true }
+    }
+}
+
+pub type DriverResult<T> = Result<T, DriverError>;
+
+/// Everything the lifecycle asks of the fleet.
+#[async_trait::async_trait]
+pub trait FleetDriver: Send + Sync {
+    /// A short name for logs and the admin page (`sim`, `slurm`).
+    fn name(&self) -> &'static str;
+
+    /// The hostnames the fleet reports and whether each answers.
+    async fn inventory(&self) -> DriverResult<Vec<(String, bool)>>;
+
+    /// Partitions the node's GPUs as `layout` says (mig-parted style).
+    async fn apply_mig_layout(
+        &self,
+        key: &EffectKey,
+        node: &NodeTarget,
+        layout: &[MigGpuConfig],
+    ) -> DriverResult<String>;
+
+    /// Installs a CUDA driver branch (e.g. `550`) on the node.
+    async fn install_driver(&self, key: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String>;
+
+    /// Sets up the tenant's orchestrator over the nodes: a Kubernetes namespace or a Slurm
+    /// partition and account.
+    async fn setup_orchestrator(
+        &self,
+        key: &EffectKey,
+        tenant: &TenantTarget,
+        nodes: &[NodeTarget],
+    ) -> DriverResult<String>;
+
+    /// GPU diagnostics at the rules' level and an NCCL all-reduce.
+    async fn acceptance(
+        &self,
+        key: &EffectKey,
+        node: &NodeTarget,
+        rules: &AcceptanceRules,
+    ) -> DriverResult<AcceptanceReport>;
+
+    async fn issue_credentials(&self, key: &EffectKey, tenant: &TenantTarget) -> DriverResult<IssuedCredential>;
+
+    async fn revoke_credentials(&self, key: &EffectKey, tenant: &TenantTarget, username: &str) -> DriverResult<String>;
+
+    /// Erases the node's local storage and proves it.
+    async fn wipe(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<WipeReport>;
+
+    /// Turns MIG off again on the node's GPUs.
+    async fn reset_mig(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<String>;
+
+    async fn health(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<HealthReport>;
+
+    /// Utilization of the node's GPUs at `at` (read-only: no key).
+    async fn utilization(
+        &self,
+        node: &NodeTarget,
+        workload: Workload,
+        at: DateTime<Utc>,
+    ) -> DriverResult<Vec<GpuSample>>;
+}

@@ -1,0 +1,527 @@
+//! The provisioning lifecycle: what each step of a job does against the store and the fleet
+//! driver, replacing nodes that fail their tests, and the team-facing reads (timeline,
+//! credentials, node health) and health checks. The queue (`queue.rs`) decides when steps run;
+//! this module decides what they do. Every step may run again after a crash: driver calls carry
+//! an [`EffectKey`] and store writes are conditional, so a repeat has the effect once.
+
+use crate::driver::{DriverError, EffectKey, NodeTarget, TenantTarget};
+use crate::error::{EngineError, EngineResult};
+use crate::store::jobs::{ClaimedJob, Completion, JobEffect, NextMove, StepRecord};
+use crate::store::provisioning::{CredentialView, ReservationNode, WipeCertificate};
+use crate::Engine;
+use chrono::{DateTime, Utc};
+use futures::future::join_all;
+use serde::{Deserialize, Serialize};
+use tenantry_domain::availability;
+use tenantry_domain::placement::{self, Request, UnitKind};
+use tenantry_domain::provisioning::{self as rules, JobKind, Step, StepEvent, StepStatus};
+use tenantry_domain::reservation::Placement;
+use tenantry_domain::{Identity, Reservation, ReservationState, Window};
+
+/// What a step did.
+enum StepResult {
+    Done {
+        detail: String,
+        effects: Vec<JobEffect>,
+    },
+    /// Nodes were replaced: run the job again from `from` so the new ones are set up.
+    RestartFrom {
+        from: Step,
+        detail: String,
+    },
+    /// There is nothing (more) to do for this job.
+    Stop {
+        detail: String,
+    },
+}
+
+impl StepResult {
+    fn done(detail: impl Into<String>) -> Self {
+        StepResult::Done { detail: detail.into(), effects: Vec::new() }
+    }
+}
+
+/// Why a step did not finish: transient failures are retried.
+struct StepError {
+    message: String,
+    transient: bool,
+}
+
+impl From<DriverError> for StepError {
+    fn from(e: DriverError) -> Self {
+        StepError { message: e.message, transient: e.transient }
+    }
+}
+
+impl From<EngineError> for StepError {
+    fn from(e: EngineError) -> Self {
+        StepError { message: e.to_string(), transient: true }
+    }
+}
+
+/// What became of a node that failed its tests.
+enum Replacement {
+    /// Another node took over; its hostname.
+    Replaced(String),
+    /// No capacity: the team gets a credit.
+    Lost(tenantry_domain::Cents),
+    /// The window is over; nothing to replace.
+    NotNeeded,
+}
+
+/// A reservation's provisioning as its team sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub reservation_id: i64,
+    pub state: ReservationState,
+    pub items: Vec<StepEvent>,
+    pub nodes: Vec<ReservationNode>,
+    /// Shown while the reservation is active (and after, marked revoked).
+    pub credential: Option<CredentialView>,
+    pub wipe_certificates: Vec<WipeCertificate>,
+}
+
+fn joined<T: AsRef<str>>(lines: &[T]) -> String {
+    lines.iter().map(AsRef::as_ref).collect::<Vec<_>>().join("; ")
+}
+
+impl Engine {
+    /// Runs the job's current step and says what to record.
+    pub(crate) async fn run_step(&self, job: &ClaimedJob) -> Completion {
+        let started = std::time::Instant::now();
+        let result = match job.kind {
+            JobKind::Noop => Ok(StepResult::done("")),
+            _ => self.lifecycle_step(job).await,
+        };
+        let duration_ms = Some(started.elapsed().as_millis() as i64);
+        let record =
+            |status, detail: String| StepRecord { step: job.step, status, attempt: job.attempt, duration_ms, detail };
+        match result {
+            Ok(StepResult::Done { detail, effects }) => {
+                let next = job.kind.next_step(job.step).map_or(NextMove::Finish, NextMove::Continue);
+                Completion { job: job.clone(), records: vec![record(StepStatus::Done, detail)], next, effects }
+            }
+            Ok(StepResult::RestartFrom { from, detail }) => Completion {
+                job: job.clone(),
+                records: vec![record(StepStatus::Failed, detail)],
+                next: NextMove::Continue(from),
+                effects: Vec::new(),
+            },
+            Ok(StepResult::Stop { detail }) => Completion {
+                job: job.clone(),
+                records: vec![record(StepStatus::Done, detail)],
+                next: NextMove::Cancel,
+                effects: Vec::new(),
+            },
+            Err(e) => {
+                let queue = &self.config.queue;
+                if e.transient && job.attempt < queue.max_attempts {
+                    let delay = rules::retry_delay(job.attempt, queue.retry_base, queue.retry_cap);
+                    let detail = format!("{}; retrying in {} s", e.message, delay.num_seconds());
+                    Completion {
+                        job: job.clone(),
+                        records: vec![record(StepStatus::Retrying, detail)],
+                        next: NextMove::Retry { run_at: Utc::now() + delay, error: e.message },
+                        effects: Vec::new(),
+                    }
+                } else {
+                    let error = format!("{} (after {} attempts)", e.message, job.attempt);
+                    let effects = match (job.kind, job.reservation_id) {
+                        (JobKind::Provision, Some(reservation_id)) => {
+                            vec![JobEffect::FailReservation { reservation_id, reason: format!("{}.", e.message) }]
+                        }
+                        _ => Vec::new(),
+                    };
+                    Completion {
+                        job: job.clone(),
+                        records: vec![record(StepStatus::Failed, error.clone())],
+                        next: NextMove::Fail(error),
+                        effects,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn lifecycle_step(&self, job: &ClaimedJob) -> Result<StepResult, StepError> {
+        let id = job.reservation_id.ok_or_else(|| StepError {
+            message: "a lifecycle job without a reservation".to_owned(),
+            transient: false,
+        })?;
+        let (tenant_id, _, r) = self
+            .store
+            .reservation_for_admin(id)
+            .await?
+            .ok_or_else(|| StepError { message: format!("reservation #{id} does not exist"), transient: false })?;
+        let now = Utc::now();
+        let gone = matches!(
+            r.state,
+            ReservationState::Cancelled
+                | ReservationState::Rejected
+                | ReservationState::Completed
+                | ReservationState::Failed
+        );
+        match job.kind {
+            JobKind::Provision if gone => {
+                // Cancelled while being set up: whatever was set up is released (wiped) at once.
+                if job.step != Step::ClaimNodes {
+                    self.store.enqueue_job(JobKind::Release, Some(id), now, now).await?;
+                    self.queue_wakeup.notify_one();
+                }
+                return Ok(StepResult::Stop { detail: format!("the reservation is {}; stopping", r.state) });
+            }
+            JobKind::HealthCheck if gone || r.state == ReservationState::Releasing => {
+                return Ok(StepResult::Stop { detail: format!("the reservation is {}; nothing to check", r.state) });
+            }
+            _ => {}
+        }
+        let nodes = self.store.reservation_targets(id).await?;
+        let tenant = TenantTarget {
+            tenant: r.tenant.clone(),
+            reservation_id: id,
+            orchestrator: r.options.orchestrator,
+            workload: r.options.workload,
+        };
+        let key = |node: Option<&NodeTarget>| EffectKey::new(job.job_id, job.step, node.map(|n| n.node_id));
+        let driver = &self.driver;
+        Ok(match job.step {
+            Step::Noop => StepResult::done(""),
+            Step::ClaimNodes => {
+                self.store.start_provisioning(id, now).await?;
+                let hosts: Vec<&str> = nodes.iter().map(|n| n.hostname.as_str()).collect();
+                StepResult::done(format!("{} node(s): {}", hosts.len(), hosts.join(", ")))
+            }
+            Step::MigLayout => {
+                let mig_nodes: Vec<&NodeTarget> =
+                    nodes.iter().filter(|n| n.gpus.iter().any(|g| g.1.is_some())).collect();
+                if mig_nodes.is_empty() {
+                    return Ok(StepResult::done("whole GPUs: MIG stays off"));
+                }
+                let applied = join_all(mig_nodes.iter().map(|n| {
+                    let layout = rules::mig_layout(&n.gpus);
+                    async move { driver.apply_mig_layout(&key(Some(n)), n, &layout).await }
+                }))
+                .await;
+                StepResult::done(joined(&applied.into_iter().collect::<Result<Vec<_>, _>>()?))
+            }
+            Step::CudaDriver => {
+                let branch = &r.options.cuda_driver;
+                let installed = join_all(
+                    nodes.iter().map(|n| async move { driver.install_driver(&key(Some(n)), n, branch).await }),
+                )
+                .await;
+                StepResult::done(joined(&installed.into_iter().collect::<Result<Vec<_>, _>>()?))
+            }
+            Step::Orchestrator => StepResult::done(driver.setup_orchestrator(&key(None), &tenant, &nodes).await?),
+            Step::Acceptance => self.acceptance(job, &r, tenant_id, &nodes).await?,
+            Step::Credentials => {
+                let credential = driver.issue_credentials(&key(None), &tenant).await?;
+                self.store.insert_credential(id, &credential, now).await?;
+                StepResult::done(format!("{} for {}", credential.kind, credential.username))
+            }
+            Step::Activate => StepResult::Done {
+                detail: "handed over to the team".to_owned(),
+                effects: vec![JobEffect::Activate { reservation_id: id }],
+            },
+            Step::RevokeCredentials => {
+                self.store.start_release(id, now).await?;
+                match self.store.credential(id).await? {
+                    Some(c) if c.revoked_at.is_none() => {
+                        let done = driver.revoke_credentials(&key(None), &tenant, &c.username).await?;
+                        self.store.revoke_credential(id, now).await?;
+                        StepResult::done(done)
+                    }
+                    Some(_) => StepResult::done("already revoked"),
+                    None => StepResult::done("no credentials were issued"),
+                }
+            }
+            Step::Wipe => {
+                let wiped = join_all(nodes.iter().map(|n| async move {
+                    let report = driver.wipe(&key(Some(n)), n).await?;
+                    Ok::<_, StepError>((n, report))
+                }))
+                .await;
+                let mut lines = Vec::new();
+                for result in wiped {
+                    let (n, report) = result?;
+                    self.store.insert_wipe_certificate(id, n.node_id, &report).await?;
+                    lines.push(format!("{}: {} device(s) erased and verified", n.hostname, report.devices.len()));
+                }
+                StepResult::done(joined(&lines))
+            }
+            Step::MigReset => {
+                let mig_nodes: Vec<&NodeTarget> =
+                    nodes.iter().filter(|n| n.gpus.iter().any(|g| g.1.is_some())).collect();
+                if mig_nodes.is_empty() {
+                    return Ok(StepResult::done("MIG was off"));
+                }
+                let reset =
+                    join_all(mig_nodes.iter().map(|n| async move { driver.reset_mig(&key(Some(n)), n).await })).await;
+                StepResult::done(joined(&reset.into_iter().collect::<Result<Vec<_>, _>>()?))
+            }
+            Step::HealthCheck => self.health_step(job, &r, tenant_id, &nodes).await?,
+            Step::ReturnNodes => {
+                let returned = self.store.return_nodes(id, now).await?;
+                self.refresh_nodes(&nodes, now).await?;
+                StepResult::Done {
+                    detail: format!("{returned} node(s) back in the pool"),
+                    effects: vec![JobEffect::Complete { reservation_id: id }],
+                }
+            }
+        })
+    }
+
+    async fn acceptance(
+        &self,
+        job: &ClaimedJob,
+        r: &Reservation,
+        tenant_id: i64,
+        nodes: &[NodeTarget],
+    ) -> Result<StepResult, StepError> {
+        let rules = &self.config.acceptance;
+        let reports = join_all(nodes.iter().map(|n| async move {
+            let report = self.driver.acceptance(&EffectKey::new(job.job_id, job.step, Some(n.node_id)), n, rules).await;
+            (n, report)
+        }))
+        .await;
+        let mut lines = Vec::new();
+        let mut replaced = false;
+        for (node, report) in reports {
+            let report = report?;
+            match rules.judge(node.gpu_model, &report) {
+                Ok(()) => lines.push(format!("{}: passed ({:.0} GB/s)", node.hostname, report.busbw_gbps)),
+                Err(why) => {
+                    let reason = format!("failed acceptance: {why}");
+                    match self.replace_node(r, tenant_id, node, nodes, &reason).await? {
+                        Replacement::Replaced(with) => {
+                            replaced = true;
+                            lines.push(format!("{}: {reason}; quarantined, replaced by {with}", node.hostname));
+                        }
+                        Replacement::Lost(credit) => lines.push(format!(
+                            "{}: {reason}; quarantined, no replacement free (credit {credit})",
+                            node.hostname
+                        )),
+                        Replacement::NotNeeded => lines.push(format!("{}: {reason}; quarantined", node.hostname)),
+                    }
+                }
+            }
+        }
+        Ok(if replaced {
+            StepResult::RestartFrom { from: JobKind::Provision.first_step(), detail: joined(&lines) }
+        } else {
+            StepResult::done(joined(&lines))
+        })
+    }
+
+    async fn health_step(
+        &self,
+        job: &ClaimedJob,
+        r: &Reservation,
+        tenant_id: i64,
+        nodes: &[NodeTarget],
+    ) -> Result<StepResult, StepError> {
+        let reports = join_all(nodes.iter().map(|n| async move {
+            (n, self.driver.health(&EffectKey::new(job.job_id, job.step, Some(n.node_id)), n).await)
+        }))
+        .await;
+        let now = Utc::now();
+        let mut lines = Vec::new();
+        let mut replaced = false;
+        for (node, report) in reports {
+            match report?.problem {
+                None => lines.push(format!("{}: healthy", node.hostname)),
+                Some(problem) if job.kind == JobKind::Release => {
+                    // The window is over: the node only needs to stay out of the pool.
+                    let reason = format!("failed the health check after a reservation: {problem}");
+                    self.store.quarantine_node(node.node_id, &reason, now).await?;
+                    self.refresh_nodes(std::slice::from_ref(node), now).await?;
+                    lines.push(format!("{}: {problem}; quarantined", node.hostname));
+                }
+                Some(problem) => {
+                    let reason = format!("failed a health check: {problem}");
+                    match self.replace_node(r, tenant_id, node, nodes, &reason).await? {
+                        Replacement::Replaced(with) => {
+                            replaced = true;
+                            lines.push(format!("{}: {problem}; quarantined, replaced by {with}", node.hostname));
+                        }
+                        Replacement::Lost(credit) => lines.push(format!(
+                            "{}: {problem}; quarantined, no replacement free (credit {credit})",
+                            node.hostname
+                        )),
+                        Replacement::NotNeeded => lines.push(format!("{}: {problem}; quarantined", node.hostname)),
+                    }
+                }
+            }
+        }
+        if replaced {
+            // The replacement is set up by running provisioning again; finished steps do not repeat.
+            self.store.restart_provisioning(r.id, now).await?;
+            self.queue_wakeup.notify_one();
+        }
+        Ok(StepResult::done(joined(&lines)))
+    }
+
+    /// Quarantines `failed` and moves the reservation's units on it to free capacity for the
+    /// rest of the window (inside the same fabric domain for `compact`); without room, records
+    /// a credit. The team is told either way.
+    async fn replace_node(
+        &self,
+        r: &Reservation,
+        tenant_id: i64,
+        failed: &NodeTarget,
+        all: &[NodeTarget],
+        reason: &str,
+    ) -> EngineResult<Replacement> {
+        let now = Utc::now();
+        let offering = self.offering_priced_for(Some(tenant_id), &r.offering).await?;
+        let _one_at_a_time = self.lock_model(offering.gpu_model).await;
+        self.store.quarantine_node(failed.node_id, reason, now).await?;
+        self.refresh_nodes(std::slice::from_ref(failed), now).await?;
+        let start = tenantry_domain::window::floor_minute(now).max(r.start);
+        let lost_units = if offering.grain == tenantry_domain::Grain::Node { 1 } else { failed.gpus.len() as u32 };
+        let Ok(window) = Window::new(start, r.end) else {
+            self.store.move_off_node(r.id, tenant_id, failed.node_id, &[], (now, now, now), None, now).await?;
+            return Ok(Replacement::NotNeeded);
+        };
+        let request = Request {
+            kind: UnitKind::of(&offering),
+            quantity: lost_units,
+            window: window.with_turnaround(self.config.turnaround),
+            placement: r.options.placement,
+        };
+        // A compact reservation stays in the fabric domain of its healthy nodes.
+        let domain = (r.options.placement == Placement::Compact)
+            .then(|| all.iter().find(|n| n.node_id != failed.node_id).map(|n| n.fabric_domain.clone()))
+            .flatten();
+        let used: Vec<i64> = all.iter().map(|n| n.node_id).collect();
+        for _ in 0..4 {
+            let plan = self.index.read(|s| {
+                let domain_id = domain.as_ref().and_then(|d| {
+                    let node = all.iter().find(|n| &n.fabric_domain == d)?;
+                    s.gpus.iter().find(|g| g.node_id == node.node_id).map(|g| g.fabric_domain_id)
+                });
+                let gpus: Vec<_> = s
+                    .gpus
+                    .iter()
+                    .filter(|g| g.schedulable && !used.contains(&g.node_id))
+                    .filter(|g| domain_id.is_none_or(|d| g.fabric_domain_id == d))
+                    .cloned()
+                    .collect();
+                let holds = availability::holds_blocking(&s.holds, &request.window, false);
+                placement::place(&gpus, &holds, &request)
+            });
+            let Ok(pieces) = plan else { break };
+            let span = (window.start, window.end, request.window.end);
+            match self.store.move_off_node(r.id, tenant_id, failed.node_id, &pieces, span, None, now).await {
+                Ok(()) => {
+                    let gpus: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
+                    self.index.refresh_gpus(&self.store, &gpus, now).await?;
+                    let hosts = self.store.reservation_targets(r.id).await?;
+                    let new_hosts: Vec<String> = hosts
+                        .iter()
+                        .filter(|n| pieces.iter().any(|p| p.node_id == n.node_id))
+                        .map(|n| n.hostname.clone())
+                        .collect();
+                    let with = new_hosts.join(", ");
+                    let message = format!(
+                        "Reservation #{}: node {} {reason}. It was quarantined and replaced by {with}; the reservation is degraded until the replacement passes its tests.",
+                        r.id, failed.hostname
+                    );
+                    self.tell_team(r.id, &message, now).await?;
+                    self.record_system("node.replaced", r.id, tenant_id, &message, now).await;
+                    return Ok(Replacement::Replaced(with));
+                }
+                Err(EngineError::Store(e)) if crate::store::reservations::is_overlap(&e) => {
+                    let model: Vec<i64> = self.index.read(|s| {
+                        s.gpus.iter().filter(|g| g.gpu_model == offering.gpu_model).map(|g| g.gpu_id).collect()
+                    });
+                    self.index.refresh_gpus(&self.store, &model, now).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let credit = rules::lost_capacity_credit(
+            r.price_cents,
+            r.quantity,
+            lost_units,
+            Window { start: r.start, end: r.end },
+            now,
+        );
+        let why = format!("node {} {reason}; no replacement was free", failed.hostname);
+        self.store
+            .move_off_node(r.id, tenant_id, failed.node_id, &[], (now, now, now), Some((credit, &why)), now)
+            .await?;
+        self.refresh_nodes(std::slice::from_ref(failed), now).await?;
+        let message = format!(
+            "Reservation #{}: node {} {reason}. No replacement was free, so it runs on fewer units; {credit} is credited to your next statement.",
+            r.id, failed.hostname
+        );
+        self.tell_team(r.id, &message, now).await?;
+        self.record_system("node.lost", r.id, tenant_id, &message, now).await;
+        Ok(Replacement::Lost(credit))
+    }
+
+    async fn tell_team(&self, reservation_id: i64, message: &str, now: DateTime<Utc>) -> EngineResult<()> {
+        if let Some((_, requester, _)) = self.store.reservation_for_admin(reservation_id).await? {
+            self.store.notify(requester, message, Some(reservation_id), now).await?;
+        }
+        Ok(())
+    }
+
+    /// Reloads the index for the GPUs of some nodes (their state or holds changed).
+    async fn refresh_nodes(&self, nodes: &[NodeTarget], now: DateTime<Utc>) -> EngineResult<()> {
+        let ids: Vec<i64> = nodes.iter().map(|n| n.node_id).collect();
+        let gpus: Vec<i64> =
+            self.index.read(|s| s.gpus.iter().filter(|g| ids.contains(&g.node_id)).map(|g| g.gpu_id).collect());
+        self.index.refresh_gpus(&self.store, &gpus, now).await
+    }
+
+    /// A team's view of a reservation's provisioning: the steps so far, its nodes with their
+    /// health, its credentials and wipe certificates. Another team's answers `NotFound`.
+    pub async fn timeline(&self, who: &Identity, id: i64, after: i64) -> EngineResult<Timeline> {
+        let tenant_id =
+            who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
+        let r = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        Ok(Timeline {
+            reservation_id: id,
+            state: r.state,
+            items: self.store.reservation_events(id, after).await?,
+            nodes: self.store.reservation_nodes(id).await?,
+            credential: self.store.credential(id).await?,
+            wipe_certificates: self.store.wipe_certificates(id).await?,
+        })
+    }
+
+    /// The timeline's events after `after`, checking the caller may see the reservation.
+    pub async fn timeline_events(&self, who: &Identity, id: i64, after: i64) -> EngineResult<Vec<StepEvent>> {
+        let tenant_id =
+            who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
+        self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        self.store.reservation_events(id, after).await
+    }
+
+    /// Queues a health check of a reservation's nodes. Any member of the team may ask, while
+    /// the reservation has nodes set up.
+    pub async fn request_health_check(&self, who: &Identity, id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        let tenant_id =
+            who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
+        let r = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
+        if !matches!(r.state, ReservationState::Provisioning | ReservationState::Active | ReservationState::Degraded) {
+            return Err(EngineError::Conflict(format!(
+                "reservation #{id} is {}: health checks run while its nodes are set up (provisioning, active or degraded)",
+                r.state
+            )));
+        }
+        self.store.enqueue_job(JobKind::HealthCheck, Some(id), now, now).await?;
+        self.queue_wakeup.notify_one();
+        let change = crate::audit::Change {
+            action: "reservation.health_check",
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            tenant_id: Some(tenant_id),
+            detail: "health check requested".to_owned(),
+        };
+        self.record(who, change, now).await;
+        Ok(())
+    }
+}

@@ -1,0 +1,473 @@
+//! Provisioning tests, run on SQLite and PostgreSQL: a booking that starts now is handed over
+//! and released with a wipe certificate; failed acceptance quarantines and replaces nodes (or
+//! credits the team); transient failures retry, then fail for admins to see; cancelling while
+//! active releases at once; two instances never run a step twice; a crashed worker's step is
+//! resumed by another with its effect applied once.
+
+use crate::driver::sim::{SimConfig, SimDriver};
+use crate::driver::EffectKey;
+use crate::seed::{seed_demo, SeedOptions};
+use crate::store::Store;
+use crate::{store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, Utc};
+use std::sync::Arc;
+use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::provisioning::{JobKind, Step, StepStatus};
+use tenantry_domain::window::floor_minute;
+use tenantry_domain::{Identity, NodeState, ReservationState};
+
+/// A seeded world whose simulated fleet runs a million times faster than life.
+async fn world(store: Store, sim: SimConfig) -> Engine {
+    let mut config = EngineConfig::default();
+    config.queue.retry_base = Duration::milliseconds(1);
+    config.queue.retry_cap = Duration::milliseconds(5);
+    let engine = Engine::new(store.clone(), config);
+    let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..sim })));
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    engine
+}
+
+async fn who(engine: &Engine, email: &str) -> Identity {
+    engine.store.identity_by_email(email).await.unwrap().unwrap()
+}
+
+fn starting_now(offering: &str, quantity: i64, hours: i64, placement: &str) -> BookingInput {
+    let start = floor_minute(Utc::now());
+    BookingInput {
+        offering: offering.into(),
+        quantity,
+        start,
+        end: start + Duration::hours(hours),
+        region: None,
+        options: OptionsInput { placement: Some(placement.into()), ..OptionsInput::default() },
+    }
+}
+
+/// The engine with another simulated fleet (same store and index).
+fn with_sim(engine: &Engine, sim: SimConfig) -> Engine {
+    engine.clone().with_driver(Arc::new(SimDriver::new(engine.store.clone(), SimConfig { speed: 1e6, ..sim })))
+}
+
+/// A seed under which `wanted` holds for the reservation's nodes, so a test states what it
+/// expects the injected failures to do instead of hoping.
+async fn seed_where(
+    engine: &Engine,
+    id: i64,
+    sim: &SimConfig,
+    wanted: impl Fn(&SimConfig, &[i64]) -> bool,
+) -> SimConfig {
+    let nodes: Vec<i64> = engine.store.reservation_targets(id).await.unwrap().iter().map(|n| n.node_id).collect();
+    (0..1000).map(|seed| SimConfig { seed, ..sim.clone() }).find(|c| wanted(c, &nodes)).expect("some seed does it")
+}
+
+/// The effect key of the first job's `step` on a node (each test's booking is job 1).
+fn first_job(step: Step, node: i64) -> EffectKey {
+    EffectKey::new(1, step, Some(node))
+}
+
+/// Runs the queue with an explicit clock until nothing is due at `until`.
+async fn run_until(engine: &Engine, until: DateTime<Utc>) {
+    for _ in 0..200 {
+        engine.run_due_jobs(until).await.unwrap();
+        match engine.store.next_due().await.unwrap() {
+            Some(at) if at <= until => {}
+            _ => return,
+        }
+    }
+    panic!("the queue did not settle");
+}
+
+async fn state(engine: &Engine, lead: &Identity, id: i64) -> ReservationState {
+    engine.reservation_detail(lead, id).await.unwrap().reservation.state
+}
+
+fn steps(items: &[tenantry_domain::provisioning::StepEvent], status: StepStatus) -> Vec<Step> {
+    items.iter().filter(|e| e.status == status).map(|e| e.step).collect()
+}
+
+store_test!(a_window_that_starts_now_is_handed_over_then_released_and_wiped, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let booked = engine.book(&lead, &starting_now("h100-gpu", 2, 2, "any"), None, Utc::now()).await.unwrap();
+    let id = booked.detail.reservation.id;
+    assert_eq!(booked.detail.reservation.state, ReservationState::Scheduled);
+
+    run_until(&engine, Utc::now()).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Active);
+    assert_eq!(steps(&timeline.items, StepStatus::Done), JobKind::Provision.steps(), "every step once, in order");
+    let credential = timeline.credential.expect("credentials handed over");
+    assert_eq!(credential.kind, "kubeconfig");
+    assert!(credential.secret.contains("kind: Config") && credential.revoked_at.is_none());
+    assert!(timeline.nodes.iter().all(|n| n.state == "in_use" && n.health == "healthy"), "{:?}", timeline.nodes);
+    let notes = engine.notifications(&lead).await.unwrap();
+    assert!(notes.iter().any(|n| n.message.contains(&format!("#{id} is active"))), "the team is told");
+
+    // Nothing happens before the end; at the end the nodes are revoked, wiped and returned.
+    run_until(&engine, booked.detail.reservation.end - Duration::minutes(1)).await;
+    assert_eq!(state(&engine, &lead, id).await, ReservationState::Active);
+    run_until(&engine, booked.detail.reservation.end + Duration::seconds(1)).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Completed);
+    let done = steps(&timeline.items, StepStatus::Done);
+    assert_eq!(&done[JobKind::Provision.steps().len()..], JobKind::Release.steps());
+    assert!(timeline.credential.unwrap().revoked_at.is_some(), "credentials revoked");
+    assert_eq!(timeline.wipe_certificates.len(), timeline.nodes.len());
+    assert!(timeline.wipe_certificates.iter().all(|w| w.verified && w.method.contains("erase")));
+    assert!(timeline.nodes.iter().all(|n| n.state == "available"), "{:?}", timeline.nodes);
+    assert_eq!(engine.store.sim_effect_counts().await.unwrap().1, 0, "no effect applied twice");
+});
+
+store_test!(failed_acceptance_quarantines_and_replaces_in_the_same_fabric, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let booked = engine.book(&lead, &starting_now("h100-node", 2, 4, "compact"), None, Utc::now()).await.unwrap();
+    let id = booked.detail.reservation.id;
+    // Every acceptance run fails with probability 0.5; pick a seed where one of the two fails first.
+    let sim = SimConfig { failure_rate: 0.5, failure_steps: Some(vec![Step::Acceptance]), ..SimConfig::default() };
+    let sim = seed_where(&engine, id, &sim, |c, nodes| {
+        nodes.iter().filter(|&&n| c.fails(Step::Acceptance, &first_job(Step::Acceptance, n), 1)).count() == 1
+    })
+    .await;
+    let engine = with_sim(&engine, sim);
+    run_until(&engine, Utc::now()).await;
+
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    let quarantined: Vec<_> = timeline.nodes.iter().filter(|n| n.replaced).collect();
+    assert!(!quarantined.is_empty(), "a node failed: {:?}", timeline.items);
+    for node in &quarantined {
+        assert_eq!((node.state.as_str(), node.health.as_str()), ("failed", "unhealthy"));
+        assert!(node.health_reason.as_deref().unwrap().contains("failed acceptance"));
+    }
+    assert_eq!(timeline.state, ReservationState::Active, "{:?}", timeline.items);
+    let serving: Vec<_> = timeline.nodes.iter().filter(|n| !n.replaced).collect();
+    assert_eq!(serving.len(), 2, "two healthy nodes serve the reservation");
+    assert!(serving.iter().all(|n| n.health == "healthy" && n.state == "in_use"));
+    // Compact: the replacements are in the same fabric domain as the rest.
+    let nodes = engine.store.list_nodes().await.unwrap();
+    let domain = |host: &str| nodes.iter().find(|n| n.hostname == host).unwrap().fabric_domain.clone();
+    assert_eq!(domain(&serving[0].hostname), domain(&serving[1].hostname));
+    assert!(steps(&timeline.items, StepStatus::Failed).contains(&Step::Acceptance));
+    let notes = engine.notifications(&lead).await.unwrap();
+    assert!(notes.iter().any(|n| n.message.contains("replaced by")), "the team is told");
+    assert_eq!(engine.store.overlapping_allocations().await.unwrap(), vec![]);
+    assert!(engine.store.credits(lead.tenant_id().unwrap()).await.unwrap().is_empty());
+});
+
+store_test!(without_a_replacement_the_team_is_credited, |store: Store| async move {
+    // Every node fails: the first is quarantined and nothing healthy is left to replace it with
+    // once the fleet runs out, so the reservation ends up degraded with a credit.
+    let sim = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::Acceptance]), ..SimConfig::default() };
+    let engine = world(store, sim).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let booked = engine.book(&lead, &starting_now("l40s-gpu", 1, 3, "any"), None, Utc::now()).await.unwrap();
+    let id = booked.detail.reservation.id;
+    run_until(&engine, Utc::now()).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Degraded, "{:?}", timeline.items);
+    let credits = engine.store.credits(lead.tenant_id().unwrap()).await.unwrap();
+    assert_eq!(credits.len(), 1);
+    assert!(credits[0].amount_cents.0 > 0 && credits[0].amount_cents <= booked.detail.reservation.price_cents);
+    assert_eq!(credits[0].reservation_id, Some(id));
+    let l40s_nodes = engine.store.list_nodes().await.unwrap();
+    assert!(
+        l40s_nodes
+            .iter()
+            .filter(|n| n.gpu_model == tenantry_domain::GpuModel::L40s)
+            .all(|n| n.state != NodeState::Available),
+        "every L40S node was tried and quarantined"
+    );
+    let notes = engine.notifications(&lead).await.unwrap();
+    assert!(notes.iter().any(|n| n.message.contains("credited")));
+});
+
+store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async move {
+    let engine = world(store.clone(), SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let first = engine.book(&lead, &starting_now("h100-gpu", 4, 2, "any"), None, Utc::now()).await.unwrap();
+    let id = first.detail.reservation.id;
+    // Driver installs fail half the time: a seed where the first install fails and a later one works.
+    let sim = SimConfig { failure_rate: 0.5, failure_steps: Some(vec![Step::CudaDriver]), ..SimConfig::default() };
+    let sim = seed_where(&engine, id, &sim, |c, nodes| {
+        let key = |n| first_job(Step::CudaDriver, n);
+        nodes.iter().any(|&n| c.fails(Step::CudaDriver, &key(n), 1))
+            && nodes.iter().all(|&n| (1..=3).any(|run| !c.fails(Step::CudaDriver, &key(n), run)))
+    })
+    .await;
+    let engine = with_sim(&engine, sim);
+    for _ in 0..50 {
+        run_until(&engine, Utc::now() + Duration::seconds(1)).await;
+        if state(&engine, &lead, id).await == ReservationState::Active {
+            break;
+        }
+    }
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Active, "{:?}", timeline.items);
+    assert!(steps(&timeline.items, StepStatus::Retrying).contains(&Step::CudaDriver), "the failed install was retried");
+
+    // Always failing: out of attempts, the job fails, the reservation fails, admins see it.
+    let _ = store;
+    let always = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::CudaDriver]), ..SimConfig::default() };
+    let engine = with_sim(&engine, always);
+    let second = engine.book(&lead, &starting_now("l40s-gpu", 1, 2, "any"), None, Utc::now()).await.unwrap();
+    let id = second.detail.reservation.id;
+    for _ in 0..20 {
+        run_until(&engine, Utc::now() + Duration::seconds(1)).await;
+    }
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Failed);
+    let retries =
+        timeline.items.iter().filter(|e| e.step == Step::CudaDriver && e.status == StepStatus::Retrying).count();
+    assert_eq!(retries as u32, engine.config.queue.max_attempts - 1);
+    let overview = engine.queue_overview(&admin, Utc::now()).await.unwrap();
+    assert_eq!(overview.stats.failed, 1);
+    assert_eq!(overview.failed_jobs[0].reservation_id, Some(id));
+    assert!(overview.failed_jobs[0].error.contains("simulated failure"));
+    assert!(engine.queue_overview(&lead, Utc::now()).await.is_err(), "admins only");
+});
+
+store_test!(cancelling_an_active_reservation_releases_it_at_once, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let booked = engine.book(&lead, &starting_now("a100-3g.40gb", 2, 6, "any"), None, Utc::now()).await.unwrap();
+    let id = booked.detail.reservation.id;
+    run_until(&engine, Utc::now()).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Active);
+    let mig = timeline.items.iter().find(|e| e.step == Step::MigLayout && e.status == StepStatus::Done).unwrap();
+    assert!(mig.detail.contains("3g.40gb"), "the MIG layout the slices need: {}", mig.detail);
+
+    engine.cancel(&lead, id, Utc::now()).await.unwrap();
+    run_until(&engine, Utc::now()).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Cancelled, "a cancelled reservation stays cancelled");
+    assert!(!timeline.wipe_certificates.is_empty(), "its nodes were wiped");
+    assert!(steps(&timeline.items, StepStatus::Done).contains(&Step::MigReset));
+});
+
+store_test!(a_health_check_on_a_broken_node_replaces_it, |store: Store| async move {
+    let sim = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::HealthCheck]), ..SimConfig::default() };
+    let engine = world(store, sim).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let member = who(&engine, "member@acme.example").await;
+    let other = who(&engine, "lead@globex.example").await;
+    let booked = engine.book(&lead, &starting_now("h100-gpu", 1, 3, "any"), None, Utc::now()).await.unwrap();
+    let id = booked.detail.reservation.id;
+    assert!(
+        engine.request_health_check(&lead, id, Utc::now()).await.is_err(),
+        "no nodes are set up before provisioning"
+    );
+    run_until(&engine, Utc::now()).await;
+    assert!(engine.request_health_check(&other, id, Utc::now()).await.is_err(), "another team's: not found");
+    engine.request_health_check(&member, id, Utc::now()).await.expect("any member may check");
+    run_until(&engine, Utc::now()).await;
+    // The replacement is set up by provisioning again, queued by the check.
+    run_until(&engine, Utc::now() + Duration::seconds(1)).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert!(timeline.nodes.iter().any(|n| n.replaced && n.state == "failed"), "{:?}", timeline.nodes);
+    assert_eq!(timeline.state, ReservationState::Active, "the replacement was set up: {:?}", timeline.items);
+    assert_eq!(timeline.nodes.iter().filter(|n| !n.replaced).count(), 1);
+});
+
+store_test!(a_crashed_worker_is_resumed_and_each_effect_applies_once, |store: Store| async move {
+    // Slow enough that a step is in the middle of running when the worker is killed.
+    let mut config = EngineConfig::default();
+    config.queue.lease = Duration::milliseconds(300);
+    let slow = Engine::new(store.clone(), config.clone())
+        .with_driver(Arc::new(SimDriver::new(store.clone(), SimConfig { speed: 2000.0, ..SimConfig::default() })));
+    seed_demo(&slow, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    let lead = who(&slow, "lead@acme.example").await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            slow.book(&lead, &starting_now("h100-gpu", 1, 2, "any"), None, Utc::now())
+                .await
+                .unwrap()
+                .detail
+                .reservation
+                .id,
+        );
+    }
+    // The instance that will crash has its own connections, as another process would.
+    let doomed_store = slow.store.open_another().await.unwrap();
+    let doomed = Engine::new(doomed_store.clone(), config.clone()).with_driver(Arc::new(SimDriver::new(
+        doomed_store.clone(),
+        SimConfig { speed: 2000.0, ..SimConfig::default() },
+    )));
+    doomed.load_index().await.unwrap();
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(async move { doomed.run_worker(crate::queue::worker_name(1), shutdown).await });
+    // Kill it mid-flight (the driver install alone takes 150 ms at this speed).
+    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    worker.abort();
+    let _ = worker.await;
+    doomed_store.close().await;
+    let mid = slow.store.queue_stats(Utc::now()).await.unwrap();
+    assert!(mid.running > 0, "the killed worker held jobs: {mid:?}");
+
+    // A new worker picks the jobs up once their leases expire.
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn({
+        let slow = slow.clone();
+        async move { slow.run_worker(crate::queue::worker_name(2), shutdown).await }
+    });
+    for _ in 0..200 {
+        let mut all = true;
+        for &id in &ids {
+            all &= state(&slow, &lead, id).await == ReservationState::Active;
+        }
+        if all {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    for &id in &ids {
+        let timeline = slow.timeline(&lead, id, 0).await.unwrap();
+        assert_eq!(timeline.state, ReservationState::Active, "{:?}", timeline.items);
+    }
+    let resumed = slow.store.reservation_events(ids[0], 0).await.unwrap();
+    let all_events: Vec<_> = {
+        let mut v = resumed;
+        for &id in &ids[1..] {
+            v.extend(slow.store.reservation_events(id, 0).await.unwrap());
+        }
+        v
+    };
+    assert!(all_events.iter().any(|e| e.detail.starts_with("resumed")), "a step was resumed after the crash");
+    assert_eq!(slow.store.steps_done_twice().await.unwrap(), vec![]);
+    assert_eq!(slow.store.sim_effect_counts().await.unwrap().1, 0, "every effect applied exactly once");
+});
+
+store_test!(shutdown_hands_back_what_it_cannot_finish, |store: Store| async move {
+    let mut config = EngineConfig::default();
+    config.queue.shutdown_grace = std::time::Duration::from_millis(10);
+    let engine = Engine::new(store.clone(), config)
+        .with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 10.0, ..SimConfig::default() })));
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    let lead = who(&engine, "lead@acme.example").await;
+    let id = engine
+        .book(&lead, &starting_now("h100-gpu", 1, 2, "any"), None, Utc::now())
+        .await
+        .unwrap()
+        .detail
+        .reservation
+        .id;
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn({
+        let engine = engine.clone();
+        async move { engine.run_worker(crate::queue::worker_name(1), shutdown).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    stop.send(true).unwrap();
+    worker.await.unwrap();
+    let stats = engine.store.queue_stats(Utc::now()).await.unwrap();
+    assert_eq!(stats.running, 0, "nothing is left leased");
+    assert_eq!(stats.depth, 1, "the job is queued again for any worker");
+    assert_eq!(state(&engine, &lead, id).await, ReservationState::Provisioning);
+});
+
+/// Two instances, each with its own connections and two workers, on one PostgreSQL, work
+/// through 1,000 reservations: each is handed over, and no step is done (or applied) twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_share_a_thousand_reservations_without_repeating_a_step() {
+    let store = crate::store::test_support::fresh_store(crate::store::Backend::Postgres).await;
+    let instance = |store: Store| {
+        let mut config = EngineConfig::default();
+        config.queue.poll = std::time::Duration::from_millis(20);
+        Engine::new(store.clone(), config)
+            .with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e9, ..SimConfig::default() })))
+    };
+    let first = instance(store.clone());
+    seed_demo(&first, &SeedOptions { nodes: 40, reservations: 0, seed: 9 }, Utc::now()).await.unwrap();
+    let lead = who(&first, "lead@acme.example").await;
+    let gpus: Vec<_> = first.index.read(|s| {
+        s.gpus
+            .iter()
+            .filter(|g| g.schedulable && g.gpu_model == tenantry_domain::GpuModel::H100Sxm80)
+            .cloned()
+            .collect()
+    });
+    let now = Utc::now();
+    let day = floor_minute(now) + Duration::days(1);
+    let mut reservations = Vec::new();
+    'fill: for slot in 0..20 {
+        for g in &gpus {
+            if reservations.len() == 1000 {
+                break 'fill;
+            }
+            let start = day + Duration::hours(2 * slot);
+            let window = tenantry_domain::Window::new(start, start + Duration::hours(1)).unwrap();
+            reservations.push(crate::store::reservations::NewReservation {
+                kind: tenantry_domain::reservation::ReservationKind::Reservation,
+                tenant_id: lead.tenant_id().unwrap(),
+                requested_by: lead.user_id,
+                offering_id: "h100-gpu".into(),
+                quantity: 1,
+                window,
+                hold_until: window.end + Duration::minutes(30),
+                state: ReservationState::Scheduled,
+                options: tenantry_domain::ReservationOptions {
+                    orchestrator: tenantry_domain::reservation::Orchestrator::Slurm,
+                    cuda_driver: "550".into(),
+                    host_memory_gb: 256,
+                    storage_tb: 1,
+                    placement: tenantry_domain::reservation::Placement::Any,
+                    workload: tenantry_domain::reservation::Workload::FineTuning,
+                },
+                price: tenantry_domain::Cents(100),
+                allocations: vec![tenantry_domain::placement::Placed {
+                    node_id: g.node_id,
+                    gpu_id: g.gpu_id,
+                    slice_lo: 0,
+                    slice_hi: if g.mig { 7 } else { 1 },
+                }],
+                approval_deadline: None,
+                decision_reason: None,
+                first_job: Some((JobKind::Provision, now)),
+            });
+        }
+    }
+    assert_eq!(reservations.len(), 1000);
+    first.store.insert_reservations(&reservations, now).await.unwrap();
+    let second = instance(store.open_another().await.unwrap());
+
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let mut workers = Vec::new();
+    for (i, engine) in [&first, &first, &second, &second].into_iter().enumerate() {
+        let engine = engine.clone();
+        let shutdown = shutdown.clone();
+        workers.push(tokio::spawn(async move { engine.run_worker(crate::queue::worker_name(i), shutdown).await }));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    loop {
+        let active = first
+            .store
+            .find_reservations(
+                lead.tenant_id().unwrap(),
+                &crate::store::reservations::ReservationFilter {
+                    state: Some(ReservationState::Active),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+            .len();
+        if active == 1000 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "only {active} of 1000 active");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    stop.send(true).unwrap();
+    for w in workers {
+        w.await.unwrap();
+    }
+    assert_eq!(first.store.steps_done_twice().await.unwrap(), vec![], "no step done twice");
+    let (effects, duplicated) = first.store.sim_effect_counts().await.unwrap();
+    assert_eq!(duplicated, 0, "no effect applied twice");
+    // Per reservation: driver, orchestrator, acceptance, credentials (one node, no MIG).
+    assert_eq!(effects, 4000);
+}

@@ -1,0 +1,638 @@
+//! The durable queue in the store: claiming due jobs under a lease (`FOR UPDATE SKIP LOCKED` on
+//! PostgreSQL, the single writer on SQLite), heartbeats, reaping expired leases, and finishing
+//! steps. A finish is fenced by the lease token taken at claim time: a worker that lost its lease
+//! (it stalled, another claimed the job) cannot record anything. Finishes of several jobs share
+//! one transaction, so a worker commits a batch of quick steps at once.
+
+use super::{Backend, Store};
+use crate::error::EngineResult;
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+use tenantry_domain::provisioning::{JobKind, JobState, Step, StepEvent, StepStatus};
+
+/// A job a worker holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedJob {
+    pub job_id: i64,
+    pub kind: JobKind,
+    pub reservation_id: Option<i64>,
+    pub step: Step,
+    /// This attempt at the current step, from 1.
+    pub attempt: u32,
+    pub lease_token: i64,
+    /// Set when a previous worker's lease on this job expired.
+    pub resumed: bool,
+}
+
+/// One line for the timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRecord {
+    pub step: Step,
+    pub status: StepStatus,
+    pub attempt: u32,
+    pub duration_ms: Option<i64>,
+    pub detail: String,
+}
+
+/// Where a job goes after a step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextMove {
+    /// Run `step` now under the same lease (the step before it is done, or it is re-run from
+    /// an earlier point after a node was replaced).
+    Continue(Step),
+    /// Queue `step` for any worker (this one is shutting down).
+    HandBack(Step),
+    /// The step failed; try it again at `run_at`.
+    Retry { run_at: DateTime<Utc>, error: String },
+    /// Every step is done.
+    Finish,
+    /// Out of attempts.
+    Fail(String),
+    /// The reservation went away; nothing more to do.
+    Cancel,
+}
+
+/// A state change that must commit together with a step's completion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobEffect {
+    /// Provisioning finished: the reservation is active (degraded when capacity was lost for
+    /// good), its nodes in use, its release queued for the window's end, its team told.
+    Activate { reservation_id: i64 },
+    /// Release finished: the reservation is completed (unless it was cancelled) and its team told.
+    Complete { reservation_id: i64 },
+    /// The job failed for good: so does the reservation (if it was still being set up).
+    FailReservation { reservation_id: i64, reason: String },
+}
+
+/// The outcome of one step, to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub job: ClaimedJob,
+    pub records: Vec<StepRecord>,
+    pub next: NextMove,
+    pub effects: Vec<JobEffect>,
+}
+
+/// What the admin Fleet page shows about the queue.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QueueStats {
+    /// Jobs due now and not yet finished (queued or running).
+    pub depth: i64,
+    pub running: i64,
+    /// Jobs waiting for a later time (provisioning lead times, releases at windows' ends).
+    pub scheduled: i64,
+    /// Age of the oldest due job that is not running, in seconds.
+    pub oldest_due_seconds: Option<i64>,
+    pub failed: i64,
+}
+
+/// A job that ran out of attempts.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FailedJob {
+    pub job_id: i64,
+    pub kind: JobKind,
+    pub reservation_id: Option<i64>,
+    pub tenant: Option<String>,
+    pub step: Step,
+    pub attempts: u32,
+    pub error: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    job_id: i64,
+    kind: String,
+    reservation_id: Option<i64>,
+    step: String,
+    attempts: i64,
+    lease_token: i64,
+    last_error: Option<String>,
+}
+
+/// The `last_error` a reaped lease leaves, so the next claim knows it resumes.
+const LEASE_EXPIRED: &str = "the worker running this step stopped before finishing (lease expired)";
+
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    job_event_id: i64,
+    kind: String,
+    step: String,
+    status: String,
+    at: DateTime<Utc>,
+    attempt: i64,
+    duration_ms: Option<i64>,
+    detail: String,
+}
+
+pub(crate) const INSERT_JOB: &str =
+    "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at)
+    values ($1, $2, $3, 'queued', $4, $5, $5) on conflict do nothing";
+
+const INSERT_EVENT: &str =
+    "insert into job_event (job_id, reservation_id, kind, step, status, at, attempt, duration_ms, detail) ";
+
+/// Applies a [`JobEffect`] inside the completion's transaction.
+macro_rules! apply_effect {
+    ($store:expr, $tx:ident, $effect:expr, $now:expr) => {
+        match $effect {
+            JobEffect::Activate { reservation_id } => {
+                sqlx::query(
+                    "update reservation set state = case when exists (select 1 from credit c where c.reservation_id = $1)
+                                                         then 'degraded' else 'active' end,
+                            updated_at = $2
+                     where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded', 'active')",
+                )
+                .bind(reservation_id)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+                sqlx::query(
+                    "update node set state = 'in_use', updated_at = $2
+                     where state in ('available', 'provisioning') and node_id in
+                        (select node_id from allocation where reservation_id = $1 and live)",
+                )
+                .bind(reservation_id)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+                sqlx::query(
+                    "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at)
+                     select 'release', reservation_id, $2, 'queued', end_at, $3, $3 from reservation
+                     where reservation_id = $1 on conflict do nothing",
+                )
+                .bind(reservation_id)
+                .bind(JobKind::Release.first_step().code())
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+                sqlx::query(
+                    "insert into notification (user_id, at, message, reservation_id)
+                     select requested_by, $2, 'Reservation #' || reservation_id || ' is ' || state
+                                              || ': its nodes passed acceptance and credentials are on its page.', reservation_id
+                     from reservation where reservation_id = $1",
+                )
+                .bind(reservation_id)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+            }
+            JobEffect::Complete { reservation_id } => {
+                sqlx::query(
+                    "update reservation set state = 'completed', updated_at = $2
+                     where reservation_id = $1 and state in ('scheduled', 'provisioning', 'active', 'degraded', 'releasing')",
+                )
+                .bind(reservation_id)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+            }
+            JobEffect::FailReservation { reservation_id, reason } => {
+                sqlx::query(
+                    "update reservation set state = 'failed', decision_reason = $2, updated_at = $3
+                     where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded')",
+                )
+                .bind(reservation_id)
+                .bind(reason)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+                sqlx::query(
+                    "insert into notification (user_id, at, message, reservation_id)
+                     select requested_by, $2, 'Reservation #' || reservation_id || ' could not be set up: ' || $3
+                                              || ' An admin has been alerted.', reservation_id
+                     from reservation where reservation_id = $1",
+                )
+                .bind(reservation_id)
+                .bind($now)
+                .bind(reason)
+                .execute(&mut *$tx)
+                .await?;
+            }
+        }
+    };
+}
+
+impl Store {
+    /// Inserts a job. Provisioning and release are unique per reservation: a second insert of
+    /// either is ignored, so callers may write them idempotently.
+    pub async fn enqueue_job(
+        &self,
+        kind: JobKind,
+        reservation_id: Option<i64>,
+        run_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(INSERT_JOB)
+                .bind(kind.code())
+                .bind(reservation_id)
+                .bind(kind.first_step().code())
+                .bind(run_at)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// Queues `count` no-op jobs due now (benchmarks and queue tests).
+    pub async fn enqueue_noops(&self, count: usize, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "insert into job (kind, step, state, run_at, created_at, updated_at) ",
+                );
+                q.push_values(chunk, |mut row, _| {
+                    row.push_bind("noop")
+                        .push_bind("noop")
+                        .push_bind("queued")
+                        .push_bind(now)
+                        .push_bind(now)
+                        .push_bind(now);
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+        });
+        Ok(())
+    }
+
+    /// Claims up to `limit` due jobs for `owner` until `lease_until`, oldest first, and writes
+    /// their `running` events. On PostgreSQL rows other workers hold are skipped, not waited for.
+    pub async fn claim_jobs(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease_until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Vec<ClaimedJob>> {
+        let lock = if self.backend() == Backend::Postgres { "for update skip locked" } else { "" };
+        let sql = format!(
+            "update job set state = 'running', lease_owner = $1, lease_until = $2,
+                    lease_token = lease_token + 1, attempts = attempts + 1, step_started_at = $3, updated_at = $3
+             where job_id in (select job_id from job where state = 'queued' and run_at <= $3
+                              order by run_at limit $4 {lock})
+             returning job_id, kind, reservation_id, step, attempts, lease_token, last_error"
+        );
+        let rows: Vec<ClaimRow> = write_tx!(self, |tx| {
+            let rows: Vec<ClaimRow> = sqlx::query_as(&sql)
+                .bind(owner)
+                .bind(lease_until)
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(&mut *tx)
+                .await?;
+            if !rows.is_empty() {
+                let mut q = sqlx::QueryBuilder::<Db>::new(INSERT_EVENT);
+                q.push_values(&rows, |mut row, r| {
+                    let detail = match r.last_error.as_deref() {
+                        Some(LEASE_EXPIRED) => "resumed: the worker that ran it before stopped",
+                        Some(_) => "retrying after a failure",
+                        None => "",
+                    };
+                    row.push_bind(r.job_id)
+                        .push_bind(r.reservation_id)
+                        .push_bind(&r.kind)
+                        .push_bind(&r.step)
+                        .push_bind(StepStatus::Running.code())
+                        .push_bind(now)
+                        .push_bind(r.attempts)
+                        .push_bind(None::<i64>)
+                        .push_bind(detail);
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            rows
+        });
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                Some(ClaimedJob {
+                    job_id: r.job_id,
+                    kind: r.kind.parse().ok()?,
+                    reservation_id: r.reservation_id,
+                    step: r.step.parse().ok()?,
+                    attempt: u32::try_from(r.attempts).ok()?,
+                    lease_token: r.lease_token,
+                    resumed: r.last_error.as_deref() == Some(LEASE_EXPIRED),
+                })
+            })
+            .collect())
+    }
+
+    /// Puts jobs whose lease expired back in the queue (their worker died or stalled). The next
+    /// claim counts as another attempt.
+    pub async fn reap_expired_leases(&self, now: DateTime<Utc>) -> EngineResult<u64> {
+        let reaped = write_tx!(self, |tx| {
+            sqlx::query(
+                "update job set state = 'queued', run_at = $1, lease_owner = null, lease_until = null,
+                        last_error = $2, updated_at = $1
+                 where state = 'running' and lease_until < $1",
+            )
+            .bind(now)
+            .bind(LEASE_EXPIRED)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        });
+        Ok(reaped)
+    }
+
+    /// Extends the leases of the jobs `owner` still holds.
+    pub async fn heartbeat(&self, owner: &str, lease_until: DateTime<Utc>, now: DateTime<Utc>) -> EngineResult<u64> {
+        let extended = write_tx!(self, |tx| {
+            sqlx::query("update job set lease_until = $1, updated_at = $2 where lease_owner = $3 and state = 'running'")
+                .bind(lease_until)
+                .bind(now)
+                .bind(owner)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+        });
+        Ok(extended)
+    }
+
+    /// Records the outcome of steps in one transaction. A completion whose lease was lost is
+    /// skipped whole; the result says, per completion, whether it was recorded.
+    pub async fn finish_steps(
+        &self,
+        completions: &[Completion],
+        owner: &str,
+        lease_until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Vec<bool>> {
+        let recorded = write_tx!(self, |tx| {
+            let mut recorded = Vec::with_capacity(completions.len());
+            let mut events: Vec<(&ClaimedJob, StepRecord)> = Vec::new();
+            for c in completions {
+                let job = &c.job;
+                let (state, step, run_at, attempts, lease, error) = match &c.next {
+                    NextMove::Continue(step) => (JobState::Running, *step, now, 1, Some((owner, lease_until)), None),
+                    NextMove::HandBack(step) => (JobState::Queued, *step, now, 0, None, None),
+                    NextMove::Retry { run_at, error } => {
+                        (JobState::Queued, job.step, *run_at, job.attempt, None, Some(error.clone()))
+                    }
+                    NextMove::Finish => (JobState::Done, job.step, now, job.attempt, None, None),
+                    NextMove::Fail(error) => (JobState::Failed, job.step, now, job.attempt, None, Some(error.clone())),
+                    NextMove::Cancel => (JobState::Cancelled, job.step, now, job.attempt, None, None),
+                };
+                let changed = sqlx::query(
+                    "update job set state = $1, step = $2, run_at = $3, attempts = $4, lease_owner = $5,
+                            lease_until = $6, step_started_at = $7, last_error = $8, updated_at = $7
+                     where job_id = $9 and lease_token = $10 and state = 'running'",
+                )
+                .bind(state.code())
+                .bind(step.code())
+                .bind(run_at)
+                .bind(i64::from(attempts))
+                .bind(lease.map(|l| l.0))
+                .bind(lease.map(|l| l.1))
+                .bind(now)
+                .bind(error)
+                .bind(job.job_id)
+                .bind(job.lease_token)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                recorded.push(changed);
+                if !changed {
+                    continue;
+                }
+                events.extend(c.records.iter().map(|r| (job, r.clone())));
+                if let NextMove::Continue(step) = c.next {
+                    let record = StepRecord {
+                        step,
+                        status: StepStatus::Running,
+                        attempt: 1,
+                        duration_ms: None,
+                        detail: String::new(),
+                    };
+                    events.push((job, record));
+                }
+                for effect in &c.effects {
+                    apply_effect!(self, tx, effect, now);
+                }
+            }
+            for chunk in events.chunks(500) {
+                let mut q = sqlx::QueryBuilder::<Db>::new(INSERT_EVENT);
+                q.push_values(chunk, |mut row, (job, r)| {
+                    row.push_bind(job.job_id)
+                        .push_bind(job.reservation_id)
+                        .push_bind(job.kind.code())
+                        .push_bind(r.step.code())
+                        .push_bind(r.status.code())
+                        .push_bind(now)
+                        .push_bind(i64::from(r.attempt))
+                        .push_bind(r.duration_ms)
+                        .push_bind(r.detail.clone());
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            recorded
+        });
+        Ok(recorded)
+    }
+
+    /// Puts jobs this worker holds back in the queue untouched (shutdown); the interrupted
+    /// attempt does not count.
+    pub async fn hand_back(&self, jobs: &[ClaimedJob], now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            for job in jobs {
+                sqlx::query(
+                    "update job set state = 'queued', run_at = $1, lease_owner = null, lease_until = null,
+                            attempts = attempts - 1, updated_at = $1
+                     where job_id = $2 and lease_token = $3 and state = 'running'",
+                )
+                .bind(now)
+                .bind(job.job_id)
+                .bind(job.lease_token)
+                .execute(&mut *tx)
+                .await?;
+            }
+        });
+        Ok(())
+    }
+
+    /// When the next queued job is due, if any.
+    pub async fn next_due(&self) -> EngineResult<Option<DateTime<Utc>>> {
+        let at = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, Option<DateTime<Utc>>>("select min(run_at) from job where state = 'queued'")
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(at)
+    }
+
+    pub async fn queue_stats(&self, now: DateTime<Utc>) -> EngineResult<QueueStats> {
+        let (depth, running, scheduled, oldest, failed) = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64, i64, Option<DateTime<Utc>>, i64)>(
+                "select
+                    coalesce(sum(case when state = 'running' or (state = 'queued' and run_at <= $1) then 1 else 0 end), 0),
+                    coalesce(sum(case when state = 'running' then 1 else 0 end), 0),
+                    coalesce(sum(case when state = 'queued' and run_at > $1 then 1 else 0 end), 0),
+                    min(case when state = 'queued' and run_at <= $1 then run_at end),
+                    coalesce(sum(case when state = 'failed' then 1 else 0 end), 0)
+                 from job where state in ('queued', 'running', 'failed')",
+            )
+            .bind(now)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(QueueStats {
+            depth,
+            running,
+            scheduled,
+            oldest_due_seconds: oldest.map(|at| (now - at).num_seconds().max(0)),
+            failed,
+        })
+    }
+
+    /// Jobs that ran out of attempts, the latest first.
+    pub async fn failed_jobs(&self) -> EngineResult<Vec<FailedJob>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, String, Option<i64>, Option<String>, String, i64, Option<String>, DateTime<Utc>)>(
+                "select j.job_id, j.kind, j.reservation_id, t.slug, j.step, j.attempts, j.last_error, j.updated_at
+                 from job j left join reservation r on r.reservation_id = j.reservation_id
+                 left join tenant t on t.tenant_id = r.tenant_id
+                 where j.state = 'failed' order by j.updated_at desc limit 100",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .filter_map(|(job_id, kind, reservation_id, tenant, step, attempts, error, at)| {
+                Some(FailedJob {
+                    job_id,
+                    kind: kind.parse().ok()?,
+                    reservation_id,
+                    tenant,
+                    step: step.parse().ok()?,
+                    attempts: u32::try_from(attempts).ok()?,
+                    error: error.unwrap_or_default(),
+                    at,
+                })
+            })
+            .collect())
+    }
+
+    /// Queues a failed job again at the step it failed, with fresh attempts. False when the job
+    /// is not failed.
+    pub async fn retry_failed_job(&self, job_id: i64, now: DateTime<Utc>) -> EngineResult<Option<Option<i64>>> {
+        let reservation = write_tx!(self, |tx| {
+            let reservation: Option<Option<i64>> = sqlx::query_scalar(
+                "update job set state = 'queued', attempts = 0, run_at = $1, updated_at = $1
+                 where job_id = $2 and state = 'failed' returning reservation_id",
+            )
+            .bind(now)
+            .bind(job_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(Some(id)) = reservation {
+                sqlx::query(
+                    "update reservation set state = 'provisioning', updated_at = $1
+                     where reservation_id = $2 and state = 'failed'",
+                )
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            reservation
+        });
+        Ok(reservation)
+    }
+
+    /// A reservation's timeline after event `after` (0 for all), oldest first.
+    pub async fn reservation_events(&self, reservation_id: i64, after: i64) -> EngineResult<Vec<StepEvent>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, EventRow>(
+                "select job_event_id, kind, step, status, at, attempt, duration_ms, detail from job_event
+                 where reservation_id = $1 and job_event_id > $2 order by job_event_id",
+            )
+            .bind(reservation_id)
+            .bind(after)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| {
+                Some(StepEvent {
+                    id: r.job_event_id,
+                    job: r.kind.parse().ok()?,
+                    step: r.step.parse().ok()?,
+                    status: r.status.parse().ok()?,
+                    at: r.at,
+                    attempt: u32::try_from(r.attempt).ok()?,
+                    duration_ms: r.duration_ms,
+                    detail: r.detail,
+                })
+            })
+            .collect())
+    }
+
+    /// Every (job, step, status) that was recorded more than once with status `done`: must be
+    /// empty, whatever crashed (tests).
+    pub async fn steps_done_twice(&self) -> EngineResult<Vec<(i64, String, i64)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, String, i64)>(
+                "select job_id, step, count(*) from job_event where status = 'done'
+                 group by job_id, step having count(*) > 1",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// The simulated fleet's record of one effect.
+    pub async fn sim_effect(&self, key: &str) -> EngineResult<Option<String>> {
+        let result = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, String>(
+                "select result from sim_effect where effect_key = $1 order by sim_effect_id limit 1",
+            )
+            .bind(key)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(result)
+    }
+
+    pub async fn record_sim_effect(
+        &self,
+        key: &str,
+        step: Step,
+        node_id: Option<i64>,
+        result: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "insert into sim_effect (effect_key, step, node_id, result, applied_at) values ($1, $2, $3, $4, $5)",
+            )
+            .bind(key)
+            .bind(step.code())
+            .bind(node_id)
+            .bind(result)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// (effects recorded, keys recorded more than once). The second must be zero.
+    pub async fn sim_effect_counts(&self) -> EngineResult<(i64, i64)> {
+        let counts = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64)>(
+                "select (select count(*) from sim_effect),
+                        (select count(*) from (select effect_key from sim_effect group by effect_key having count(*) > 1) d)",
+            )
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(counts)
+    }
+}

@@ -1,0 +1,228 @@
+//! Maintenance windows and node states in the store. A maintenance window holds every slice of
+//! its node for its window through ordinary allocations (kind `maintenance`), so the database's
+//! overlap guarantee keeps it and reservations apart.
+
+use super::reservations::ALLOCATION_CHANNEL;
+use super::Store;
+use crate::error::EngineResult;
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tenantry_domain::NodeState;
+
+/// A maintenance window as the admin Fleet page lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceWindow {
+    pub id: i64,
+    pub node: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub reason: String,
+    pub created_by: Option<String>,
+}
+
+/// A reservation in the way of a maintenance window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceClash {
+    pub reservation_id: i64,
+    pub tenant: String,
+    pub state: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+impl Store {
+    /// A node's id and its GPUs (id, slices) by hostname.
+    pub async fn node_gpus(&self, hostname: &str) -> EngineResult<Option<(i64, Vec<(i64, u8)>)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64, bool)>(
+                "select n.node_id, g.gpu_id, g.mig_enabled from node n join gpu g on g.node_id = n.node_id
+                 where n.hostname = $1 order by g.gpu_index",
+            )
+            .bind(hostname)
+            .fetch_all(pool)
+            .await?
+        });
+        let Some(node_id) = rows.first().map(|r| r.0) else { return Ok(None) };
+        Ok(Some((
+            node_id,
+            rows.into_iter()
+                .map(|(_, gpu, mig)| (gpu, if mig { tenantry_domain::fleet::MIG_SLICES } else { 1 }))
+                .collect(),
+        )))
+    }
+
+    /// Live reservations holding any slice of the node during `[start, end)`, turnaround included.
+    pub async fn maintenance_clashes(
+        &self,
+        node_id: i64,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> EngineResult<Vec<MaintenanceClash>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, String, String, DateTime<Utc>, DateTime<Utc>)>(
+                "select distinct r.reservation_id, t.slug, r.state, r.start_at, r.end_at
+                 from allocation a join reservation r on r.reservation_id = a.reservation_id
+                 join tenant t on t.tenant_id = r.tenant_id
+                 where a.live and a.node_id = $1 and a.start_at < $2 and $3 < a.hold_until
+                 order by r.start_at",
+            )
+            .bind(node_id)
+            .bind(end)
+            .bind(start)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(reservation_id, tenant, state, start, end)| MaintenanceClash {
+                reservation_id,
+                tenant,
+                state,
+                start,
+                end,
+            })
+            .collect())
+    }
+
+    /// Writes a maintenance window and the allocations that hold its node. The database refuses
+    /// it when a live allocation overlaps (see `reservations::is_overlap`).
+    pub async fn insert_maintenance(
+        &self,
+        node_id: i64,
+        gpus: &[(i64, u8)],
+        (start, end): (DateTime<Utc>, DateTime<Utc>),
+        reason: &str,
+        created_by: i64,
+        now: DateTime<Utc>,
+    ) -> EngineResult<i64> {
+        let id = write_tx!(self, |tx| {
+            let id: i64 = sqlx::query_scalar(
+                "insert into maintenance_window (node_id, start_at, end_at, reason, created_by, created_at)
+                 values ($1, $2, $3, $4, $5, $6) returning maintenance_window_id",
+            )
+            .bind(node_id)
+            .bind(start)
+            .bind(end)
+            .bind(reason)
+            .bind(created_by)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "insert into allocation (maintenance_window_id, kind, node_id, gpu_id, slice_lo, slice_hi, start_at,
+                                         end_at, hold_until, live) ",
+            );
+            q.push_values(gpus, |mut row, (gpu_id, slices)| {
+                row.push_bind(id)
+                    .push_bind("maintenance")
+                    .push_bind(node_id)
+                    .push_bind(*gpu_id)
+                    .push_bind(0i64)
+                    .push_bind(i64::from(*slices))
+                    .push_bind(start)
+                    .push_bind(end)
+                    .push_bind(end)
+                    .push_bind(true);
+            });
+            q.build().execute(&mut *tx).await?;
+            if self.backend() == super::Backend::Postgres {
+                sqlx::query("select pg_notify($1, (select string_agg(gpu_id::text, ',') from gpu where node_id = $2))")
+                    .bind(ALLOCATION_CHANNEL)
+                    .bind(node_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            id
+        });
+        Ok(id)
+    }
+
+    /// Maintenance windows not cancelled that end after `since`, soonest first.
+    pub async fn maintenance_windows(&self, since: DateTime<Utc>) -> EngineResult<Vec<MaintenanceWindow>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, String, DateTime<Utc>, DateTime<Utc>, String, Option<String>)>(
+                "select m.maintenance_window_id, n.hostname, m.start_at, m.end_at, m.reason, u.email
+                 from maintenance_window m join node n on n.node_id = m.node_id
+                 left join app_user u on u.user_id = m.created_by
+                 where m.cancelled_at is null and m.end_at > $1 order by m.start_at",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(id, node, start, end, reason, created_by)| MaintenanceWindow {
+                id,
+                node,
+                start,
+                end,
+                reason,
+                created_by,
+            })
+            .collect())
+    }
+
+    /// Cancels a maintenance window and frees its node; returns the node's GPU ids, or `None`
+    /// when there is no such live window.
+    pub async fn cancel_maintenance(&self, id: i64, now: DateTime<Utc>) -> EngineResult<Option<Vec<i64>>> {
+        let gpus = write_tx!(self, |tx| {
+            let changed = sqlx::query(
+                "update maintenance_window set cancelled_at = $1 where maintenance_window_id = $2 and cancelled_at is null",
+            )
+            .bind(now)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if changed == 0 {
+                None
+            } else {
+                let gpus: Vec<i64> = sqlx::query_scalar(
+                    "update allocation set live = $1 where maintenance_window_id = $2 returning gpu_id",
+                )
+                .bind(false)
+                .bind(id)
+                .fetch_all(&mut *tx)
+                .await?;
+                Some(gpus)
+            }
+        });
+        Ok(gpus)
+    }
+
+    /// Sets a node's state when it is in one of `from`; returns whether it changed. Back to
+    /// `available` also marks it healthy (an admin restores a repaired node).
+    pub async fn set_node_state(
+        &self,
+        node_id: i64,
+        from: &[NodeState],
+        to: NodeState,
+        now: DateTime<Utc>,
+    ) -> EngineResult<bool> {
+        let changed = write_tx!(self, |tx| {
+            let mut q = sqlx::QueryBuilder::<Db>::new("update node set state = ");
+            q.push_bind(to.code()).push(", updated_at = ").push_bind(now);
+            if to == NodeState::Available {
+                q.push(", health = 'healthy', health_reason = null");
+            }
+            q.push(" where node_id = ").push_bind(node_id).push(" and state in (");
+            let mut list = q.separated(", ");
+            for s in from {
+                list.push_bind(s.code());
+            }
+            q.push(")");
+            let changed = q.build().execute(&mut *tx).await?.rows_affected() == 1;
+            if changed && self.backend() == super::Backend::Postgres {
+                sqlx::query("select pg_notify($1, (select string_agg(gpu_id::text, ',') from gpu where node_id = $2))")
+                    .bind(ALLOCATION_CHANNEL)
+                    .bind(node_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            changed
+        });
+        Ok(changed)
+    }
+}

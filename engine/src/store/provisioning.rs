@@ -1,0 +1,440 @@
+//! What the provisioning lifecycle reads and writes besides the queue: a reservation's nodes,
+//! node states, credentials, wipe certificates, replacements of failed nodes and credits for
+//! capacity that could not be replaced. Every write here is idempotent (conditional updates,
+//! inserts that ignore a second copy), because a step may run again after a crash.
+
+use super::reservations::ALLOCATION_CHANNEL;
+use super::Store;
+use crate::driver::{IssuedCredential, NodeTarget, WipeReport};
+use crate::error::EngineResult;
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tenantry_domain::placement::Placed;
+use tenantry_domain::{Cents, GpuModel};
+
+/// Credentials as the team sees them on its reservation page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialView {
+    pub kind: String,
+    pub username: String,
+    pub endpoint: String,
+    pub secret: String,
+    pub issued_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A wipe certificate: what was erased on which node, when and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WipeCertificate {
+    pub node: String,
+    pub method: String,
+    pub devices: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub verified: bool,
+}
+
+/// One node of a reservation with its health, for the reservation page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationNode {
+    pub hostname: String,
+    pub state: String,
+    pub health: String,
+    pub health_reason: Option<String>,
+    /// The node failed and another took its place.
+    pub replaced: bool,
+}
+
+/// A credit owed to a team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreditView {
+    pub reservation_id: Option<i64>,
+    pub amount_cents: Cents,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(sqlx::FromRow)]
+struct TargetRow {
+    node_id: i64,
+    hostname: String,
+    gpu_model: String,
+    fabric_domain: String,
+    gpu_index: i64,
+    mig_enabled: bool,
+    slice_lo: i64,
+    slice_hi: i64,
+}
+
+/// Announces changed GPUs to other instances (PostgreSQL), inside the writing transaction.
+macro_rules! notify_gpus {
+    ($store:expr, $tx:ident, $sql_gpu_ids:expr, $bind:expr) => {
+        if $store.backend() == super::Backend::Postgres {
+            sqlx::query(&format!("select pg_notify($1, coalesce(({}), ''))", $sql_gpu_ids))
+                .bind(ALLOCATION_CHANNEL)
+                .bind($bind)
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+
+impl Store {
+    /// The nodes a reservation holds (or held: released windows included, replaced nodes not),
+    /// with its GPUs and slices on each, in hostname order.
+    pub async fn reservation_targets(&self, reservation_id: i64) -> EngineResult<Vec<NodeTarget>> {
+        let rows: Vec<TargetRow> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "select n.node_id, n.hostname, n.gpu_model, f.name as fabric_domain, g.gpu_index, g.mig_enabled,
+                        a.slice_lo, a.slice_hi
+                 from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
+                 join rack k on k.rack_id = n.rack_id join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
+                 where a.reservation_id = $1 and a.replaced_at is null
+                 order by n.hostname, g.gpu_index, a.slice_lo",
+            )
+            .bind(reservation_id)
+            .fetch_all(pool)
+            .await?
+        });
+        let mut nodes: Vec<NodeTarget> = Vec::new();
+        for r in rows {
+            let Ok(gpu_model) = r.gpu_model.parse::<GpuModel>() else { continue };
+            if nodes.last().is_none_or(|n| n.node_id != r.node_id) {
+                nodes.push(NodeTarget {
+                    node_id: r.node_id,
+                    hostname: r.hostname,
+                    gpu_model,
+                    fabric_domain: r.fabric_domain,
+                    gpus: Vec::new(),
+                });
+            }
+            let range = r.mig_enabled.then_some((r.slice_lo as u8, r.slice_hi as u8));
+            if let Some(node) = nodes.last_mut() {
+                node.gpus.push((r.gpu_index as u32, range));
+            }
+        }
+        Ok(nodes)
+    }
+
+    /// Provisioning begins: a scheduled reservation is `provisioning` and its available nodes
+    /// leave the pool.
+    pub async fn start_provisioning(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "update reservation set state = 'provisioning', updated_at = $2
+                 where reservation_id = $1 and state = 'scheduled'",
+            )
+            .bind(reservation_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "update node set state = 'provisioning', updated_at = $2
+                 where state = 'available' and node_id in
+                    (select node_id from allocation where reservation_id = $1 and live)",
+            )
+            .bind(reservation_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Release begins: the reservation is `releasing` (a cancelled one stays cancelled).
+    pub async fn start_release(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "update reservation set state = 'releasing', updated_at = $2
+                 where reservation_id = $1 and state in ('scheduled', 'provisioning', 'active', 'degraded')",
+            )
+            .bind(reservation_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Nodes the reservation used go back to the pool, unless another live reservation is on
+    /// them right now or an admin took them out (draining, maintenance, failed).
+    pub async fn return_nodes(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<u64> {
+        let returned = write_tx!(self, |tx| {
+            sqlx::query(
+                "update node set state = 'available', updated_at = $2
+                 where state in ('provisioning', 'in_use')
+                   and node_id in (select node_id from allocation where reservation_id = $1 and replaced_at is null)
+                   and not exists (
+                       select 1 from allocation a join reservation r on r.reservation_id = a.reservation_id
+                       where a.node_id = node.node_id and a.live and r.reservation_id <> $1
+                         and r.state in ('provisioning', 'active', 'degraded', 'releasing'))",
+            )
+            .bind(reservation_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        });
+        Ok(returned)
+    }
+
+    pub async fn insert_credential(
+        &self,
+        reservation_id: i64,
+        credential: &IssuedCredential,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "insert into credential (reservation_id, kind, username, endpoint, secret, issued_at)
+                 values ($1, $2, $3, $4, $5, $6) on conflict do nothing",
+            )
+            .bind(reservation_id)
+            .bind(&credential.kind)
+            .bind(&credential.username)
+            .bind(&credential.endpoint)
+            .bind(&credential.secret)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    pub async fn credential(&self, reservation_id: i64) -> EngineResult<Option<CredentialView>> {
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (String, String, String, String, DateTime<Utc>, Option<DateTime<Utc>>)>(
+                "select kind, username, endpoint, secret, issued_at, revoked_at from credential where reservation_id = $1",
+            )
+            .bind(reservation_id)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(row.map(|(kind, username, endpoint, secret, issued_at, revoked_at)| CredentialView {
+            kind,
+            username,
+            endpoint,
+            secret,
+            issued_at,
+            revoked_at,
+        }))
+    }
+
+    pub async fn revoke_credential(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("update credential set revoked_at = $2 where reservation_id = $1 and revoked_at is null")
+                .bind(reservation_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    pub async fn insert_wipe_certificate(
+        &self,
+        reservation_id: i64,
+        node_id: i64,
+        report: &WipeReport,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "insert into wipe_certificate (reservation_id, node_id, method, devices, started_at, finished_at, verified)
+                 values ($1, $2, $3, $4, $5, $6, $7) on conflict do nothing",
+            )
+            .bind(reservation_id)
+            .bind(node_id)
+            .bind(&report.method)
+            .bind(report.devices.join(", "))
+            .bind(report.started_at)
+            .bind(report.finished_at)
+            .bind(report.verified)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    pub async fn wipe_certificates(&self, reservation_id: i64) -> EngineResult<Vec<WipeCertificate>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (String, String, String, DateTime<Utc>, DateTime<Utc>, bool)>(
+                "select n.hostname, w.method, w.devices, w.started_at, w.finished_at, w.verified
+                 from wipe_certificate w join node n on n.node_id = w.node_id
+                 where w.reservation_id = $1 order by n.hostname",
+            )
+            .bind(reservation_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(node, method, devices, started_at, finished_at, verified)| WipeCertificate {
+                node,
+                method,
+                devices: devices.split(", ").map(str::to_owned).collect(),
+                started_at,
+                finished_at,
+                verified,
+            })
+            .collect())
+    }
+
+    /// Takes a node out of service: `failed`, unhealthy, with the reason.
+    pub async fn quarantine_node(&self, node_id: i64, reason: &str, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "update node set state = 'failed', health = 'unhealthy', health_reason = $2, updated_at = $3
+                 where node_id = $1",
+            )
+            .bind(node_id)
+            .bind(reason)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            notify_gpus!(self, tx, "select string_agg(gpu_id::text, ',') from gpu where node_id = $2", node_id);
+        });
+        Ok(())
+    }
+
+    /// Moves a reservation off a failed node: its slices there stop being live, `pieces` (if
+    /// any) take their place from `start` to `end` (held until `hold_until`), the reservation is
+    /// `degraded` until the replacement passes, and without a replacement `credit` is recorded.
+    /// The database refuses a replacement that overlaps another hold (the caller re-plans).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn move_off_node(
+        &self,
+        reservation_id: i64,
+        tenant_id: i64,
+        failed_node: i64,
+        pieces: &[Placed],
+        (start, end, hold_until): (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>),
+        credit: Option<(Cents, &str)>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "update allocation set live = $1, replaced_at = $2
+                 where reservation_id = $3 and node_id = $4 and replaced_at is null",
+            )
+            .bind(false)
+            .bind(now)
+            .bind(reservation_id)
+            .bind(failed_node)
+            .execute(&mut *tx)
+            .await?;
+            if !pieces.is_empty() {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id, slice_lo, slice_hi,
+                                             start_at, end_at, hold_until, live) ",
+                );
+                q.push_values(pieces, |mut row, p| {
+                    row.push_bind(reservation_id)
+                        .push_bind(tenant_id)
+                        .push_bind("reservation")
+                        .push_bind(p.node_id)
+                        .push_bind(p.gpu_id)
+                        .push_bind(i64::from(p.slice_lo))
+                        .push_bind(i64::from(p.slice_hi))
+                        .push_bind(start)
+                        .push_bind(end)
+                        .push_bind(hold_until)
+                        .push_bind(true);
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            if let Some((amount, reason)) = credit {
+                sqlx::query(
+                    "insert into credit (tenant_id, reservation_id, amount_cents, reason, at) values ($1, $2, $3, $4, $5)",
+                )
+                .bind(tenant_id)
+                .bind(reservation_id)
+                .bind(amount.0)
+                .bind(reason)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query(
+                "update reservation set state = 'degraded', updated_at = $2
+                 where reservation_id = $1 and state in ('provisioning', 'active')",
+            )
+            .bind(reservation_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            notify_gpus!(
+                self,
+                tx,
+                "select string_agg(gpu_id::text, ',') from allocation where reservation_id = $2",
+                reservation_id
+            );
+        });
+        Ok(())
+    }
+
+    /// Queues a finished provisioning again from its first step (a replacement node must be
+    /// set up); the steps already applied to the other nodes are recorded and do not repeat.
+    pub async fn restart_provisioning(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<bool> {
+        let restarted = write_tx!(self, |tx| {
+            sqlx::query(
+                "update job set state = 'queued', step = 'claim_nodes', attempts = 0, run_at = $2, last_error = null,
+                        updated_at = $2
+                 where reservation_id = $1 and kind = 'provision' and state in ('done', 'failed')",
+            )
+            .bind(reservation_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1
+        });
+        Ok(restarted)
+    }
+
+    /// The nodes of a reservation with their health; replaced ones included and marked.
+    pub async fn reservation_nodes(&self, reservation_id: i64) -> EngineResult<Vec<ReservationNode>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (String, String, String, Option<String>, bool)>(
+                "select n.hostname, n.state, n.health, n.health_reason, max(case when a.replaced_at is null then 0 else 1 end) = 1
+                 from allocation a join node n on n.node_id = a.node_id
+                 where a.reservation_id = $1
+                 group by n.hostname, n.state, n.health, n.health_reason order by n.hostname",
+            )
+            .bind(reservation_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(hostname, state, health, health_reason, replaced)| ReservationNode {
+                hostname,
+                state,
+                health,
+                health_reason,
+                replaced,
+            })
+            .collect())
+    }
+
+    /// A team's credits, the latest first.
+    pub async fn credits(&self, tenant_id: i64) -> EngineResult<Vec<CreditView>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (Option<i64>, i64, String, DateTime<Utc>)>(
+                "select reservation_id, amount_cents, reason, at from credit where tenant_id = $1 order by at desc",
+            )
+            .bind(tenant_id)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(reservation_id, amount, reason, at)| CreditView {
+                reservation_id,
+                amount_cents: Cents(amount),
+                reason,
+                at,
+            })
+            .collect())
+    }
+}
