@@ -150,6 +150,20 @@ pub async fn change_reservation_end(id: i64, end: DateTime<Utc>) -> Result<Reser
     Ok(server::engine()?.change_end(&who, id, end, Utc::now()).await?)
 }
 
+#[server(prefix = "/sfn", endpoint = "reservation_timeline")]
+pub async fn reservation_timeline(id: i64) -> Result<tenantry_domain::provisioning::Timeline, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.timeline(&who, id, 0).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "run_health_check")]
+pub async fn run_health_check(id: i64) -> Result<(), AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.request_health_check(&who, id, Utc::now()).await?)
+}
+
 #[server(prefix = "/sfn", endpoint = "cancel_reservation")]
 pub async fn cancel_reservation(id: i64) -> Result<ReservationDetail, AppError> {
     use crate::server;
@@ -257,4 +271,62 @@ pub async fn start_burst(input: BurstInput) -> Result<ReservationDetail, AppErro
     use crate::server;
     let who = server::require_identity().await?;
     Ok(server::engine()?.burst(&who, &input, Utc::now()).await?)
+}
+
+use tenantry_domain::fleet::{
+    MaintenanceClash, MaintenanceInput, MaintenanceWindow, NodeSummary as Node, QueueOverview,
+};
+
+#[server(prefix = "/sfn", endpoint = "admin_queue")]
+pub async fn admin_queue() -> Result<QueueOverview, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.queue_overview(&who, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "retry_job")]
+pub async fn retry_job(id: i64) -> Result<(), AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.retry_job(&who, id, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "list_maintenance")]
+pub async fn list_maintenance() -> Result<Vec<MaintenanceWindow>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.maintenance_windows(&who, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "check_maintenance", input = Json)]
+pub async fn check_maintenance(input: MaintenanceInput) -> Result<Vec<MaintenanceClash>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.maintenance_clashes(&who, &input, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "add_maintenance", input = Json)]
+pub async fn add_maintenance(input: MaintenanceInput) -> Result<MaintenanceWindow, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.schedule_maintenance(&who, &input, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "drop_maintenance")]
+pub async fn drop_maintenance(id: i64) -> Result<(), AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.cancel_maintenance(&who, id, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "set_node_service")]
+pub async fn set_node_service(hostname: String, in_service: bool) -> Result<Node, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let engine = server::engine()?;
+    Ok(if in_service {
+        engine.restore_node(&who, &hostname, Utc::now()).await?
+    } else {
+        engine.drain_node(&who, &hostname, Utc::now()).await?
+    })
 }

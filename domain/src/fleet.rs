@@ -1,6 +1,8 @@
 //! The fleet: region → fabric domain → rack → node → GPU → slice. A MIG-capable GPU in MIG mode
 //! has seven compute slices; any other GPU has one. The slice is the atom of allocation.
 
+use crate::provisioning::{JobKind, Step};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Compute slices of a GPU in MIG mode (A100/H100/H200).
@@ -92,6 +94,73 @@ pub struct NodeSummary {
     pub state: NodeState,
     pub health: Health,
     pub health_reason: Option<String>,
+}
+
+/// What the admin Fleet page shows about the queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueStats {
+    /// Jobs due now and not yet finished (queued or running).
+    pub depth: i64,
+    pub running: i64,
+    /// Jobs waiting for a later time (provisioning lead times, releases at windows' ends).
+    pub scheduled: i64,
+    /// Age of the oldest due job that is not running, in seconds.
+    pub oldest_due_seconds: Option<i64>,
+    pub failed: i64,
+}
+
+/// A job that ran out of attempts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedJob {
+    pub job_id: i64,
+    pub kind: JobKind,
+    pub reservation_id: Option<i64>,
+    pub tenant: Option<String>,
+    pub step: Step,
+    pub attempts: u32,
+    pub error: String,
+    pub at: DateTime<Utc>,
+}
+
+/// A maintenance window as the admin Fleet page lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceWindow {
+    pub id: i64,
+    pub node: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub reason: String,
+    pub created_by: Option<String>,
+}
+
+/// A reservation in the way of a maintenance window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceClash {
+    pub reservation_id: i64,
+    pub tenant: String,
+    pub state: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+/// A maintenance window to schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaintenanceInput {
+    /// The node's hostname.
+    pub node: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// The queue as the admin Fleet page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueOverview {
+    #[serde(flatten)]
+    pub stats: QueueStats,
+    pub failed_jobs: Vec<FailedJob>,
+    pub driver: String,
 }
 
 #[cfg(test)]

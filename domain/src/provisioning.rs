@@ -6,6 +6,7 @@
 use crate::fleet::GpuModel;
 use crate::money::Cents;
 use crate::offering::MigProfile;
+use crate::reservation::ReservationState;
 use crate::window::Window;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -272,6 +273,60 @@ pub fn lost_capacity_credit(price: Cents, quantity: u32, lost: u32, window: Wind
     let numerator = i128::from(price.0) * i128::from(lost.min(quantity)) * i128::from(remaining);
     let denominator = i128::from(quantity) * i128::from(total);
     Cents((numerator / denominator) as i64)
+}
+
+/// Credentials as the team sees them on its reservation page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialView {
+    pub kind: String,
+    pub username: String,
+    pub endpoint: String,
+    pub secret: String,
+    pub issued_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A wipe certificate: what was erased on which node, when and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WipeCertificate {
+    pub node: String,
+    pub method: String,
+    pub devices: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub verified: bool,
+}
+
+/// One node of a reservation with its health, for the reservation page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationNode {
+    pub hostname: String,
+    pub state: String,
+    pub health: String,
+    pub health_reason: Option<String>,
+    /// The node failed and another took its place.
+    pub replaced: bool,
+}
+
+/// A credit owed to a team.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreditView {
+    pub reservation_id: Option<i64>,
+    pub amount_cents: Cents,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+/// A reservation's provisioning as its team sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    pub reservation_id: i64,
+    pub state: ReservationState,
+    pub items: Vec<StepEvent>,
+    pub nodes: Vec<ReservationNode>,
+    /// Shown while the reservation is active (and after, marked revoked).
+    pub credential: Option<CredentialView>,
+    pub wipe_certificates: Vec<WipeCertificate>,
 }
 
 #[cfg(test)]

@@ -4,34 +4,12 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
-use crate::store::jobs::{FailedJob, QueueStats};
-use crate::store::maintenance::{MaintenanceClash, MaintenanceWindow};
 use crate::store::reservations::is_overlap;
 use crate::Engine;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use tenantry_domain::fleet::NodeSummary;
+use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, QueueOverview};
 use tenantry_domain::{Identity, NodeState, Window};
-
-/// A maintenance window to schedule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MaintenanceInput {
-    /// The node's hostname.
-    pub node: String,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub reason: String,
-}
-
-/// The queue as the admin Fleet page shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueOverview {
-    #[serde(flatten)]
-    pub stats: QueueStats,
-    pub failed_jobs: Vec<FailedJob>,
-    pub driver: String,
-}
 
 impl Engine {
     /// Every node, for platform admins only.

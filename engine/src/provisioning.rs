@@ -7,13 +7,12 @@
 use crate::driver::{DriverError, EffectKey, NodeTarget, TenantTarget};
 use crate::error::{EngineError, EngineResult};
 use crate::store::jobs::{ClaimedJob, Completion, JobEffect, NextMove, StepRecord};
-use crate::store::provisioning::{CredentialView, ReservationNode, WipeCertificate};
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
-use serde::{Deserialize, Serialize};
 use tenantry_domain::availability;
 use tenantry_domain::placement::{self, Request, UnitKind};
+use tenantry_domain::provisioning::Timeline;
 use tenantry_domain::provisioning::{self as rules, JobKind, Step, StepEvent, StepStatus};
 use tenantry_domain::reservation::Placement;
 use tenantry_domain::{Identity, Reservation, ReservationState, Window};
@@ -67,18 +66,6 @@ enum Replacement {
     Lost(tenantry_domain::Cents),
     /// The window is over; nothing to replace.
     NotNeeded,
-}
-
-/// A reservation's provisioning as its team sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Timeline {
-    pub reservation_id: i64,
-    pub state: ReservationState,
-    pub items: Vec<StepEvent>,
-    pub nodes: Vec<ReservationNode>,
-    /// Shown while the reservation is active (and after, marked revoked).
-    pub credential: Option<CredentialView>,
-    pub wipe_certificates: Vec<WipeCertificate>,
 }
 
 fn joined<T: AsRef<str>>(lines: &[T]) -> String {

@@ -103,15 +103,75 @@ pub struct ServeArgs {
     pub burst_warning_minutes: u32,
     #[command(flatten)]
     pub oidc: OidcArgs,
+    #[command(flatten)]
+    pub queue: QueueArgs,
+}
+
+/// The provisioning queue and the simulated fleet.
+#[derive(Debug, Clone, Args)]
+pub struct QueueArgs {
+    /// Minutes before a window that provisioning begins.
+    #[arg(long, env = "TENANTRY_PROVISION_LEAD_MINUTES", default_value_t = 15)]
+    pub provision_lead_minutes: u32,
+    /// Queue workers in this instance (each runs up to 32 steps at once); 0 runs none.
+    #[arg(long, env = "TENANTRY_QUEUE_WORKERS", default_value_t = 2)]
+    pub queue_workers: u32,
+    /// Seconds a claimed job stays claimed without a heartbeat.
+    #[arg(long, env = "TENANTRY_QUEUE_LEASE_SECONDS", default_value_t = 30)]
+    pub queue_lease_seconds: u32,
+    /// Attempts at one step before its job fails.
+    #[arg(long, env = "TENANTRY_QUEUE_MAX_ATTEMPTS", default_value_t = 5)]
+    pub queue_max_attempts: u32,
+    /// DCGM diagnostics level in acceptance tests (1–3).
+    #[arg(long, env = "TENANTRY_ACCEPTANCE_DIAG_LEVEL", default_value_t = 2,
+          value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub acceptance_diag_level: u8,
+    /// Simulated fleet: real step durations are divided by this (100 runs a 5-minute driver
+    /// install in 3 seconds).
+    #[arg(long, env = "TENANTRY_SIM_SPEED", default_value_t = 100.0)]
+    pub sim_speed: f64,
+    /// Simulated fleet: probability that one run of a step fails (0–1).
+    #[arg(long, env = "TENANTRY_SIM_FAILURE_RATE", default_value_t = 0.0)]
+    pub sim_failure_rate: f64,
+    /// Simulated fleet: the steps failures are injected into, comma-separated (default: all).
+    #[arg(long, env = "TENANTRY_SIM_FAILURE_STEPS", value_delimiter = ',')]
+    pub sim_failure_steps: Vec<tenantry_domain::provisioning::Step>,
+    /// Simulated fleet: seed of the failure draws.
+    #[arg(long, env = "TENANTRY_SIM_SEED", default_value_t = 7)]
+    pub sim_seed: u64,
 }
 
 impl ServeArgs {
     pub fn engine_config(&self) -> tenantry_engine::EngineConfig {
-        tenantry_engine::EngineConfig {
+        let q = &self.queue;
+        let mut config = tenantry_engine::EngineConfig {
             turnaround: chrono::Duration::minutes(i64::from(self.turnaround_minutes)),
             approval_hold: chrono::Duration::hours(i64::from(self.approval_hold_hours)),
             burst_warning: chrono::Duration::minutes(i64::from(self.burst_warning_minutes)),
+            provision_lead: chrono::Duration::minutes(i64::from(q.provision_lead_minutes)),
+            ..Default::default()
+        };
+        config.queue.lease = chrono::Duration::seconds(i64::from(q.queue_lease_seconds.max(1)));
+        config.queue.max_attempts = q.queue_max_attempts.max(1);
+        config.acceptance.gpu_diag_level = q.acceptance_diag_level;
+        config
+    }
+
+    /// The simulated fleet's settings; an out-of-range value is an error that names the variable.
+    pub fn sim_config(&self) -> Result<tenantry_engine::driver::sim::SimConfig, String> {
+        let q = &self.queue;
+        if !(q.sim_speed > 0.0 && q.sim_speed.is_finite()) {
+            return Err("TENANTRY_SIM_SPEED must be a positive number (1 = real time)".to_owned());
         }
+        if !(0.0..=1.0).contains(&q.sim_failure_rate) {
+            return Err("TENANTRY_SIM_FAILURE_RATE must be between 0 and 1".to_owned());
+        }
+        Ok(tenantry_engine::driver::sim::SimConfig {
+            speed: q.sim_speed,
+            failure_rate: q.sim_failure_rate,
+            failure_steps: (!q.sim_failure_steps.is_empty()).then(|| q.sim_failure_steps.clone()),
+            seed: q.sim_seed,
+        })
     }
 }
 

@@ -4,6 +4,7 @@ use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tenantry_app::server::PortalSettings;
+use tenantry_engine::driver::sim::SimDriver;
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
 use tenantry_server::config::{DemoCommand, FleetKind, SeedArgs, ServeArgs, TokenCommand};
@@ -71,7 +72,9 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
     if args.fleet == FleetKind::Slurm {
         return Err("the Slurm fleet driver is not available in this build yet; use TENANTRY_FLEET=sim".to_owned());
     }
+    let sim = args.sim_config()?;
     let engine = open(database_url, args.engine_config()).await?;
+    let engine = engine.clone().with_driver(Arc::new(SimDriver::new(engine.store.clone(), sim)));
     if args.demo {
         tracing::warn!("DEMO MODE: anyone can sign in as any seeded user without a password");
         if engine.store.count_nodes().await.map_err(|e| e.to_string())? == 0 {
@@ -82,6 +85,14 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
     // With several instances on one PostgreSQL, each follows the others' commits.
     tokio::spawn(tenantry_engine::index::follow_other_instances(engine.store.clone(), engine.index.clone()));
     tokio::spawn(expire_approval_holds(engine.clone()));
+    let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
+    let workers: Vec<_> = (0..args.queue.queue_workers as usize)
+        .map(|i| {
+            let (engine, shutdown) = (engine.clone(), shutdown.clone());
+            tokio::spawn(async move { engine.run_worker(tenantry_engine::queue::worker_name(i), shutdown).await })
+        })
+        .collect();
+    tracing::info!(workers = workers.len(), fleet = engine.driver.name(), "provisioning queue running");
     let session_store = sessions::DbSessionStore::open(&engine.store)
         .await
         .map_err(|e| format!("cannot prepare the session table: {e}"))?;
@@ -108,6 +119,11 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .map_err(|e| format!("server error: {e}"))?;
+    // Running steps finish (or go back to the queue) before the database closes.
+    let _ = stop_workers.send(true);
+    for worker in workers {
+        let _ = worker.await;
+    }
     engine.store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -306,9 +306,13 @@ app_test!(approvals_policies_and_bursts_over_http, |app: TestApp| async move {
             .await;
     assert_eq!(
         (status, burst["kind"].as_str(), burst["state"].as_str()),
-        (StatusCode::CREATED, Some("burst"), Some("active")),
+        (StatusCode::CREATED, Some("burst"), Some("provisioning")),
         "{burst}"
     );
+    // It runs at once: provisioning hands it over.
+    app.engine.run_due_jobs(chrono::Utc::now()).await.unwrap();
+    let (_, now_active) = app.get(&format!("/api/v1/reservations/{}", burst["id"]), Some(&lead)).await;
+    assert_eq!(json(&now_active)["state"], "active");
     let (status, refused) =
         post_json(&app, "/api/v1/bursts", &lead, r#"{"offering":"l40s-gpu","quantity":1,"hours":2}"#.into(), None)
             .await;

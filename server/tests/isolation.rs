@@ -76,7 +76,14 @@ mod isolation {
         let before = acme_view(&w).await;
         let id = w.acme_reservation;
         for route in API_ROUTES {
-            let path = format!("/api/v1{}", route.path.replace("{id}", &id.to_string()).replace("{slug}", "acme"));
+            let path = format!(
+                "/api/v1{}",
+                route
+                    .path
+                    .replace("{id}", &id.to_string())
+                    .replace("{slug}", "acme")
+                    .replace("{hostname}", "h100-use1-0001")
+            );
             let method = route.method;
             match (route.access, method, route.path) {
                 (Access::Public, ..) => {}
@@ -134,6 +141,8 @@ mod isolation {
                     assert_eq!(code, StatusCode::OK);
                 }
                 (Access::Tenant, "get", "/reservations/{id}")
+                | (Access::Tenant, "get", "/reservations/{id}/events")
+                | (Access::Tenant, "post", "/reservations/{id}/health-checks")
                 | (Access::Tenant, "post", "/reservations/{id}/cancel") => {
                     let got = status(&w.app, request(method, &path, &w.globex, None)).await;
                     assert_eq!(got, StatusCode::NOT_FOUND, "{method} {path} with another tenant's credentials");
@@ -150,7 +159,7 @@ mod isolation {
         let globex_session = w.app.demo_session("lead@globex.example").await;
         let (code, _) = w.app.get(&format!("/reservations/{id}"), Some(&globex_session)).await;
         assert_eq!(code, StatusCode::NOT_FOUND);
-        for endpoint in ["get_reservation", "cancel_reservation"] {
+        for endpoint in ["get_reservation", "cancel_reservation", "reservation_timeline", "run_health_check"] {
             let req = globex_session
                 .apply(Request::post(format!("/sfn/{endpoint}")))
                 .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")

@@ -1,6 +1,7 @@
 //! Small status badges. Colour is never the only signal: every badge carries its word.
 
 use leptos::prelude::*;
+use tenantry_domain::provisioning::StepStatus;
 use tenantry_domain::{Health, NodeState, ReservationState};
 
 const BADGE: &str = "inline-flex items-center rounded-full px-2 py-0.5 text-xs font-medium ring-1 ring-inset";
@@ -60,4 +61,15 @@ pub fn ReservationStateBadge(state: ReservationState) -> impl IntoView {
         S::Completed | S::Cancelled => Tone::Quiet,
     };
     badge(state.code(), kind)
+}
+
+#[component]
+pub fn StepStatusBadge(status: StepStatus) -> impl IntoView {
+    let kind = match status {
+        StepStatus::Done => Tone::Good,
+        StepStatus::Running => Tone::Busy,
+        StepStatus::Retrying => Tone::Warn,
+        StepStatus::Failed => Tone::Bad,
+    };
+    badge(status.code(), kind)
 }

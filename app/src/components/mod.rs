@@ -1,7 +1,8 @@
 //! Building blocks shared by pages: the layout (navigation, demo banner, user menu), status
-//! badges and the error panel.
+//! badges, the error panel and live updates.
 
 pub mod badges;
 pub mod errors;
 pub mod layout;
+pub mod live;
 pub mod table;

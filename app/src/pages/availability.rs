@@ -43,19 +43,7 @@ pub fn AvailabilityPage() -> impl IntoView {
 
 /// Listens for `availability` server-sent events and bumps `revision` on each (browser only).
 fn follow_availability(revision: RwSignal<u64>) {
-    #[cfg(feature = "hydrate")]
-    Effect::new(move |_| {
-        use wasm_bindgen::closure::Closure;
-        use wasm_bindgen::JsCast;
-        let Ok(source) = web_sys::EventSource::new("/api/v1/availability/events") else { return };
-        let on_change = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| revision.update(|r| *r += 1));
-        let _ = source.add_event_listener_with_callback("availability", on_change.as_ref().unchecked_ref());
-        on_change.forget();
-        let source = send_wrapper::SendWrapper::new(source);
-        on_cleanup(move || source.close());
-    });
-    #[cfg(not(feature = "hydrate"))]
-    let _ = revision;
+    crate::components::live::follow_events("/api/v1/availability/events".to_owned(), "availability", revision);
 }
 
 /// A fresh Idempotency-Key for one booking attempt, so a double click or a retry books once.

@@ -6,6 +6,7 @@ pub mod chargeback;
 pub mod home;
 pub mod not_found;
 pub mod notifications;
+pub mod provisioning;
 pub mod reservation;
 pub mod reservations;
 pub mod settings;

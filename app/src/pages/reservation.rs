@@ -1,6 +1,7 @@
-//! One reservation: state, window, options, price and the slices it holds; team leads can move
-//! its end or cancel it, each after a confirmation.
+//! One reservation: state, window, options, price and the slices it holds, with its live
+//! provisioning panel; team leads can move its end or cancel it, each after a confirmation.
 
+use super::provisioning::ProvisioningPanel;
 use super::{PageHeader, CARD};
 use crate::api::{cancel_reservation, change_reservation_end, get_reservation};
 use crate::components::badges::ReservationStateBadge;
@@ -38,7 +39,21 @@ pub fn ReservationPage() -> impl IntoView {
                         }
                             .into_any()
                     }
-                    Ok(d) => view! { <Detail detail=d can_book on_change=move || detail.refetch() /> }.into_any(),
+                    Ok(d) => {
+                        let shown = d.reservation.state;
+                        let id = d.reservation.id;
+                        // The panel follows the event stream; the details reload when the state moves.
+                        let on_state = move |state| {
+                            if state != shown {
+                                detail.refetch();
+                            }
+                        };
+                        view! {
+                            <Detail detail=d can_book on_change=move || detail.refetch() />
+                            <ProvisioningPanel id on_state />
+                        }
+                            .into_any()
+                    }
                 }
             })}
         </Suspense>

@@ -8,6 +8,7 @@ use super::{Backend, Store};
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
+use tenantry_domain::fleet::{FailedJob, QueueStats};
 use tenantry_domain::provisioning::{JobKind, JobState, Step, StepEvent, StepStatus};
 
 /// A job a worker holds.
@@ -71,32 +72,6 @@ pub struct Completion {
     pub records: Vec<StepRecord>,
     pub next: NextMove,
     pub effects: Vec<JobEffect>,
-}
-
-/// What the admin Fleet page shows about the queue.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct QueueStats {
-    /// Jobs due now and not yet finished (queued or running).
-    pub depth: i64,
-    pub running: i64,
-    /// Jobs waiting for a later time (provisioning lead times, releases at windows' ends).
-    pub scheduled: i64,
-    /// Age of the oldest due job that is not running, in seconds.
-    pub oldest_due_seconds: Option<i64>,
-    pub failed: i64,
-}
-
-/// A job that ran out of attempts.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct FailedJob {
-    pub job_id: i64,
-    pub kind: JobKind,
-    pub reservation_id: Option<i64>,
-    pub tenant: Option<String>,
-    pub step: Step,
-    pub attempts: u32,
-    pub error: String,
-    pub at: DateTime<Utc>,
 }
 
 #[derive(sqlx::FromRow)]

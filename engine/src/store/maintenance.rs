@@ -7,29 +7,8 @@ use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use tenantry_domain::fleet::{MaintenanceClash, MaintenanceWindow};
 use tenantry_domain::NodeState;
-
-/// A maintenance window as the admin Fleet page lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MaintenanceWindow {
-    pub id: i64,
-    pub node: String,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-    pub reason: String,
-    pub created_by: Option<String>,
-}
-
-/// A reservation in the way of a maintenance window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MaintenanceClash {
-    pub reservation_id: i64,
-    pub tenant: String,
-    pub state: String,
-    pub start: DateTime<Utc>,
-    pub end: DateTime<Utc>,
-}
 
 impl Store {
     /// A node's id and its GPUs (id, slices) by hostname.

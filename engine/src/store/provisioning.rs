@@ -9,51 +9,9 @@ use crate::driver::{IssuedCredential, NodeTarget, WipeReport};
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use tenantry_domain::placement::Placed;
+use tenantry_domain::provisioning::{CredentialView, CreditView, ReservationNode, WipeCertificate};
 use tenantry_domain::{Cents, GpuModel};
-
-/// Credentials as the team sees them on its reservation page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CredentialView {
-    pub kind: String,
-    pub username: String,
-    pub endpoint: String,
-    pub secret: String,
-    pub issued_at: DateTime<Utc>,
-    pub revoked_at: Option<DateTime<Utc>>,
-}
-
-/// A wipe certificate: what was erased on which node, when and how.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WipeCertificate {
-    pub node: String,
-    pub method: String,
-    pub devices: Vec<String>,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: DateTime<Utc>,
-    pub verified: bool,
-}
-
-/// One node of a reservation with its health, for the reservation page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReservationNode {
-    pub hostname: String,
-    pub state: String,
-    pub health: String,
-    pub health_reason: Option<String>,
-    /// The node failed and another took its place.
-    pub replaced: bool,
-}
-
-/// A credit owed to a team.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CreditView {
-    pub reservation_id: Option<i64>,
-    pub amount_cents: Cents,
-    pub reason: String,
-    pub at: DateTime<Utc>,
-}
 
 #[derive(sqlx::FromRow)]
 struct TargetRow {

@@ -10,9 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::Utc;
-use tenantry_domain::fleet::NodeSummary;
-use tenantry_engine::fleet::{MaintenanceInput, QueueOverview};
-use tenantry_engine::store::maintenance::{MaintenanceClash, MaintenanceWindow};
+use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, NodeSummary, QueueOverview};
 
 /// `GET /api/v1/admin/nodes`
 pub async fn nodes(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<Items<NodeSummary>>> {

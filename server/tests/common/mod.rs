@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use sqlx::Connection;
 use std::sync::Arc;
 use tenantry_app::server::PortalSettings;
+use tenantry_engine::driver::sim::{SimConfig, SimDriver};
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
 use tenantry_server::state::WebSettings;
@@ -57,7 +58,11 @@ impl TestApp {
     pub async fn start(db: Db) -> TestApp {
         let store = database(db).await;
         store.migrate().await.unwrap();
-        let engine = Engine::new(store, EngineConfig::default());
+        // The simulated fleet runs a million times faster than life, so tests drive the queue
+        // (`engine.run_due_jobs`) without waiting.
+        let sim = SimConfig { speed: 1e6, ..SimConfig::default() };
+        let engine =
+            Engine::new(store.clone(), EngineConfig::default()).with_driver(Arc::new(SimDriver::new(store, sim)));
         seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 30, seed: 3 }, chrono::Utc::now()).await.unwrap();
         Self::with_web(engine, WebSettings::default()).await
     }

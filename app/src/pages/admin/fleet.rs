@@ -1,10 +1,13 @@
-//! Admin → Fleet: every node grouped by region and fabric domain, with GPU model and count, state
-//! and health. The filters are a plain GET form (they work before the wasm arrives and survive a
+//! Admin → Fleet: the provisioning queue and maintenance windows, then every node grouped by
+//! region and fabric domain, with GPU model and count, state and health (with the reason for a
+//! quarantined node) and a drain or restore button. The page refreshes itself every few seconds. The filters are a plain GET form (they work before the wasm arrives and survive a
 //! reload or a shared link); once hydrated they also filter as you type.
 
-use crate::api::fleet_nodes;
+use super::operations::{MaintenancePanel, QueuePanel};
+use crate::api::{fleet_nodes, set_node_service};
 use crate::components::badges::{HealthBadge, NodeStateBadge};
 use crate::components::errors::ErrorPanel;
+use crate::components::live::refresh_every;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
@@ -55,24 +58,35 @@ pub fn FleetPage() -> impl IntoView {
         state: q.get("state").unwrap_or_default(),
     });
     let filter = RwSignal::new(initial);
-    let nodes = Resource::new(|| (), |_| fleet_nodes());
+    let revision = RwSignal::new(0u64);
+    refresh_every(5, revision);
+    let nodes = Resource::new(move || revision.get(), |_| fleet_nodes());
+    let service = Action::new(move |(host, on): &(String, bool)| set_node_service(host.clone(), *on));
+    Effect::new(move |_| {
+        if matches!(service.value().get(), Some(Ok(_))) {
+            revision.update(|r| *r += 1);
+        }
+    });
     view! {
-        <PageHeader title="Fleet" subtitle="Nodes by region and fabric domain." />
-        <Suspense fallback=|| {
+        <PageHeader title="Fleet" subtitle="The provisioning queue, maintenance, and nodes by region and fabric domain." />
+        <QueuePanel revision />
+        <MaintenancePanel revision />
+        {move || service.value().get().and_then(Result::err).map(|error| view! { <ErrorPanel error /> })}
+        <Transition fallback=|| {
             view! { <p>"Loading the fleet…"</p> }
         }>
             {move || Suspend::new(async move {
                 match nodes.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(nodes) => view! { <FleetView nodes filter /> }.into_any(),
+                    Ok(nodes) => view! { <FleetView nodes filter service /> }.into_any(),
                 }
             })}
-        </Suspense>
+        </Transition>
     }
 }
 
 #[component]
-fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>) -> impl IntoView {
+fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>, service: ServiceAction) -> impl IntoView {
     let nodes = StoredValue::new(nodes);
     let total = nodes.with_value(|n| n.len());
     let gpus: u32 = nodes.with_value(|n| n.iter().map(|n| n.gpu_count).sum());
@@ -186,6 +200,7 @@ fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>) -> impl Int
                                                 <DomainTable
                                                     domain=domain.to_owned()
                                                     nodes=nodes.into_iter().cloned().collect()
+                                                    service
                                                 />
                                             }
                                         })
@@ -210,8 +225,11 @@ fn Stat(label: &'static str, value: String) -> impl IntoView {
     }
 }
 
+/// Drains (`false`) or restores (`true`) a node by hostname.
+type ServiceAction = Action<(String, bool), Result<NodeSummary, crate::error::AppError>>;
+
 #[component]
-fn DomainTable(domain: String, nodes: Vec<NodeSummary>) -> impl IntoView {
+fn DomainTable(domain: String, nodes: Vec<NodeSummary>, service: ServiceAction) -> impl IntoView {
     let gpus: u32 = nodes.iter().map(|n| n.gpu_count).sum();
     view! {
         <div class=format!("{CARD} mb-4 overflow-x-auto p-0")>
@@ -238,6 +256,9 @@ fn DomainTable(domain: String, nodes: Vec<NodeSummary>) -> impl IntoView {
                         </th>
                         <th scope="col" class="px-4 py-2">
                             "Health"
+                        </th>
+                        <th scope="col" class="px-4 py-2">
+                            <span class="sr-only">"Action"</span>
                         </th>
                     </tr>
                 </thead>
@@ -267,6 +288,24 @@ fn DomainTable(domain: String, nodes: Vec<NodeSummary>) -> impl IntoView {
                                             .health_reason
                                             .clone()
                                             .map(|r| view! { <span class="ml-2 text-xs text-slate-500">{r}</span> })}
+                                    </td>
+                                    <td class="px-4 py-2">
+                                        {
+                                            let host = n.hostname.clone();
+                                            let restore = !n.state.schedulable();
+                                            view! {
+                                                <button
+                                                    type="button"
+                                                    class="rounded-md border px-2 py-1 text-xs"
+                                                    data-testid="node-service"
+                                                    on:click=move |_| {
+                                                        service.dispatch((host.clone(), restore));
+                                                    }
+                                                >
+                                                    {if restore { "Restore" } else { "Drain" }}
+                                                </button>
+                                            }
+                                        }
                                     </td>
                                 </tr>
                             }

@@ -3,4 +3,5 @@
 pub mod approvals;
 pub mod audit;
 pub mod fleet;
+pub mod operations;
 pub mod tenants;
