@@ -46,7 +46,8 @@ test('a lead bursts to on-demand capacity, told first that it is preemptible', a
   await page.getByTestId('burst-hours').fill('3');
   await page.getByRole('button', { name: 'Burst now' }).click();
   await expect(page).toHaveURL(/\/reservations\/\d+$/);
-  await expect(page.getByTestId('reservation-state')).toHaveText('active');
+  // It is provisioned at once and handed over when its node passes acceptance.
+  await expect(page.getByTestId('reservation-state')).toHaveText('active', { timeout: 30_000 });
   // 2 GPUs × 3 h × $1.49 on demand.
   await expect(page.getByTestId('reservation-price')).toHaveText('$8.94');
   await expect(page.getByTestId('decision-reason')).toContainText('preemptible');

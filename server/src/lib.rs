@@ -2,6 +2,9 @@
 //! `/api/v1`, sign-in), sessions and the CLI's commands. Kept as a library so tests build the
 //! whole app in-process and drive it with `tower::ServiceExt::oneshot`.
 
+// The OpenAPI document is one `json!` literal, deeper than the default limit.
+#![recursion_limit = "256"]
+
 pub mod api;
 pub mod auth;
 pub mod config;

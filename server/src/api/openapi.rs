@@ -85,7 +85,32 @@ pub fn document() -> Value {
             },
             "/reservations/{id}/cancel": {"post": {"summary": "Cancel and free the slices", "parameters": [id_param()],
                 "responses": with(json!({"200": ok("The cancelled reservation", "Reservation")}), error_responses(&["401", "403", "404", "409"]))}},
+            "/reservations/{id}/events": {"get": {"summary": "The provisioning timeline: `{\"items\":[{\"id\",\"job\",\"step\",\"status\",\"at\",\"attempt\",\"duration_ms\",\"detail\"}]}`, or server-sent events (`event: step`, resumable with Last-Event-ID) for `Accept: text/event-stream`",
+                "parameters": [id_param(), {"name": "after", "in": "query", "schema": {"type": "integer"}, "description": "only events after this id"}],
+                "responses": with(json!({"200": {"description": "Timeline events"}}), error_responses(&["401", "404", "422"]))}},
+            "/reservations/{id}/health-checks": {"post": {"summary": "Check the health of the reservation's nodes (any team member); a failing node is quarantined and replaced",
+                "parameters": [id_param()],
+                "responses": with(json!({"202": {"description": "Queued; the result appears on the timeline"}}), error_responses(&["401", "404", "409"]))}},
             "/admin/nodes": {"get": {"summary": "Every node (platform admins)", "responses": with(json!({"200": {"description": "Nodes"}}), error_responses(&["401", "403"]))}},
+            "/admin/nodes/{hostname}/drain": {"post": {"summary": "Drain a node: no new bookings, running ones continue (admins)", "parameters": [hostname_param()],
+                "responses": with(json!({"200": {"description": "The node"}}), error_responses(&["401", "403", "404", "409"]))}},
+            "/admin/nodes/{hostname}/restore": {"post": {"summary": "Return a drained, maintained or repaired node to service, healthy (admins)", "parameters": [hostname_param()],
+                "responses": with(json!({"200": {"description": "The node"}}), error_responses(&["401", "403", "404", "409"]))}},
+            "/admin/maintenance": {
+                "get": {"summary": "Maintenance windows that have not ended (admins)", "responses": with(json!({"200": {"description": "Windows"}}), error_responses(&["401", "403"]))},
+                "post": {"summary": "Schedule maintenance on a node; it holds the node's capacity. 409 names the reservations in the way (admins)",
+                    "requestBody": maintenance_body(),
+                    "responses": with(json!({"201": {"description": "The window"}}), error_responses(&["401", "403", "404", "409", "422"]))}
+            },
+            "/admin/maintenance/check": {"post": {"summary": "The reservations a maintenance window would clash with, without saving (admins)",
+                "requestBody": maintenance_body(),
+                "responses": with(json!({"200": {"description": "Clashes"}}), error_responses(&["401", "403", "404", "422"]))}},
+            "/admin/maintenance/{id}/cancel": {"post": {"summary": "Cancel a maintenance window and free its node (admins)", "parameters": [id_param()],
+                "responses": with(json!({"204": {"description": "Cancelled"}}), error_responses(&["401", "403", "404"]))}},
+            "/admin/queue": {"get": {"summary": "The provisioning queue: depth, running, scheduled, oldest due job, failed jobs (admins)",
+                "responses": with(json!({"200": {"description": "Queue overview"}}), error_responses(&["401", "403"]))}},
+            "/admin/jobs/{id}/retry": {"post": {"summary": "Run a failed job again from the step that failed (admins)", "parameters": [id_param()],
+                "responses": with(json!({"202": {"description": "Queued"}}), error_responses(&["401", "403", "404"]))}},
             "/admin/audit": {"get": {"summary": "The audit log, newest first (platform admins)",
                 "parameters": [
                     {"name": "actor", "in": "query", "schema": {"type": "string"}, "description": "e-mail of who acted"},
@@ -166,6 +191,16 @@ pub fn document() -> Value {
             }
         }
     })
+}
+
+fn hostname_param() -> Value {
+    json!({"name": "hostname", "in": "path", "required": true, "schema": {"type": "string"}})
+}
+
+fn maintenance_body() -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["node", "start", "end", "reason"],
+        "properties": {"node": {"type": "string", "description": "hostname"}, "start": {"type": "string", "format": "date-time"},
+            "end": {"type": "string", "format": "date-time"}, "reason": {"type": "string"}}}}}})
 }
 
 pub async fn serve() -> Json<Value> {

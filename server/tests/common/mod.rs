@@ -33,13 +33,14 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{}", std::process::id(), nanos % 1_000_000_000_000)
 }
 
-pub async fn database(db: Db) -> Store {
+/// The URL of a new, empty database of the given backend.
+pub async fn database_url(db: Db) -> String {
     match db {
         Db::Sqlite => {
             let dir = std::env::temp_dir().join("tenantry-tests");
             std::fs::create_dir_all(&dir).unwrap();
             let path = dir.join(format!("{}.db", unique("app")));
-            Store::connect(&format!("sqlite://{}", path.display())).await.unwrap()
+            format!("sqlite://{}", path.display())
         }
         Db::Postgres => {
             let admin = std::env::var("TENANTRY_TEST_POSTGRES_URL")
@@ -48,9 +49,13 @@ pub async fn database(db: Db) -> Store {
             let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL reachable");
             sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
             let (base, _) = admin.rsplit_once('/').unwrap();
-            Store::connect(&format!("{base}/{name}")).await.unwrap()
+            format!("{base}/{name}")
         }
     }
+}
+
+pub async fn database(db: Db) -> Store {
+    Store::connect(&database_url(db).await).await.unwrap()
 }
 
 impl TestApp {
