@@ -6,6 +6,7 @@ use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
 use crate::store::audit::NewAuditEvent;
+use crate::store::policy::AfterDecision;
 use crate::store::policy::NotificationRow;
 use crate::store::reservations::{Inserted, NewReservation};
 use crate::Engine;
@@ -173,7 +174,8 @@ impl Engine {
         let from = ReservationState::PendingApproval;
         let provision_at = tenantry_domain::provisioning::provision_at(r.start, self.config.provision_lead, now);
         let scheduled = ReservationState::Scheduled;
-        if !self.store.decide_reservation(id, from, scheduled, &reason, false, Some(provision_at), now).await? {
+        let then = AfterDecision::ProvisionAt(provision_at);
+        if !self.store.decide_reservation(id, from, scheduled, &reason, then, now).await? {
             return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
         }
         self.queue_wakeup.notify_one();
@@ -207,7 +209,8 @@ impl Engine {
             self.store.reservation_for_admin(id).await?.ok_or(EngineError::NotFound("reservation"))?;
         let decision = format!("rejected by {}: {reason}", who.email);
         let from = ReservationState::PendingApproval;
-        if !self.store.decide_reservation(id, from, ReservationState::Rejected, &decision, true, None, now).await? {
+        let then = AfterDecision::FreeCapacity;
+        if !self.store.decide_reservation(id, from, ReservationState::Rejected, &decision, then, now).await? {
             return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
         }
         self.refresh_reservation_gpus(id, now).await?;
@@ -230,7 +233,8 @@ impl Engine {
         for id in self.store.lapsed_approval_holds(now).await? {
             let reason = "the approval hold expired before an admin decided";
             let from = ReservationState::PendingApproval;
-            if !self.store.decide_reservation(id, from, ReservationState::Cancelled, reason, true, None, now).await? {
+            let then = AfterDecision::FreeCapacity;
+            if !self.store.decide_reservation(id, from, ReservationState::Cancelled, reason, then, now).await? {
                 continue;
             }
             released += 1;

@@ -373,8 +373,7 @@ mod tests {
 
     #[test]
     fn real_durations_follow_the_options() {
-        let mut deep = AcceptanceRules::default();
-        deep.gpu_diag_level = 3;
+        let deep = AcceptanceRules { gpu_diag_level: 3, ..AcceptanceRules::default() };
         assert!(real_seconds(Step::Acceptance, Some(&deep), None) > real_seconds(Step::Acceptance, None, None));
         assert_eq!(real_seconds(Step::CudaDriver, None, None), 300.0);
     }

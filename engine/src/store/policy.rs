@@ -39,6 +39,15 @@ pub struct NotificationRow {
 
 const LIVE_STATES: &str = "('pending_approval', 'scheduled', 'provisioning', 'active', 'degraded', 'releasing')";
 
+/// What follows a decision on a pending reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterDecision {
+    /// Rejected or lapsed: its slices are free again.
+    FreeCapacity,
+    /// Approved: its provisioning is queued for this time.
+    ProvisionAt(DateTime<Utc>),
+}
+
 impl Store {
     pub async fn tenants(&self) -> EngineResult<Vec<TenantRow>> {
         let rows = on_pool!(self, |pool| {
@@ -159,15 +168,15 @@ impl Store {
     }
 
     /// Records an admin's (or the system's) decision on a reservation, only if it is still in
-    /// `from` state; `release` frees its slices. False when the state had already changed.
+    /// `from` state, and what follows from it in the same transaction. False when the state had
+    /// already changed.
     pub async fn decide_reservation(
         &self,
         reservation_id: i64,
         from: ReservationState,
         to: ReservationState,
         reason: &str,
-        release: bool,
-        provision_at: Option<DateTime<Utc>>,
+        then: AfterDecision,
         now: DateTime<Utc>,
     ) -> EngineResult<bool> {
         let changed = write_tx!(self, |tx| {
@@ -183,14 +192,14 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            if changed == 1 && release {
+            if changed == 1 && then == AfterDecision::FreeCapacity {
                 sqlx::query("update allocation set live = $1 where reservation_id = $2")
                     .bind(false)
                     .bind(reservation_id)
                     .execute(&mut *tx)
                     .await?;
             }
-            if let (1, Some(run_at)) = (changed, provision_at) {
+            if let (1, AfterDecision::ProvisionAt(run_at)) = (changed, then) {
                 let kind = tenantry_domain::provisioning::JobKind::Provision;
                 sqlx::query(super::jobs::INSERT_JOB)
                     .bind(kind.code())
