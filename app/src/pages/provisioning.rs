@@ -76,7 +76,9 @@ pub fn ProvisioningPanel(id: i64, on_state: impl Fn(ReservationState) + Copy + S
             <h2 id="provisioning-title" class="mb-2 font-semibold">
                 "Provisioning"
             </h2>
-            <Transition fallback=|| view! { <p>"Loading the timeline…"</p> }>
+            <Transition fallback=|| {
+                view! { <p>"Loading the timeline…"</p> }
+            }>
                 {move || Suspend::new(async move {
                     match timeline.await {
                         Err(error) => view! { <ErrorPanel error /> }.into_any(),
@@ -239,7 +241,12 @@ fn TimelineView(timeline: Timeline, check: Action<(), Result<(), crate::error::A
                         </button>
                         {move || match check.value().get() {
                             Some(Ok(())) => {
-                                view! { <span role="status" class="text-sm">"Health check queued."</span> }.into_any()
+                                view! {
+                                    <span role="status" class="text-sm">
+                                        "Health check queued."
+                                    </span>
+                                }
+                                    .into_any()
                             }
                             Some(Err(error)) => view! { <ErrorPanel error /> }.into_any(),
                             None => ().into_any(),

@@ -42,12 +42,12 @@ pub fn ReservationPage() -> impl IntoView {
                     Ok(d) => {
                         let shown = d.reservation.state;
                         let id = d.reservation.id;
-                        // The panel follows the event stream; the details reload when the state moves.
                         let on_state = move |state| {
                             if state != shown {
                                 detail.refetch();
                             }
                         };
+                        // The panel follows the event stream; the details reload when the state moves.
                         view! {
                             <Detail detail=d can_book on_change=move || detail.refetch() />
                             <ProvisioningPanel id on_state />

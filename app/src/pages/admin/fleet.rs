@@ -68,7 +68,10 @@ pub fn FleetPage() -> impl IntoView {
         }
     });
     view! {
-        <PageHeader title="Fleet" subtitle="The provisioning queue, maintenance, and nodes by region and fabric domain." />
+        <PageHeader
+            title="Fleet"
+            subtitle="The provisioning queue, maintenance, and nodes by region and fabric domain."
+        />
         <QueuePanel revision />
         <MaintenancePanel revision />
         {move || service.value().get().and_then(Result::err).map(|error| view! { <ErrorPanel error /> })}

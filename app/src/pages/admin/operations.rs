@@ -29,7 +29,9 @@ pub fn QueuePanel(revision: RwSignal<u64>) -> impl IntoView {
             <h2 id="queue-title" class="mb-2 font-semibold">
                 "Provisioning queue"
             </h2>
-            <Transition fallback=|| view! { <p>"Loading the queue…"</p> }>
+            <Transition fallback=|| {
+                view! { <p>"Loading the queue…"</p> }
+            }>
                 {move || Suspend::new(async move {
                     match queue.await {
                         Err(error) => view! { <ErrorPanel error /> }.into_any(),
@@ -148,7 +150,9 @@ pub fn MaintenancePanel(revision: RwSignal<u64>) -> impl IntoView {
             <h2 id="maintenance-title" class="mb-2 font-semibold">
                 "Maintenance windows"
             </h2>
-            <Transition fallback=|| view! { <p>"Loading…"</p> }>
+            <Transition fallback=|| {
+                view! { <p>"Loading…"</p> }
+            }>
                 {move || Suspend::new(async move {
                     match windows.await {
                         Err(error) => view! { <ErrorPanel error /> }.into_any(),
@@ -254,13 +258,15 @@ pub fn MaintenancePanel(revision: RwSignal<u64>) -> impl IntoView {
                                                 "In the way: {}",
                                                 list
                                                     .iter()
-                                                    .map(|c| format!(
-                                                        "#{} ({}, {} to {})",
-                                                        c.reservation_id,
-                                                        c.tenant,
-                                                        format::utc(c.start),
-                                                        format::utc(c.end),
-                                                    ))
+                                                    .map(|c| {
+                                                        format!(
+                                                            "#{} ({}, {} to {})",
+                                                            c.reservation_id,
+                                                            c.tenant,
+                                                            format::utc(c.start),
+                                                            format::utc(c.end),
+                                                        )
+                                                    })
                                                     .collect::<Vec<_>>()
                                                     .join(", "),
                                             )}
