@@ -7,6 +7,7 @@ use super::operations::{MaintenancePanel, QueuePanel};
 use crate::api::{fleet_nodes, set_node_service};
 use crate::components::badges::{HealthBadge, NodeStateBadge};
 use crate::components::errors::ErrorPanel;
+use crate::components::layout::use_session;
 use crate::components::live::refresh_every;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
@@ -60,6 +61,7 @@ pub fn FleetPage() -> impl IntoView {
     let filter = RwSignal::new(initial);
     let revision = RwSignal::new(0u64);
     refresh_every(5, revision);
+    let session = use_session();
     let nodes = Resource::new(move || revision.get(), |_| fleet_nodes());
     let service = Action::new(move |(host, on): &(String, bool)| set_node_service(host.clone(), *on));
     Effect::new(move |_| {
@@ -72,8 +74,19 @@ pub fn FleetPage() -> impl IntoView {
             title="Fleet"
             subtitle="The provisioning queue, maintenance, and nodes by region and fabric domain."
         />
-        <QueuePanel revision />
-        <MaintenancePanel revision />
+        // The operations panels are for admins; anyone else sees only the refusal below.
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let admin = session.await.ok().and_then(|s| s.user).is_some_and(|u| u.is_admin);
+                admin
+                    .then(|| {
+                        view! {
+                            <QueuePanel revision />
+                            <MaintenancePanel revision />
+                        }
+                    })
+            })}
+        </Suspense>
         {move || service.value().get().and_then(Result::err).map(|error| view! { <ErrorPanel error /> })}
         <Transition fallback=|| {
             view! { <p>"Loading the fleet…"</p> }
