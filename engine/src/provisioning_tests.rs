@@ -65,6 +65,17 @@ fn first_job(step: Step, node: i64) -> EffectKey {
     EffectKey::new(1, step, Some(node))
 }
 
+/// Books `input` at the moment its window starts, so a minute turning over between building the
+/// input and booking it cannot put the start in the past.
+async fn book_now(
+    engine: &Engine,
+    who: &Identity,
+    input: BookingInput,
+) -> crate::error::EngineResult<crate::booking::Booked> {
+    let at = input.start;
+    engine.book(who, &input, None, at).await
+}
+
 /// Runs the queue with an explicit clock until nothing is due at `until`.
 async fn run_until(engine: &Engine, until: DateTime<Utc>) {
     for _ in 0..200 {
@@ -88,7 +99,7 @@ fn steps(items: &[tenantry_domain::provisioning::StepEvent], status: StepStatus)
 store_test!(a_window_that_starts_now_is_handed_over_then_released_and_wiped, |store: Store| async move {
     let engine = world(store, SimConfig::default()).await;
     let lead = who(&engine, "lead@acme.example").await;
-    let booked = engine.book(&lead, &starting_now("h100-gpu", 2, 2, "any"), None, Utc::now()).await.unwrap();
+    let booked = book_now(&engine, &lead, starting_now("h100-gpu", 2, 2, "any")).await.unwrap();
     let id = booked.detail.reservation.id;
     assert_eq!(booked.detail.reservation.state, ReservationState::Scheduled);
 
@@ -121,7 +132,7 @@ store_test!(a_window_that_starts_now_is_handed_over_then_released_and_wiped, |st
 store_test!(failed_acceptance_quarantines_and_replaces_in_the_same_fabric, |store: Store| async move {
     let engine = world(store, SimConfig::default()).await;
     let lead = who(&engine, "lead@acme.example").await;
-    let booked = engine.book(&lead, &starting_now("h100-node", 2, 4, "compact"), None, Utc::now()).await.unwrap();
+    let booked = book_now(&engine, &lead, starting_now("h100-node", 2, 4, "compact")).await.unwrap();
     let id = booked.detail.reservation.id;
     // Every acceptance run fails with probability 0.5; pick a seed where one of the two fails first.
     let sim = SimConfig { failure_rate: 0.5, failure_steps: Some(vec![Step::Acceptance]), ..SimConfig::default() };
@@ -160,7 +171,7 @@ store_test!(without_a_replacement_the_team_is_credited, |store: Store| async mov
     let sim = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::Acceptance]), ..SimConfig::default() };
     let engine = world(store, sim).await;
     let lead = who(&engine, "lead@acme.example").await;
-    let booked = engine.book(&lead, &starting_now("l40s-gpu", 1, 3, "any"), None, Utc::now()).await.unwrap();
+    let booked = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 3, "any")).await.unwrap();
     let id = booked.detail.reservation.id;
     run_until(&engine, Utc::now()).await;
     let timeline = engine.timeline(&lead, id, 0).await.unwrap();
@@ -185,7 +196,7 @@ store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async 
     let engine = world(store.clone(), SimConfig::default()).await;
     let lead = who(&engine, "lead@acme.example").await;
     let admin = who(&engine, "admin@tenantry.example").await;
-    let first = engine.book(&lead, &starting_now("h100-gpu", 4, 2, "any"), None, Utc::now()).await.unwrap();
+    let first = book_now(&engine, &lead, starting_now("h100-gpu", 4, 2, "any")).await.unwrap();
     let id = first.detail.reservation.id;
     // Driver installs fail half the time: a seed where the first install fails and a later one works.
     let sim = SimConfig { failure_rate: 0.5, failure_steps: Some(vec![Step::CudaDriver]), ..SimConfig::default() };
@@ -210,7 +221,7 @@ store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async 
     let _ = store;
     let always = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::CudaDriver]), ..SimConfig::default() };
     let engine = with_sim(&engine, always);
-    let second = engine.book(&lead, &starting_now("l40s-gpu", 1, 2, "any"), None, Utc::now()).await.unwrap();
+    let second = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 2, "any")).await.unwrap();
     let id = second.detail.reservation.id;
     for _ in 0..20 {
         run_until(&engine, Utc::now() + Duration::seconds(1)).await;
@@ -230,7 +241,7 @@ store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async 
 store_test!(cancelling_an_active_reservation_releases_it_at_once, |store: Store| async move {
     let engine = world(store, SimConfig::default()).await;
     let lead = who(&engine, "lead@acme.example").await;
-    let booked = engine.book(&lead, &starting_now("a100-3g.40gb", 2, 6, "any"), None, Utc::now()).await.unwrap();
+    let booked = book_now(&engine, &lead, starting_now("a100-3g.40gb", 2, 6, "any")).await.unwrap();
     let id = booked.detail.reservation.id;
     run_until(&engine, Utc::now()).await;
     let timeline = engine.timeline(&lead, id, 0).await.unwrap();
@@ -252,7 +263,7 @@ store_test!(a_health_check_on_a_broken_node_replaces_it, |store: Store| async mo
     let lead = who(&engine, "lead@acme.example").await;
     let member = who(&engine, "member@acme.example").await;
     let other = who(&engine, "lead@globex.example").await;
-    let booked = engine.book(&lead, &starting_now("h100-gpu", 1, 3, "any"), None, Utc::now()).await.unwrap();
+    let booked = book_now(&engine, &lead, starting_now("h100-gpu", 1, 3, "any")).await.unwrap();
     let id = booked.detail.reservation.id;
     assert!(
         engine.request_health_check(&lead, id, Utc::now()).await.is_err(),
@@ -280,14 +291,7 @@ store_test!(a_crashed_worker_is_resumed_and_each_effect_applies_once, |store: St
     let lead = who(&slow, "lead@acme.example").await;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.push(
-            slow.book(&lead, &starting_now("h100-gpu", 1, 2, "any"), None, Utc::now())
-                .await
-                .unwrap()
-                .detail
-                .reservation
-                .id,
-        );
+        ids.push(book_now(&slow, &lead, starting_now("h100-gpu", 1, 2, "any")).await.unwrap().detail.reservation.id);
     }
     // The instance that will crash has its own connections, as another process would.
     let doomed_store = slow.store.open_another().await.unwrap();
@@ -348,13 +352,7 @@ store_test!(shutdown_hands_back_what_it_cannot_finish, |store: Store| async move
         .with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 10.0, ..SimConfig::default() })));
     seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
     let lead = who(&engine, "lead@acme.example").await;
-    let id = engine
-        .book(&lead, &starting_now("h100-gpu", 1, 2, "any"), None, Utc::now())
-        .await
-        .unwrap()
-        .detail
-        .reservation
-        .id;
+    let id = book_now(&engine, &lead, starting_now("h100-gpu", 1, 2, "any")).await.unwrap().detail.reservation.id;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn({
         let engine = engine.clone();

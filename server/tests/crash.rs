@@ -53,7 +53,7 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
     let engine = Engine::new(store.clone(), EngineConfig::default());
     seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 0, seed: 3 }, Utc::now()).await.unwrap();
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
-    let start = tenantry_domain::window::floor_minute(Utc::now());
+    let start = common::this_minute().await;
     let mut ids = Vec::new();
     for offering in ["h100-gpu", "h100-gpu", "l40s-gpu", "a100-1g.10gb"] {
         let input = BookingInput {
@@ -64,7 +64,7 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
             region: None,
             options: OptionsInput { placement: Some("any".into()), ..OptionsInput::default() },
         };
-        ids.push(engine.book(&lead, &input, None, Utc::now()).await.unwrap().detail.reservation.id);
+        ids.push(engine.book(&lead, &input, None, start).await.unwrap().detail.reservation.id);
     }
     let tenant = lead.tenant_id().unwrap();
 

@@ -24,7 +24,7 @@ fn parse(body: &str) -> Value {
 
 /// Books `offering` from now for two hours as acme's lead; returns the reservation.
 async fn book_now(app: &TestApp, lead: &Auth, offering: &str) -> Value {
-    let start = tenantry_domain::window::floor_minute(Utc::now());
+    let start = common::this_minute().await;
     let body = json!({"offering": offering, "quantity": 1, "start": start, "end": start + Duration::hours(2),
                       "options": {"placement": "any"}});
     let (code, _, created) = app.send(post(lead, "/api/v1/reservations", body)).await;

@@ -33,6 +33,17 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}_{}_{}", std::process::id(), nanos % 1_000_000_000_000)
 }
 
+/// The start of the current minute, for a window that starts now. Near a minute's end it waits
+/// for the next one, so the server still sees that minute as "now" when the request arrives.
+pub async fn this_minute() -> chrono::DateTime<chrono::Utc> {
+    use chrono::Timelike;
+    let now = chrono::Utc::now();
+    if now.second() >= 55 {
+        tokio::time::sleep(std::time::Duration::from_secs(u64::from(61 - now.second()))).await;
+    }
+    tenantry_domain::window::floor_minute(chrono::Utc::now())
+}
+
 /// The URL of a new, empty database of the given backend.
 pub async fn database_url(db: Db) -> String {
     match db {
