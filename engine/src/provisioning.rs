@@ -68,6 +68,19 @@ enum Replacement {
     NotNeeded,
 }
 
+impl Replacement {
+    /// The timeline's line for a node that failed with `problem`.
+    fn describe(&self, hostname: &str, problem: &str) -> String {
+        match self {
+            Replacement::Replaced(with) => format!("{hostname}: {problem}; quarantined, replaced by {with}"),
+            Replacement::Lost(credit) => {
+                format!("{hostname}: {problem}; quarantined, no replacement free (credit {credit})")
+            }
+            Replacement::NotNeeded => format!("{hostname}: {problem}; quarantined"),
+        }
+    }
+}
+
 fn joined<T: AsRef<str>>(lines: &[T]) -> String {
     lines.iter().map(AsRef::as_ref).collect::<Vec<_>>().join("; ")
 }
@@ -279,17 +292,9 @@ impl Engine {
                 Ok(()) => lines.push(format!("{}: passed ({:.0} GB/s)", node.hostname, report.busbw_gbps)),
                 Err(why) => {
                     let reason = format!("failed acceptance: {why}");
-                    match self.replace_node(r, tenant_id, node, nodes, &reason).await? {
-                        Replacement::Replaced(with) => {
-                            replaced = true;
-                            lines.push(format!("{}: {reason}; quarantined, replaced by {with}", node.hostname));
-                        }
-                        Replacement::Lost(credit) => lines.push(format!(
-                            "{}: {reason}; quarantined, no replacement free (credit {credit})",
-                            node.hostname
-                        )),
-                        Replacement::NotNeeded => lines.push(format!("{}: {reason}; quarantined", node.hostname)),
-                    }
+                    let outcome = self.replace_node(r, tenant_id, node, nodes, &reason).await?;
+                    replaced |= matches!(outcome, Replacement::Replaced(_));
+                    lines.push(outcome.describe(&node.hostname, &reason));
                 }
             }
         }
@@ -326,17 +331,9 @@ impl Engine {
                 }
                 Some(problem) => {
                     let reason = format!("failed a health check: {problem}");
-                    match self.replace_node(r, tenant_id, node, nodes, &reason).await? {
-                        Replacement::Replaced(with) => {
-                            replaced = true;
-                            lines.push(format!("{}: {problem}; quarantined, replaced by {with}", node.hostname));
-                        }
-                        Replacement::Lost(credit) => lines.push(format!(
-                            "{}: {problem}; quarantined, no replacement free (credit {credit})",
-                            node.hostname
-                        )),
-                        Replacement::NotNeeded => lines.push(format!("{}: {problem}; quarantined", node.hostname)),
-                    }
+                    let outcome = self.replace_node(r, tenant_id, node, nodes, &reason).await?;
+                    replaced |= matches!(outcome, Replacement::Replaced(_));
+                    lines.push(outcome.describe(&node.hostname, &problem));
                 }
             }
         }
