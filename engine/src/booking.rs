@@ -33,7 +33,7 @@ pub struct Booked {
     pub replayed: bool,
 }
 
-fn tenant_of(who: &Identity) -> EngineResult<i64> {
+pub(crate) fn tenant_of(who: &Identity) -> EngineResult<i64> {
     who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))
 }
 

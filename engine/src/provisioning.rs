@@ -4,6 +4,7 @@
 //! this module decides what they do. Every step may run again after a crash: driver calls carry
 //! an [`EffectKey`] and store writes are conditional, so a repeat has the effect once.
 
+use crate::booking::tenant_of;
 use crate::driver::{DriverError, EffectKey, NodeTarget, TenantTarget};
 use crate::error::{EngineError, EngineResult};
 use crate::store::jobs::{ClaimedJob, Completion, JobEffect, NextMove, StepRecord};
@@ -463,8 +464,7 @@ impl Engine {
     /// A team's view of a reservation's provisioning: the steps so far, its nodes with their
     /// health, its credentials and wipe certificates. Another team's answers `NotFound`.
     pub async fn timeline(&self, who: &Identity, id: i64, after: i64) -> EngineResult<Timeline> {
-        let tenant_id =
-            who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
+        let tenant_id = tenant_of(who)?;
         let r = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
         Ok(Timeline {
             reservation_id: id,
@@ -478,8 +478,7 @@ impl Engine {
 
     /// The timeline's events after `after`, checking the caller may see the reservation.
     pub async fn timeline_events(&self, who: &Identity, id: i64, after: i64) -> EngineResult<Vec<StepEvent>> {
-        let tenant_id =
-            who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
+        let tenant_id = tenant_of(who)?;
         self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
         self.store.reservation_events(id, after).await
     }
@@ -487,8 +486,7 @@ impl Engine {
     /// Queues a health check of a reservation's nodes. Any member of the team may ask, while
     /// the reservation has nodes set up.
     pub async fn request_health_check(&self, who: &Identity, id: i64, now: DateTime<Utc>) -> EngineResult<()> {
-        let tenant_id =
-            who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))?;
+        let tenant_id = tenant_of(who)?;
         let r = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
         if !matches!(r.state, ReservationState::Provisioning | ReservationState::Active | ReservationState::Degraded) {
             return Err(EngineError::Conflict(format!(

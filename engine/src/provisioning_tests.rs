@@ -193,7 +193,7 @@ store_test!(without_a_replacement_the_team_is_credited, |store: Store| async mov
 });
 
 store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async move {
-    let engine = world(store.clone(), SimConfig::default()).await;
+    let engine = world(store, SimConfig::default()).await;
     let lead = who(&engine, "lead@acme.example").await;
     let admin = who(&engine, "admin@tenantry.example").await;
     let first = book_now(&engine, &lead, starting_now("h100-gpu", 4, 2, "any")).await.unwrap();
@@ -218,7 +218,6 @@ store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async 
     assert!(steps(&timeline.items, StepStatus::Retrying).contains(&Step::CudaDriver), "the failed install was retried");
 
     // Always failing: out of attempts, the job fails, the reservation fails, admins see it.
-    let _ = store;
     let always = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::CudaDriver]), ..SimConfig::default() };
     let engine = with_sim(&engine, always);
     let second = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 2, "any")).await.unwrap();
