@@ -8,6 +8,7 @@ pub mod booking;
 pub mod codes;
 pub mod fleet;
 pub mod identity;
+pub mod metering;
 pub mod money;
 pub mod offering;
 pub mod placement;

@@ -41,6 +41,10 @@ pub struct Policy {
     /// Negotiated rates that replace the list rates of some offerings for this team.
     #[serde(default)]
     pub rate_overrides: BTreeMap<String, RateOverride>,
+    /// The team's monthly spend budget in whole dollars (the Chargeback page forecasts against
+    /// it and warns when the forecast crosses it); `None`: no budget.
+    #[serde(default)]
+    pub monthly_budget_dollars: Option<u32>,
 }
 
 /// A team's own price for an offering, in cents per unit-hour.
@@ -78,6 +82,7 @@ impl Default for Policy {
             burst_max_gpus: Some(16),
             burst_max_hours: Some(24),
             rate_overrides: BTreeMap::new(),
+            monthly_budget_dollars: None,
         }
     }
 }
@@ -105,6 +110,8 @@ pub struct PolicyPatch {
     /// Per offering: a team rate, or `null` to go back to the list rate.
     #[serde(default)]
     pub rate_overrides: Option<BTreeMap<String, Option<RateOverride>>>,
+    #[serde(default, with = "double_option")]
+    pub monthly_budget_dollars: Option<Option<u32>>,
 }
 
 /// `null` means "no limit", a missing field means "unchanged".
@@ -164,6 +171,9 @@ impl Policy {
         }
         if let Some(v) = patch.burst_max_hours {
             p.burst_max_hours = v;
+        }
+        if let Some(v) = patch.monthly_budget_dollars {
+            p.monthly_budget_dollars = v;
         }
         if let Some(rates) = &patch.rate_overrides {
             for (offering, rate) in rates {

@@ -1,0 +1,1022 @@
+//! Metering: what each reservation and burst costs over any span of time, the cancellation
+//! policy, monthly statements, the month's forecast against a budget, and how much of what a
+//! team reserved it actually used. Pure: the store supplies the records, `now` is a parameter.
+//!
+//! # The rules
+//! - A **reservation** is charged at the rate locked when it was booked, for its whole window,
+//!   used or not. A **burst** is charged at the on-demand rate (also locked when it started) by
+//!   the minute, up to when it ends: its end, an earlier preemption, or its cancellation.
+//! - A slice of a MIG offering is priced per slice; GPU-hours count it as its fraction of a GPU
+//!   (a 3g slice is 3/7 of a GPU).
+//! - Extending or shortening a window re-meters it: the window's current end is what is charged.
+//!   Giving time back (a shortening, or a cancellation) is free until
+//!   [`CancellationPolicy::free_notice_hours`] before the window's start; later, a
+//!   [`CancellationPolicy::late_share_percent`] share of the cost of the part given back is charged
+//!   as a fee. The part of a cancelled window already run is charged as usual. Bursts never pay a
+//!   fee: they are on-demand.
+//! - Reservations that never held capacity for the team (waiting for approval, rejected, or
+//!   failed to provision) are not charged.
+//! - Credits (capacity that failed and could not be replaced) reduce the bill in the month they
+//!   are granted.
+//!
+//! # Rounding
+//! Money is integer cents. The cost of a window from its start up to an instant `t` is
+//! `rate × units × minutes / 60`, rounded half up to the cent once ([`Cents::per_hour_for_minutes`]).
+//! The amount for any part `[a, b)` of a window is `cost_to(b) − cost_to(a)`. So the parts of a
+//! window (its months, its weeks, what has accrued and what is still committed) always add up to
+//! exactly what the whole window costs, to the cent, however it is cut. A fee is its share of the
+//! cost of the part given back, rounded half up. A statement's totals are sums of its lines.
+
+use crate::money::div_round_half_up;
+use crate::offering::GpuSevenths;
+use crate::reservation::ReservationKind;
+use crate::window::floor_minute;
+use crate::{Cents, ReservationState, Window};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// When giving back reserved time starts to cost something, and how much.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancellationPolicy {
+    /// Giving time back at least this long before the window's start is free.
+    pub free_notice_hours: u32,
+    /// Later, this share (0–100) of the cost of the part given back is charged.
+    pub late_share_percent: u32,
+}
+
+impl Default for CancellationPolicy {
+    fn default() -> Self {
+        CancellationPolicy { free_notice_hours: 48, late_share_percent: 50 }
+    }
+}
+
+impl CancellationPolicy {
+    /// The fee for giving back a part costing `part_cost` of a window that starts at
+    /// `window_start`, decided at `at`.
+    pub fn fee(&self, window_start: DateTime<Utc>, at: DateTime<Utc>, part_cost: Cents) -> Cents {
+        if at <= window_start - Duration::hours(i64::from(self.free_notice_hours)) {
+            return Cents::ZERO;
+        }
+        Cents(div_round_half_up(i128::from(part_cost.0) * i128::from(self.late_share_percent.min(100)), 100) as i64)
+    }
+
+    /// In words, for pages and the API's documentation.
+    pub fn describe(&self) -> String {
+        format!(
+            "free until {} hours before the start; later, {}% of the time given back",
+            self.free_notice_hours, self.late_share_percent
+        )
+    }
+}
+
+crate::coded_enum! {
+    /// Why part of a window was given back.
+    pub enum CutKind ("cut kind") {
+        Shortened = "shortened",
+        Cancelled = "cancelled",
+    }
+}
+
+/// A part of a window given back at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cut {
+    pub at: DateTime<Utc>,
+    pub part: Window,
+    pub kind: CutKind,
+}
+
+/// A reservation or burst as metering sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metered {
+    pub id: i64,
+    pub tenant: String,
+    pub kind: ReservationKind,
+    pub offering: String,
+    pub gpu_model: String,
+    pub gpus_per_unit: GpuSevenths,
+    pub quantity: u32,
+    /// The window as it stands now (a cancelled one keeps its booked window).
+    pub window: Window,
+    pub state: ReservationState,
+    /// Cents per unit-hour, locked when it was booked.
+    pub rate: Cents,
+    /// Parts given back, oldest first.
+    pub cuts: Vec<Cut>,
+}
+
+impl Metered {
+    /// Whether it is charged at all.
+    pub fn charged(&self) -> bool {
+        !matches!(self.state, ReservationState::PendingApproval | ReservationState::Rejected | ReservationState::Failed)
+    }
+
+    /// The part of the window that is charged as usage: up to its cancellation, if cancelled.
+    pub fn billed_window(&self) -> Option<Window> {
+        if !self.charged() {
+            return None;
+        }
+        let cancelled_from = self.cuts.iter().find(|c| c.kind == CutKind::Cancelled).map(|c| c.part.start);
+        let end = cancelled_from.map_or(self.window.end, |c| c.min(self.window.end));
+        (end > self.window.start).then_some(Window { start: self.window.start, end })
+    }
+
+    fn cents_per_hour(&self) -> Cents {
+        self.rate * i64::from(self.quantity)
+    }
+
+    /// The cost of the billed window from its start up to `t` (clamped to the window), rounded
+    /// once, half up.
+    pub fn cost_to(&self, t: DateTime<Utc>) -> Cents {
+        let Some(billed) = self.billed_window() else { return Cents::ZERO };
+        let t = t.clamp(billed.start, billed.end);
+        Cents::per_hour_for_minutes(self.cents_per_hour(), (t - billed.start).num_minutes())
+    }
+
+    /// GPU-hours of `minutes` of this booking, a MIG slice counting as its fraction of a GPU.
+    pub fn gpu_hours(&self, minutes: i64) -> f64 {
+        (self.gpus_per_unit.0 * i64::from(self.quantity) * minutes) as f64 / (7.0 * 60.0)
+    }
+
+    fn line_kind(&self) -> LineKind {
+        match self.kind {
+            ReservationKind::Reservation => LineKind::Reserved,
+            ReservationKind::Burst => LineKind::OnDemand,
+        }
+    }
+}
+
+/// A credit granted to a tenant (positive cents; it reduces the bill).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreditRecord {
+    pub reservation_id: Option<i64>,
+    pub tenant: String,
+    pub at: DateTime<Utc>,
+    pub amount: Cents,
+    pub reason: String,
+}
+
+crate::coded_enum! {
+    /// What a line charges for.
+    pub enum LineKind ("line kind") {
+        Reserved = "reserved",
+        OnDemand = "on_demand",
+        CancellationFee = "cancellation_fee",
+        Credit = "credit",
+    }
+}
+
+crate::coded_enum! {
+    /// Where a line's window is relative to now.
+    pub enum LineStatus ("line status") {
+        Past = "past",
+        Running = "running",
+        Upcoming = "upcoming",
+    }
+}
+
+/// One line of a bill: a reservation's or burst's time inside a span, a fee or a credit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChargeLine {
+    pub reservation_id: Option<i64>,
+    pub tenant: String,
+    pub kind: LineKind,
+    pub offering: Option<String>,
+    pub gpu_model: Option<String>,
+    pub quantity: u32,
+    /// The part of the window inside the span (a fee or credit: the instant it was charged).
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub status: LineStatus,
+    pub gpu_hours: f64,
+    /// Cents per unit-hour (0 for fees and credits).
+    pub rate_cents_per_hour: Cents,
+    /// Charged for time up to now.
+    pub accrued_cents: Cents,
+    /// Still to come (the window's part after now).
+    pub committed_cents: Cents,
+    pub amount_cents: Cents,
+    pub description: String,
+}
+
+/// Every line for `span`: each item's billed time inside it (split into accrued and committed at
+/// `now`), each fee charged inside it, each credit granted inside it. Ordered by start, then id.
+pub fn lines(
+    items: &[Metered],
+    credits: &[CreditRecord],
+    span: Window,
+    policy: &CancellationPolicy,
+    now: DateTime<Utc>,
+) -> Vec<ChargeLine> {
+    let now = floor_minute(now);
+    let mut out = Vec::new();
+    for item in items {
+        if let Some(billed) = item.billed_window() {
+            let (a, b) = (billed.start.max(span.start), billed.end.min(span.end));
+            if a < b {
+                let boundary = now.clamp(a, b);
+                let accrued = Cents(item.cost_to(boundary).0 - item.cost_to(a).0);
+                let committed = Cents(item.cost_to(b).0 - item.cost_to(boundary).0);
+                let status = if billed.end <= now {
+                    LineStatus::Past
+                } else if billed.start <= now {
+                    LineStatus::Running
+                } else {
+                    LineStatus::Upcoming
+                };
+                out.push(ChargeLine {
+                    reservation_id: Some(item.id),
+                    tenant: item.tenant.clone(),
+                    kind: item.line_kind(),
+                    offering: Some(item.offering.clone()),
+                    gpu_model: Some(item.gpu_model.clone()),
+                    quantity: item.quantity,
+                    start: a,
+                    end: b,
+                    status,
+                    gpu_hours: item.gpu_hours((b - a).num_minutes()),
+                    rate_cents_per_hour: item.rate,
+                    accrued_cents: accrued,
+                    committed_cents: committed,
+                    amount_cents: accrued + committed,
+                    description: format!("{} × {} ({})", item.quantity, item.offering, item.kind),
+                });
+            }
+        }
+        if item.kind == ReservationKind::Reservation && item.charged() {
+            for cut in item.cuts.iter().filter(|c| span.contains(c.at)) {
+                let part_cost = Cents::per_hour_for_minutes(item.cents_per_hour(), cut.part.minutes());
+                let fee = policy.fee(item.window.start, cut.at, part_cost);
+                if fee == Cents::ZERO {
+                    continue;
+                }
+                out.push(ChargeLine {
+                    reservation_id: Some(item.id),
+                    tenant: item.tenant.clone(),
+                    kind: LineKind::CancellationFee,
+                    offering: Some(item.offering.clone()),
+                    gpu_model: Some(item.gpu_model.clone()),
+                    quantity: item.quantity,
+                    start: cut.at,
+                    end: cut.at,
+                    status: LineStatus::Past,
+                    gpu_hours: 0.0,
+                    rate_cents_per_hour: Cents::ZERO,
+                    accrued_cents: fee,
+                    committed_cents: Cents::ZERO,
+                    amount_cents: fee,
+                    description: format!(
+                        "{}: {}% of {} given back less than {} hours before the start",
+                        cut.kind, policy.late_share_percent, part_cost, policy.free_notice_hours
+                    ),
+                });
+            }
+        }
+    }
+    for credit in credits.iter().filter(|c| span.contains(c.at)) {
+        let amount = Cents(-credit.amount.0);
+        out.push(ChargeLine {
+            reservation_id: credit.reservation_id,
+            tenant: credit.tenant.clone(),
+            kind: LineKind::Credit,
+            offering: None,
+            gpu_model: None,
+            quantity: 0,
+            start: credit.at,
+            end: credit.at,
+            status: LineStatus::Past,
+            gpu_hours: 0.0,
+            rate_cents_per_hour: Cents::ZERO,
+            accrued_cents: amount,
+            committed_cents: Cents::ZERO,
+            amount_cents: amount,
+            description: credit.reason.clone(),
+        });
+    }
+    out.sort_by(|x, y| (x.start, x.reservation_id, x.kind).cmp(&(y.start, y.reservation_id, y.kind)));
+    out
+}
+
+/// Sums of a set of lines, by kind and by basis.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub reserved_cents: Cents,
+    pub on_demand_cents: Cents,
+    pub fees_cents: Cents,
+    pub credits_cents: Cents,
+    pub accrued_cents: Cents,
+    pub committed_cents: Cents,
+    pub total_cents: Cents,
+    pub gpu_hours: f64,
+}
+
+impl Totals {
+    pub fn of(lines: &[ChargeLine]) -> Totals {
+        let mut t = Totals::default();
+        for l in lines {
+            match l.kind {
+                LineKind::Reserved => t.reserved_cents = t.reserved_cents + l.amount_cents,
+                LineKind::OnDemand => t.on_demand_cents = t.on_demand_cents + l.amount_cents,
+                LineKind::CancellationFee => t.fees_cents = t.fees_cents + l.amount_cents,
+                LineKind::Credit => t.credits_cents = t.credits_cents + l.amount_cents,
+            }
+            t.accrued_cents = t.accrued_cents + l.accrued_cents;
+            t.committed_cents = t.committed_cents + l.committed_cents;
+            t.total_cents = t.total_cents + l.amount_cents;
+            t.gpu_hours += l.gpu_hours;
+        }
+        t
+    }
+}
+
+crate::coded_enum! {
+    /// A statement is a draft while its month runs and final once it has closed.
+    pub enum StatementStatus ("statement status") {
+        Draft = "draft",
+        Final = "final",
+    }
+}
+
+/// A tenant's statement for one calendar month (UTC).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Statement {
+    pub tenant: String,
+    /// `2026-11`.
+    pub month: String,
+    pub period: Window,
+    pub status: StatementStatus,
+    pub lines: Vec<ChargeLine>,
+    pub totals: Totals,
+}
+
+/// The statement of `month` (`(year, month)`) from a tenant's items and credits.
+pub fn statement(
+    tenant: &str,
+    month: Month,
+    items: &[Metered],
+    credits: &[CreditRecord],
+    policy: &CancellationPolicy,
+    now: DateTime<Utc>,
+) -> Statement {
+    let period = month.window();
+    let lines = lines(items, credits, period, policy, now);
+    Statement {
+        tenant: tenant.to_owned(),
+        month: month.to_string(),
+        period,
+        status: if now >= period.end { StatementStatus::Final } else { StatementStatus::Draft },
+        totals: Totals::of(&lines),
+        lines,
+    }
+}
+
+/// A calendar month, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Month {
+    pub year: i32,
+    pub month: u32,
+}
+
+impl Month {
+    pub fn of(t: DateTime<Utc>) -> Month {
+        Month { year: t.year(), month: t.month() }
+    }
+
+    pub fn first_day(self) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(self.year, self.month, 1, 0, 0, 0).single().unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+
+    pub fn next(self) -> Month {
+        if self.month == 12 {
+            Month { year: self.year + 1, month: 1 }
+        } else {
+            Month { year: self.year, month: self.month + 1 }
+        }
+    }
+
+    pub fn previous(self) -> Month {
+        if self.month == 1 {
+            Month { year: self.year - 1, month: 12 }
+        } else {
+            Month { year: self.year, month: self.month - 1 }
+        }
+    }
+
+    pub fn window(self) -> Window {
+        Window { start: self.first_day(), end: self.next().first_day() }
+    }
+}
+
+impl std::fmt::Display for Month {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}", self.year, self.month)
+    }
+}
+
+impl std::str::FromStr for Month {
+    type Err = String;
+    /// `2026-11`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || format!("`{s}` is not a month; write it as YYYY-MM, e.g. 2026-11");
+        let (y, m) = s.split_once('-').ok_or_else(bad)?;
+        let (year, month) = (y.parse::<i32>().map_err(|_| bad())?, m.parse::<u32>().map_err(|_| bad())?);
+        if y.len() != 4 || m.len() != 2 || !(1..=12).contains(&month) {
+            return Err(bad());
+        }
+        Ok(Month { year, month })
+    }
+}
+
+crate::coded_enum! {
+    /// How the chargeback API groups lines.
+    pub enum GroupBy ("grouping") {
+        Reservation = "reservation",
+        Offering = "offering",
+        GpuModel = "gpu_model",
+        Kind = "kind",
+        Tenant = "tenant",
+        Week = "week",
+        Month = "month",
+    }
+}
+
+/// Lines added up under one key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChargeGroup {
+    pub key: String,
+    pub lines: usize,
+    pub gpu_hours: f64,
+    pub accrued_cents: Cents,
+    pub committed_cents: Cents,
+    pub amount_cents: Cents,
+}
+
+/// The periods (`week`: ISO weeks from Monday, labelled `2026-W48`; `month`: `2026-11`) that
+/// `span` touches, each cut to the span.
+pub fn periods(span: Window, by: GroupBy) -> Vec<(String, Window)> {
+    let mut out = Vec::new();
+    let mut start = span.start;
+    while start < span.end {
+        let (label, period_end) = match by {
+            GroupBy::Month => {
+                let month = Month::of(start);
+                (month.to_string(), month.next().first_day())
+            }
+            _ => {
+                let day = start.date_naive();
+                let monday = day - Duration::days(i64::from(day.weekday().num_days_from_monday()));
+                let week = monday.iso_week();
+                let next = Utc.from_utc_datetime(&(monday + Duration::days(7)).and_time(chrono::NaiveTime::MIN));
+                (format!("{}-W{:02}", week.year(), week.week()), next)
+            }
+        };
+        let end = period_end.min(span.end);
+        out.push((label, Window { start, end }));
+        start = end;
+    }
+    out
+}
+
+/// Lines grouped by `by`, in key order (time order for weeks and months). Weeks and months
+/// need lines already cut per period: pass each line with its period's label.
+pub fn group(lines: &[(Option<String>, ChargeLine)], by: GroupBy) -> Vec<ChargeGroup> {
+    let mut groups: BTreeMap<String, ChargeGroup> = BTreeMap::new();
+    for (period, l) in lines {
+        let key = match by {
+            GroupBy::Reservation => match (l.kind, l.reservation_id) {
+                (LineKind::Credit, Some(id)) => format!("credit {id}"),
+                (LineKind::Credit, None) => "credit".to_owned(),
+                (LineKind::CancellationFee, Some(id)) => format!("fee {id}"),
+                (_, Some(id)) => id.to_string(),
+                (_, None) => String::new(),
+            },
+            GroupBy::Offering => l.offering.clone().unwrap_or_else(|| l.kind.to_string()),
+            GroupBy::GpuModel => l.gpu_model.clone().unwrap_or_else(|| l.kind.to_string()),
+            GroupBy::Kind => l.kind.to_string(),
+            GroupBy::Tenant => l.tenant.clone(),
+            GroupBy::Week | GroupBy::Month => period.clone().unwrap_or_default(),
+        };
+        let g = groups.entry(key.clone()).or_insert_with(|| ChargeGroup {
+            key,
+            lines: 0,
+            gpu_hours: 0.0,
+            accrued_cents: Cents::ZERO,
+            committed_cents: Cents::ZERO,
+            amount_cents: Cents::ZERO,
+        });
+        g.lines += 1;
+        g.gpu_hours += l.gpu_hours;
+        g.accrued_cents = g.accrued_cents + l.accrued_cents;
+        g.committed_cents = g.committed_cents + l.committed_cents;
+        g.amount_cents = g.amount_cents + l.amount_cents;
+    }
+    let mut out: Vec<ChargeGroup> = groups.into_values().collect();
+    if by == GroupBy::Reservation {
+        // Numeric ids sort as numbers, not as text.
+        out.sort_by_key(|g| (g.key.parse::<i64>().unwrap_or(i64::MAX), g.key.clone()));
+    }
+    out
+}
+
+/// This month's spend against the team's budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Forecast {
+    pub month: String,
+    pub budget_cents: Option<Cents>,
+    /// Charged so far this month (credits included).
+    pub accrued_cents: Cents,
+    /// Booked for the rest of the month.
+    pub committed_cents: Cents,
+    /// On-demand spend still expected this month at this month's on-demand pace.
+    pub projected_on_demand_cents: Cents,
+    /// `accrued + committed + projected on-demand`.
+    pub forecast_cents: Cents,
+    /// Set when the forecast (or the spend so far) crosses the budget.
+    pub alert: Option<String>,
+}
+
+/// Forecasts the month `month_lines` (every line of the month) belongs to. On-demand spend so
+/// far is projected over the rest of the month at the same pace per minute (less what running
+/// bursts already commit), rounded half up.
+pub fn forecast(month: Month, month_lines: &[ChargeLine], budget: Option<Cents>, now: DateTime<Utc>) -> Forecast {
+    let period = month.window();
+    let totals = Totals::of(month_lines);
+    let now = now.clamp(period.start, period.end);
+    let elapsed = (now - period.start).num_minutes();
+    let remaining = (period.end - now).num_minutes();
+    let on_demand = |f: fn(&ChargeLine) -> Cents| -> i64 {
+        month_lines.iter().filter(|l| l.kind == LineKind::OnDemand).map(|l| f(l).0).sum()
+    };
+    let (od_accrued, od_committed) = (on_demand(|l| l.accrued_cents), on_demand(|l| l.committed_cents));
+    let projected = if elapsed > 0 {
+        (div_round_half_up(i128::from(od_accrued) * i128::from(remaining), i128::from(elapsed)) as i64 - od_committed)
+            .max(0)
+    } else {
+        0
+    };
+    let forecast = totals.accrued_cents.0 + totals.committed_cents.0 + projected;
+    let alert = budget.and_then(|b| {
+        if totals.accrued_cents > b {
+            Some(format!("Over budget: {} spent of a {} budget", totals.accrued_cents, b))
+        } else if forecast > b.0 {
+            Some(format!("Forecast {} crosses the {} budget by {}", Cents(forecast), b, Cents(forecast - b.0)))
+        } else {
+            None
+        }
+    });
+    Forecast {
+        month: month.to_string(),
+        budget_cents: budget,
+        accrued_cents: totals.accrued_cents,
+        committed_cents: totals.committed_cents,
+        projected_on_demand_cents: Cents(projected),
+        forecast_cents: Cents(forecast),
+        alert,
+    }
+}
+
+/// Measured use of reserved GPUs, summed over samples. Each sample covers `seconds` of a
+/// reservation's GPUs: `reserved` counts GPU-sevenths × seconds, `used` and `memory` count
+/// per-mille of those (1,000 = fully busy), so sums stay exact integers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub reserved: i64,
+    pub used: i64,
+    pub memory: i64,
+}
+
+impl Usage {
+    /// One sample: the GPUs a reservation holds (`(sevenths held, utilization %, memory %)`
+    /// each), over `seconds`.
+    pub fn sample(gpus: &[(i64, f64, f64)], seconds: i64) -> Usage {
+        let mut u = Usage::default();
+        for &(sevenths, util, mem) in gpus {
+            u.reserved += sevenths * seconds;
+            u.used += (util.clamp(0.0, 100.0) * 10.0).round() as i64 * sevenths * seconds;
+            u.memory += (mem.clamp(0.0, 100.0) * 10.0).round() as i64 * sevenths * seconds;
+        }
+        u
+    }
+
+    pub fn add(self, other: Usage) -> Usage {
+        Usage {
+            reserved: self.reserved + other.reserved,
+            used: self.used + other.used,
+            memory: self.memory + other.memory,
+        }
+    }
+
+    /// GPU-hours of reserved capacity the samples cover.
+    pub fn sampled_gpu_hours(&self) -> f64 {
+        self.reserved as f64 / (7.0 * 3600.0)
+    }
+
+    /// GPU-hours actually busy.
+    pub fn used_gpu_hours(&self) -> f64 {
+        self.used as f64 / (1000.0 * 7.0 * 3600.0)
+    }
+
+    /// The share of sampled reserved capacity that was busy, in percent; `None` without samples.
+    pub fn utilization_pct(&self) -> Option<f64> {
+        (self.reserved > 0).then(|| self.used as f64 / (self.reserved as f64 * 10.0))
+    }
+
+    pub fn memory_pct(&self) -> Option<f64> {
+        (self.reserved > 0).then(|| self.memory as f64 / (self.reserved as f64 * 10.0))
+    }
+}
+
+/// A reservation's or burst's cost and measured use, for the Chargeback page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReservationCost {
+    pub reservation_id: i64,
+    pub kind: ReservationKind,
+    pub offering: String,
+    pub quantity: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub state: ReservationState,
+    pub amount_cents: Cents,
+    pub reserved_gpu_hours: f64,
+    pub usage: Usage,
+}
+
+/// One row of the admin reports: revenue and use of one tenant or one GPU model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportRow {
+    pub key: String,
+    pub revenue_cents: Cents,
+    pub reserved_gpu_hours: f64,
+    pub usage: Usage,
+    /// Reserved capacity sampled idle, in GPU-hours.
+    pub idle_gpu_hours: f64,
+}
+
+impl ReportRow {
+    pub fn new(key: String, revenue_cents: Cents, reserved_gpu_hours: f64, usage: Usage) -> ReportRow {
+        let idle_gpu_hours = (usage.sampled_gpu_hours() - usage.used_gpu_hours()).max(0.0);
+        ReportRow { key, revenue_cents, reserved_gpu_hours, usage, idle_gpu_hours }
+    }
+}
+
+/// Fleet utilization by day and hour of day (UTC): busy GPU-hours over the fleet's GPU-hours.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heatmap {
+    pub days: Vec<NaiveDate>,
+    /// `cells[day][hour]`, percent.
+    pub cells: Vec<[f64; 24]>,
+    pub fleet_gpus: u32,
+}
+
+impl Heatmap {
+    /// Builds the map for `days` from usage summed per hour (`(hour start, usage)`).
+    pub fn build(days: Vec<NaiveDate>, hourly: &[(DateTime<Utc>, Usage)], fleet_gpus: u32) -> Heatmap {
+        let mut cells = vec![[0.0; 24]; days.len()];
+        let capacity = f64::from(fleet_gpus.max(1));
+        for (at, usage) in hourly {
+            use chrono::Timelike;
+            if let Some(d) = days.iter().position(|d| *d == at.date_naive()) {
+                cells[d][at.hour() as usize] += usage.used_gpu_hours() / capacity * 100.0;
+            }
+        }
+        Heatmap { days, cells, fleet_gpus }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn at(month: u32, day: u32, hour: u32, minute: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, month, day, hour, minute, 0).unwrap()
+    }
+
+    fn item(kind: ReservationKind, start: DateTime<Utc>, end: DateTime<Utc>, rate: i64, quantity: u32) -> Metered {
+        Metered {
+            id: 1,
+            tenant: "acme".into(),
+            kind,
+            offering: "h100-gpu".into(),
+            gpu_model: "h100".into(),
+            gpus_per_unit: GpuSevenths::whole_gpus(1),
+            quantity,
+            window: Window { start, end },
+            state: ReservationState::Scheduled,
+            rate: Cents(rate),
+            cuts: vec![],
+        }
+    }
+
+    fn total(lines: &[ChargeLine]) -> i64 {
+        lines.iter().map(|l| l.amount_cents.0).sum()
+    }
+
+    const POLICY: CancellationPolicy = CancellationPolicy { free_notice_hours: 48, late_share_percent: 50 };
+
+    #[test]
+    fn reserved_time_is_charged_for_the_whole_window_used_or_not() {
+        // 2 GPUs at $2.75 for 90 minutes: 2 × 275 × 1.5 = 825 ¢.
+        let r = item(ReservationKind::Reservation, at(12, 1, 10, 0), at(12, 1, 11, 30), 275, 2);
+        let l = lines(&[r], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 1, 10, 45));
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].amount_cents, Cents(825));
+        // Half-way through, 45 of 90 minutes have accrued.
+        assert_eq!(l[0].accrued_cents, Cents(413));
+        assert_eq!(l[0].committed_cents, Cents(412));
+        assert_eq!(l[0].status, LineStatus::Running);
+        assert_eq!(l[0].gpu_hours, 3.0);
+    }
+
+    #[test]
+    fn partial_hours_round_half_up_once() {
+        // 1 unit at 100 ¢/h for 1 minute is 1.67 ¢ → 2 ¢; for 7 minutes 11.67 ¢ → 12 ¢.
+        let one = item(ReservationKind::Burst, at(12, 1, 10, 0), at(12, 1, 10, 1), 100, 1);
+        assert_eq!(total(&lines(&[one], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 2, 0, 0))), 2);
+        let seven = item(ReservationKind::Burst, at(12, 1, 10, 0), at(12, 1, 10, 7), 100, 1);
+        let l = lines(&[seven], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 2, 0, 0));
+        assert_eq!(total(&l), 12);
+        assert_eq!(l[0].kind, LineKind::OnDemand);
+    }
+
+    #[test]
+    fn a_window_across_a_month_end_is_split_and_adds_up_to_its_price() {
+        // 23:50 on 30 November to 00:20 on 1 December, 7 ¢/h: 3.5 ¢ → 4 ¢ in all. November gets
+        // round(10 min) = 1 ¢, December the rest, 3 ¢, so the two add up to 4 ¢ and not 1 + 2.
+        let r = item(ReservationKind::Reservation, at(11, 30, 23, 50), at(12, 1, 0, 20), 7, 1);
+        let now = at(12, 5, 0, 0);
+        let nov = statement("acme", Month { year: 2026, month: 11 }, &[r.clone()], &[], &POLICY, now);
+        let dec = statement("acme", Month { year: 2026, month: 12 }, &[r.clone()], &[], &POLICY, now);
+        assert_eq!(nov.totals.total_cents, Cents(1));
+        assert_eq!(dec.totals.total_cents, Cents(3));
+        assert_eq!(nov.status, StatementStatus::Final);
+        assert_eq!(dec.status, StatementStatus::Draft);
+        assert_eq!(Cents::per_hour_for_minutes(Cents(7), 30), Cents(4));
+        assert_eq!(nov.lines[0].end, at(12, 1, 0, 0));
+    }
+
+    #[test]
+    fn extending_and_shortening_re_meter_at_the_locked_rate() {
+        let mut r = item(ReservationKind::Reservation, at(12, 10, 0, 0), at(12, 10, 4, 0), 300, 1);
+        let month = Month { year: 2026, month: 12 }.window();
+        let now = at(12, 1, 0, 0);
+        assert_eq!(total(&lines(&[r.clone()], &[], month, &POLICY, now)), 1200);
+        r.window.end = at(12, 10, 6, 0);
+        assert_eq!(total(&lines(&[r.clone()], &[], month, &POLICY, now)), 1800);
+        // Shortened well ahead of the start: no fee.
+        r.cuts.push(Cut {
+            at: now,
+            part: Window { start: at(12, 10, 2, 0), end: at(12, 10, 6, 0) },
+            kind: CutKind::Shortened,
+        });
+        r.window.end = at(12, 10, 2, 0);
+        assert_eq!(total(&lines(&[r.clone()], &[], month, &POLICY, now)), 600);
+        // Shortened by another hour a day before the start: half that hour is a fee.
+        let late = at(12, 9, 0, 0);
+        r.cuts.push(Cut {
+            at: late,
+            part: Window { start: at(12, 10, 1, 0), end: at(12, 10, 2, 0) },
+            kind: CutKind::Shortened,
+        });
+        r.window.end = at(12, 10, 1, 0);
+        let l = lines(&[r], &[], month, &POLICY, late);
+        assert_eq!(total(&l), 300 + 150);
+        assert_eq!(l.iter().filter(|l| l.kind == LineKind::CancellationFee).count(), 1);
+    }
+
+    fn cancelled(r: &Metered, at: DateTime<Utc>) -> Metered {
+        let mut r = r.clone();
+        let from = floor_minute(at).max(r.window.start);
+        r.cuts.push(Cut { at, part: Window { start: from, end: r.window.end }, kind: CutKind::Cancelled });
+        r.state = ReservationState::Cancelled;
+        r
+    }
+
+    #[test]
+    fn cancellation_at_each_point_of_the_policy() {
+        // 10 GPU-hours at $3: $30 for the window.
+        let r = item(ReservationKind::Reservation, at(12, 10, 0, 0), at(12, 10, 10, 0), 300, 1);
+        let month = Month { year: 2026, month: 12 }.window();
+        let bill = |when: DateTime<Utc>| {
+            let now = at(12, 20, 0, 0);
+            total(&lines(&[cancelled(&r, when)], &[], month, &POLICY, now))
+        };
+        // More than 48 h ahead, and exactly at the notice: free.
+        assert_eq!(bill(at(12, 1, 0, 0)), 0);
+        assert_eq!(bill(at(12, 8, 0, 0)), 0);
+        // A minute inside the notice: half the window.
+        assert_eq!(bill(at(12, 8, 0, 1)), 1500);
+        assert_eq!(bill(at(12, 9, 23, 59)), 1500);
+        // Four hours in: those 4 hours in full, half of the 6 given back.
+        assert_eq!(bill(at(12, 10, 4, 0)), 1200 + 900);
+        // A minute before the end: all but that minute in full, half of it as a fee.
+        // 599 minutes are 2,995 ¢; half of the last minute (5 ¢) is 2.5 ¢, rounded half up to 3 ¢.
+        assert_eq!(bill(at(12, 10, 9, 59)), 2995 + 3);
+        // A 0% policy charges only what was used.
+        let lenient = CancellationPolicy { free_notice_hours: 0, late_share_percent: 0 };
+        let l = lines(&[cancelled(&r, at(12, 10, 4, 0))], &[], month, &lenient, at(12, 20, 0, 0));
+        assert_eq!(total(&l), 1200);
+    }
+
+    #[test]
+    fn a_cancelled_burst_pays_its_minutes_and_no_fee() {
+        let b = item(ReservationKind::Burst, at(12, 1, 10, 0), at(12, 1, 14, 0), 400, 1);
+        let l = lines(
+            &[cancelled(&b, at(12, 1, 10, 30))],
+            &[],
+            Month { year: 2026, month: 12 }.window(),
+            &POLICY,
+            at(12, 2, 0, 0),
+        );
+        assert_eq!(total(&l), 200);
+        assert!(l.iter().all(|l| l.kind == LineKind::OnDemand));
+    }
+
+    #[test]
+    fn mig_slices_count_as_their_fraction_of_a_gpu() {
+        let mut r = item(ReservationKind::Reservation, at(12, 1, 0, 0), at(12, 1, 7, 0), 60, 2);
+        r.gpus_per_unit = GpuSevenths(3);
+        let l = lines(&[r], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 1, 0, 0));
+        // Priced per slice: 2 × 60 ¢ × 7 h; two 3g slices for 7 h are 6 GPU-hours.
+        assert_eq!(l[0].amount_cents, Cents(840));
+        assert!((l[0].gpu_hours - 6.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn credits_reduce_the_bill_in_the_month_they_are_granted() {
+        let r = item(ReservationKind::Reservation, at(12, 1, 0, 0), at(12, 1, 10, 0), 300, 1);
+        let credit = CreditRecord {
+            reservation_id: Some(1),
+            tenant: "acme".into(),
+            at: at(12, 1, 5, 0),
+            amount: Cents(450),
+            reason: "capacity lost".into(),
+        };
+        let s = statement("acme", Month { year: 2026, month: 12 }, &[r], &[credit], &POLICY, at(12, 2, 0, 0));
+        assert_eq!(s.totals.credits_cents, Cents(-450));
+        assert_eq!(s.totals.total_cents, Cents(3000 - 450));
+        let nov = statement("acme", Month { year: 2026, month: 11 }, &[], &[], &POLICY, at(12, 2, 0, 0));
+        assert_eq!(nov.totals.total_cents, Cents::ZERO);
+    }
+
+    #[test]
+    fn reservations_that_never_held_capacity_are_not_charged() {
+        for state in [ReservationState::PendingApproval, ReservationState::Rejected, ReservationState::Failed] {
+            let mut r = item(ReservationKind::Reservation, at(12, 1, 0, 0), at(12, 1, 10, 0), 300, 1);
+            r.state = state;
+            assert!(lines(&[r], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 2, 0, 0)).is_empty());
+        }
+    }
+
+    #[test]
+    fn weeks_and_months_cut_a_span() {
+        let span = Window { start: at(11, 28, 0, 0), end: at(12, 8, 0, 0) };
+        let weeks = periods(span, GroupBy::Week);
+        let labels: Vec<&str> = weeks.iter().map(|(l, _)| l.as_str()).collect();
+        // 28 Nov 2026 is a Saturday of ISO week 48; weeks start on Mondays (30 Nov, 7 Dec).
+        assert_eq!(labels, ["2026-W48", "2026-W49", "2026-W50"]);
+        assert_eq!(weeks[1].1, Window { start: at(11, 30, 0, 0), end: at(12, 7, 0, 0) });
+        let months = periods(span, GroupBy::Month);
+        assert_eq!(months.len(), 2);
+        assert_eq!(months[0].1.end, at(12, 1, 0, 0));
+        assert_eq!(
+            "2026-13".parse::<Month>().unwrap_err(),
+            "`2026-13` is not a month; write it as YYYY-MM, e.g. 2026-11"
+        );
+        assert_eq!("2026-02".parse::<Month>().unwrap().window().end, at(3, 1, 0, 0));
+    }
+
+    #[test]
+    fn forecast_warns_when_it_crosses_the_budget() {
+        let month = Month { year: 2026, month: 12 };
+        // A burst of $1/h from the 1st to the 11th 00:00, now on the 11th: $240 accrued, and
+        // at that pace 21 more days would add $504.
+        let b = item(ReservationKind::Burst, at(12, 1, 0, 0), at(12, 11, 0, 0), 100, 1);
+        let r = item(ReservationKind::Reservation, at(12, 20, 0, 0), at(12, 21, 0, 0), 1000, 1);
+        let now = at(12, 11, 0, 0);
+        let l = lines(&[b, r], &[], month.window(), &POLICY, now);
+        let f = forecast(month, &l, Some(Cents(100_000)), now);
+        assert_eq!(f.accrued_cents, Cents(24_000));
+        assert_eq!(f.committed_cents, Cents(24_000));
+        assert_eq!(f.projected_on_demand_cents, Cents(50_400));
+        assert_eq!(f.forecast_cents, Cents(98_400));
+        assert_eq!(f.alert, None);
+        let tight = forecast(month, &l, Some(Cents(90_000)), now);
+        assert_eq!(tight.alert.as_deref(), Some("Forecast $984.00 crosses the $900.00 budget by $84.00"));
+        let over = forecast(month, &l, Some(Cents(20_000)), now);
+        assert!(over.alert.unwrap().starts_with("Over budget"));
+    }
+
+    #[test]
+    fn usage_weighs_slices_and_seconds() {
+        // A whole GPU at 90 % and a 1g slice idle, for an hour.
+        let u = Usage::sample(&[(7, 90.0, 50.0), (1, 0.0, 0.0)], 3600);
+        assert!((u.sampled_gpu_hours() - 8.0 / 7.0).abs() < 1e-9);
+        assert!((u.used_gpu_hours() - 0.9).abs() < 1e-9);
+        assert!((u.utilization_pct().unwrap() - 90.0 * 7.0 / 8.0).abs() < 1e-9);
+        assert_eq!(Usage::default().utilization_pct(), None);
+    }
+
+    #[test]
+    fn grouping_by_reservation_sorts_ids_as_numbers() {
+        let mut a = item(ReservationKind::Reservation, at(12, 1, 0, 0), at(12, 1, 1, 0), 100, 1);
+        a.id = 10;
+        let mut b = a.clone();
+        b.id = 9;
+        let l: Vec<(Option<String>, ChargeLine)> =
+            lines(&[a, b], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 2, 0, 0))
+                .into_iter()
+                .map(|l| (None, l))
+                .collect();
+        let keys: Vec<String> = group(&l, GroupBy::Reservation).into_iter().map(|g| g.key).collect();
+        assert_eq!(keys, ["9", "10"]);
+    }
+
+    fn arb_item() -> impl Strategy<Value = (Metered, Vec<(i64, bool)>)> {
+        (
+            0i64..60 * 24 * 60,
+            1i64..10 * 24 * 60,
+            1i64..5000,
+            1u32..9,
+            prop::bool::ANY,
+            prop::collection::vec((0i64..60 * 24 * 60, prop::bool::ANY), 0..3),
+        )
+            .prop_map(|(offset, len, rate, quantity, burst, cuts)| {
+                let start = at(11, 1, 0, 0) + Duration::minutes(offset);
+                let kind = if burst { ReservationKind::Burst } else { ReservationKind::Reservation };
+                (item(kind, start, start + Duration::minutes(len), rate, quantity), cuts)
+            })
+    }
+
+    /// Applies cuts the way the store records them: each shortens (or cancels) from a point of
+    /// the current window, decided at some time before that point.
+    fn with_cuts(mut m: Metered, cuts: &[(i64, bool)]) -> Metered {
+        for &(offset, cancel) in cuts {
+            if m.state == ReservationState::Cancelled {
+                break;
+            }
+            let point = (m.window.start + Duration::minutes(offset % (m.window.minutes().max(1)))).max(m.window.start);
+            let decided = point - Duration::hours(offset % 100);
+            if cancel {
+                m = cancelled(&m, decided.max(m.window.start - Duration::days(5)));
+            } else if point > m.window.start {
+                m.cuts.push(Cut {
+                    at: decided,
+                    part: Window { start: point, end: m.window.end },
+                    kind: CutKind::Shortened,
+                });
+                m.window.end = point;
+            }
+        }
+        m
+    }
+
+    proptest! {
+        /// However a span is cut (months, weeks, the instant `now`), the parts add up to the
+        /// whole, and a statement's total is the sum of its lines.
+        #[test]
+        fn parts_add_up_to_the_whole(
+            items in prop::collection::vec(arb_item(), 1..6),
+            now_offset in 0i64..120 * 24 * 60,
+        ) {
+            let items: Vec<Metered> = items.into_iter().enumerate().map(|(i, (m, cuts))| {
+                let mut m = with_cuts(m, &cuts);
+                m.id = i as i64;
+                m
+            }).collect();
+            let now = at(11, 1, 0, 0) + Duration::minutes(now_offset);
+            let span = Window { start: at(10, 1, 0, 0), end: at(3, 1, 0, 0) + Duration::days(365) };
+            let whole = lines(&items, &[], span, &POLICY, now);
+            for l in &whole {
+                prop_assert_eq!(l.amount_cents, l.accrued_cents + l.committed_cents);
+                prop_assert!(l.amount_cents.0 >= 0);
+            }
+            for by in [GroupBy::Week, GroupBy::Month] {
+                let parts: i64 = periods(span, by).iter().map(|(_, w)| total(&lines(&items, &[], *w, &POLICY, now))).sum();
+                prop_assert_eq!(parts, total(&whole));
+            }
+            // Usage lines add up to each item's cost for its billed window.
+            for m in &items {
+                let usage: i64 = whole.iter().filter(|l| l.reservation_id == Some(m.id) && l.kind != LineKind::CancellationFee).map(|l| l.amount_cents.0).sum();
+                let expected = m.billed_window().map_or(0, |w| m.cost_to(w.end).0);
+                prop_assert_eq!(usage, expected);
+            }
+            let month = Month::of(now);
+            let s = statement("acme", month, &items, &[], &POLICY, now);
+            prop_assert_eq!(s.totals.total_cents.0, total(&s.lines));
+            prop_assert_eq!(s.totals.total_cents, s.totals.reserved_cents + s.totals.on_demand_cents + s.totals.fees_cents + s.totals.credits_cents);
+        }
+
+        /// A fee is never more than the part given back costs, and never charged with notice.
+        #[test]
+        fn fees_stay_within_the_part_given_back(cost in 0i64..10_000_000, share in 0u32..=100, hours_before in -100i64..200) {
+            let policy = CancellationPolicy { free_notice_hours: 48, late_share_percent: share };
+            let start = at(12, 10, 0, 0);
+            let fee = policy.fee(start, start - Duration::hours(hours_before), Cents(cost));
+            prop_assert!(fee.0 <= cost && fee.0 >= 0);
+            if hours_before >= 48 {
+                prop_assert_eq!(fee, Cents::ZERO);
+            }
+        }
+    }
+}
