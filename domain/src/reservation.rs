@@ -121,6 +121,8 @@ pub struct Reservation {
     pub state: ReservationState,
     pub options: ReservationOptions,
     pub price_cents: crate::Cents,
+    /// Cents per unit-hour, locked when it was booked: extensions and metering use it.
+    pub rate_cents_per_hour: crate::Cents,
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// While pending approval: when the hold on its capacity lapses.
     pub approval_deadline: Option<chrono::DateTime<chrono::Utc>>,

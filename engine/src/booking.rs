@@ -218,6 +218,22 @@ impl Engine {
         idempotency_key: Option<&str>,
         now: DateTime<Utc>,
     ) -> EngineResult<Booked> {
+        let result = self.book_uncounted(who, input, idempotency_key, now).await;
+        self.counters.booking(&result, |b| match (b.replayed, b.detail.reservation.state) {
+            (true, _) => "replayed",
+            (false, ReservationState::PendingApproval) => "pending_approval",
+            (false, _) => "scheduled",
+        });
+        result
+    }
+
+    async fn book_uncounted(
+        &self,
+        who: &Identity,
+        input: &BookingInput,
+        idempotency_key: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Booked> {
         let tenant_id = require_lead(who)?;
         if let Some(key) = idempotency_key {
             if key.is_empty() || key.len() > 255 {
@@ -280,6 +296,7 @@ impl Engine {
                 state,
                 options: valid.options.clone(),
                 price: valid.price,
+                rate: offering.reserved_cents_per_hour,
                 allocations: pieces.clone(),
                 first_job: (state == ReservationState::Scheduled).then(|| {
                     let at = provisioning::provision_at(valid.window.start, self.config.provision_lead, now);
@@ -398,14 +415,13 @@ impl Engine {
                 }
             }
         }
-        let price = Cents::per_hour_for_minutes(
-            offering.reserved_cents_per_hour * i64::from(current.quantity),
-            window.minutes(),
-        );
+        // Re-priced at the rate locked when it was booked, not today's list rate.
+        let price =
+            Cents::per_hour_for_minutes(current.rate_cents_per_hour * i64::from(current.quantity), window.minutes());
         let hold_until = end + self.config.turnaround;
         let allocations = self.store.reservation_allocations(id).await?;
         let gpu_ids: Vec<i64> = allocations.iter().map(|(g, _)| *g).collect();
-        match self.store.change_end(tenant_id, id, end, hold_until, price, now).await {
+        match self.store.change_end(tenant_id, id, current.end, end, hold_until, price, now).await {
             Ok(()) => {}
             Err(EngineError::Store(err)) if is_overlap(&err) => {
                 let pieces: Vec<Placed> = self
@@ -450,7 +466,9 @@ impl Engine {
             let end = tenantry_domain::window::floor_minute(now).max(current.start + Duration::minutes(1));
             (end, end + self.config.turnaround)
         });
-        self.store.cancel_reservation(tenant_id, id, started, now).await?;
+        self.store
+            .cancel_reservation(tenant_id, id, Window { start: current.start, end: current.end }, started, now)
+            .await?;
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
         self.queue_wakeup.notify_one();
         let change = Change {

@@ -16,6 +16,10 @@ pub struct EngineConfig {
     /// What acceptance tests hold a node to.
     pub acceptance: AcceptanceRules,
     pub queue: QueueConfig,
+    /// What giving reserved time back costs (`domain::metering`).
+    pub cancellation: tenantry_domain::metering::CancellationPolicy,
+    /// How often running reservations' GPUs are sampled for utilization.
+    pub sample_every: Duration,
 }
 
 /// How the provisioning queue runs.
@@ -59,6 +63,8 @@ impl Default for EngineConfig {
             provision_lead: Duration::minutes(15),
             acceptance: AcceptanceRules::default(),
             queue: QueueConfig::default(),
+            cancellation: Default::default(),
+            sample_every: Duration::seconds(60),
         }
     }
 }

@@ -6,11 +6,13 @@
 pub mod audit;
 pub mod booking;
 pub mod config;
+pub mod counters;
 pub mod driver;
 pub mod error;
 pub mod fleet;
 pub mod identity;
 pub mod index;
+pub mod metering;
 pub mod offerings;
 pub mod policy;
 pub mod provisioning;
@@ -21,6 +23,8 @@ pub mod token;
 
 #[cfg(test)]
 mod booking_tests;
+#[cfg(test)]
+mod metering_tests;
 #[cfg(test)]
 mod policy_tests;
 #[cfg(test)]
@@ -45,6 +49,8 @@ pub struct Engine {
     pub driver: std::sync::Arc<dyn driver::FleetDriver>,
     /// Wakes this instance's queue workers when it queued a job due now.
     pub(crate) queue_wakeup: std::sync::Arc<tokio::sync::Notify>,
+    /// This instance's event counters, for `/metrics`.
+    pub counters: std::sync::Arc<counters::Counters>,
 }
 
 impl Engine {
@@ -61,6 +67,7 @@ impl Engine {
             booking_locks: std::sync::Arc::new(booking_locks),
             driver,
             queue_wakeup: Default::default(),
+            counters: Default::default(),
         }
     }
 

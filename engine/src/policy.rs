@@ -315,6 +315,17 @@ impl Engine {
         input: &BurstInput,
         now: DateTime<Utc>,
     ) -> EngineResult<ReservationDetail> {
+        let result = self.burst_uncounted(who, input, now).await;
+        self.counters.booking(&result, |_| "burst");
+        result
+    }
+
+    async fn burst_uncounted(
+        &self,
+        who: &Identity,
+        input: &BurstInput,
+        now: DateTime<Utc>,
+    ) -> EngineResult<ReservationDetail> {
         let tenant_id = crate::booking::require_lead(who)?;
         let offering = self.offering_priced_for(Some(tenant_id), &input.offering).await?;
         if input.quantity < 1 || input.quantity > 4096 {
@@ -380,6 +391,7 @@ impl Engine {
             first_job: Some((tenantry_domain::provisioning::JobKind::Provision, now)),
             options: default_options(&offering),
             price,
+            rate: offering.on_demand_cents_per_hour,
             allocations: pieces.clone(),
             approval_deadline: None,
             decision_reason: Some(format!(

@@ -467,6 +467,7 @@ pub fn plan_reservations(
                 ReservationState::Active => Some((JobKind::Release, end)),
                 _ => None,
             },
+            rate: offering.reserved_cents_per_hour,
             price: Cents::per_hour_for_minutes(
                 offering.reserved_cents_per_hour * i64::from(quantity),
                 window.minutes(),
@@ -488,7 +489,15 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     let mut bookers = Vec::new();
     let mut tenant_ids = Vec::new();
     for (slug, name) in DEMO_TENANTS {
-        tenant_ids.push((slug, store.insert_tenant(slug, name, now).await?));
+        let tenant_id = store.insert_tenant(slug, name, now).await?;
+        // Demo teams have a monthly budget, so the Chargeback page can forecast against it.
+        let policy = tenantry_domain::policy::Policy {
+            monthly_budget_dollars: Some(if slug == "acme" { 40_000 } else { 15_000 }),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&policy).unwrap_or_default();
+        store.set_tenant_policy(tenant_id, &json).await?;
+        tenant_ids.push((slug, tenant_id));
     }
     for user in DEMO_USERS {
         let tenant_id = user.tenant.and_then(|slug| tenant_ids.iter().find(|(s, _)| *s == slug).map(|(_, id)| *id));

@@ -105,6 +105,23 @@ pub struct ServeArgs {
     pub oidc: OidcArgs,
     #[command(flatten)]
     pub queue: QueueArgs,
+    #[command(flatten)]
+    pub metering: MeteringArgs,
+}
+
+/// Metering: the cancellation policy and utilization sampling.
+#[derive(Debug, Clone, Args)]
+pub struct MeteringArgs {
+    /// Giving reserved time back is free until this many hours before the window's start.
+    #[arg(long, env = "TENANTRY_CANCEL_FREE_NOTICE_HOURS", default_value_t = 48)]
+    pub cancel_free_notice_hours: u32,
+    /// Later, this percentage (0–100) of the cost of the time given back is charged.
+    #[arg(long, env = "TENANTRY_CANCEL_LATE_SHARE_PERCENT", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub cancel_late_share_percent: u32,
+    /// Seconds between utilization samples of running reservations' GPUs; 0 takes none.
+    #[arg(long, env = "TENANTRY_SAMPLE_SECONDS", default_value_t = 60)]
+    pub sample_seconds: u32,
 }
 
 /// The provisioning queue and the simulated fleet.
@@ -154,6 +171,11 @@ impl ServeArgs {
         config.queue.lease = chrono::Duration::seconds(i64::from(q.queue_lease_seconds.max(1)));
         config.queue.max_attempts = q.queue_max_attempts.max(1);
         config.acceptance.gpu_diag_level = q.acceptance_diag_level;
+        config.cancellation = tenantry_domain::metering::CancellationPolicy {
+            free_notice_hours: self.metering.cancel_free_notice_hours,
+            late_share_percent: self.metering.cancel_late_share_percent,
+        };
+        config.sample_every = chrono::Duration::seconds(i64::from(self.metering.sample_seconds.max(1)));
         config
     }
 

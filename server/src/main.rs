@@ -57,12 +57,16 @@ async fn run(cli: Cli) -> Result<(), String> {
 
 async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
     let options = SeedOptions { nodes: args.nodes, reservations: args.reservations, seed: args.seed };
-    let summary = seed_demo(engine, &options, chrono::Utc::now()).await.map_err(|e| e.to_string())?;
+    let now = chrono::Utc::now();
+    let summary = seed_demo(engine, &options, now).await.map_err(|e| e.to_string())?;
+    // A month of utilization history, so the Chargeback page and admin reports have data.
+    let samples = engine.backfill_usage(now - chrono::Duration::days(30), now).await.map_err(|e| e.to_string())?;
     tracing::info!(
         nodes = summary.nodes,
         gpus = summary.gpus,
         reservations = summary.reservations,
         allocations = summary.allocations,
+        usage_samples = samples,
         "demo data seeded"
     );
     Ok(())

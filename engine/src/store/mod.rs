@@ -15,6 +15,7 @@ pub mod fleet;
 pub mod identity;
 pub mod jobs;
 pub mod maintenance;
+pub mod metering;
 pub mod offerings;
 pub mod policy;
 pub mod provisioning;

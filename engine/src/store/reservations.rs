@@ -6,6 +6,7 @@ use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
+use tenantry_domain::metering::CutKind;
 use tenantry_domain::placement::Placed;
 use tenantry_domain::provisioning::JobKind;
 use tenantry_domain::reservation::ReservationKind;
@@ -26,6 +27,8 @@ pub struct NewReservation {
     pub state: ReservationState,
     pub options: ReservationOptions,
     pub price: Cents,
+    /// Cents per unit-hour, locked now: what metering charges for the window, however it changes.
+    pub rate: Cents,
     pub allocations: Vec<Placed>,
     pub approval_deadline: Option<DateTime<Utc>>,
     pub decision_reason: Option<String>,
@@ -52,6 +55,7 @@ pub(crate) struct ReservationRow {
     placement: String,
     workload: String,
     price_cents: i64,
+    rate_cents_per_hour: Option<i64>,
     created_at: DateTime<Utc>,
     approval_deadline: Option<DateTime<Utc>>,
     decision_reason: Option<String>,
@@ -78,6 +82,11 @@ impl ReservationRow {
                 workload: self.workload.parse().ok()?,
             },
             price_cents: Cents(self.price_cents),
+            // Only rows a SQLite migration could not fill lack it: their price implies it.
+            rate_cents_per_hour: Cents(self.rate_cents_per_hour.unwrap_or_else(|| {
+                let unit_minutes = self.quantity.max(1) * (self.end_at - self.start_at).num_minutes().max(1);
+                self.price_cents * 60 / unit_minutes
+            })),
             created_at: self.created_at,
             approval_deadline: self.approval_deadline,
             decision_reason: self.decision_reason,
@@ -90,8 +99,8 @@ const BATCH: usize = 1000;
 
 const INSERT_RESERVATION: &str = "insert into reservation (kind, tenant_id, requested_by, offering_id, quantity,
     start_at, end_at, state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement, workload,
-    price_cents, idempotency_key, idempotency_fingerprint, approval_deadline, decision_reason, created_at,
-    updated_at) ";
+    price_cents, rate_cents_per_hour, idempotency_key, idempotency_fingerprint, approval_deadline,
+    decision_reason, created_at, updated_at) ";
 
 /// Binds one [`NewReservation`] as a row of [`INSERT_RESERVATION`].
 macro_rules! bind_reservation {
@@ -111,6 +120,7 @@ macro_rules! bind_reservation {
             .push_bind($r.options.placement.code())
             .push_bind($r.options.workload.code())
             .push_bind($r.price.0)
+            .push_bind($r.rate.0)
             .push_bind($key)
             .push_bind($fingerprint)
             .push_bind($r.approval_deadline)
@@ -138,6 +148,25 @@ macro_rules! bind_allocation {
             .push_bind($r.window.end)
             .push_bind($r.hold_until)
             .push_bind($r.state.holds_capacity())
+    };
+}
+
+/// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction
+/// (`domain::metering` charges the cancellation policy on it).
+macro_rules! insert_cut {
+    ($tx:ident, $reservation_id:expr, $tenant_id:expr, $kind:expr, $at:expr, $start:expr, $end:expr) => {
+        sqlx::query(
+            "insert into window_cut (reservation_id, tenant_id, kind, at, cut_start, cut_end)
+             values ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind($reservation_id)
+        .bind($tenant_id)
+        .bind($kind.code())
+        .bind($at)
+        .bind($start)
+        .bind($end)
+        .execute(&mut *$tx)
+        .await?
     };
 }
 
@@ -320,7 +349,7 @@ pub struct ReservationFilter {
 pub(crate) const RESERVATION_SELECT: &str =
     "select r.reservation_id, r.kind, t.slug as tenant_slug, u.email as requested_by,
         r.offering_id, r.quantity, r.start_at, r.end_at, r.state, r.orchestrator, r.cuda_driver,
-        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.created_at,
+        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.rate_cents_per_hour, r.created_at,
         r.approval_deadline, r.decision_reason
     from reservation r
     join tenant t on t.tenant_id = r.tenant_id
@@ -572,6 +601,7 @@ impl Store {
         &self,
         tenant_id: i64,
         reservation_id: i64,
+        previous_end: DateTime<Utc>,
         end: DateTime<Utc>,
         hold_until: DateTime<Utc>,
         price: Cents,
@@ -598,6 +628,10 @@ impl Store {
             .bind(tenant_id)
             .execute(&mut *tx)
             .await?;
+            if end < previous_end {
+                // Metering charges the cancellation policy on time given back.
+                insert_cut!(tx, reservation_id, tenant_id, CutKind::Shortened, now, end, previous_end);
+            }
             // A running reservation's release follows its end.
             sqlx::query(
                 "update job set run_at = $1, updated_at = $2
@@ -620,10 +654,16 @@ impl Store {
         &self,
         tenant_id: i64,
         reservation_id: i64,
+        window: Window,
         started: Option<(DateTime<Utc>, DateTime<Utc>)>,
         now: DateTime<Utc>,
     ) -> EngineResult<()> {
+        // What is given back: the whole window, or from now on once it has started.
+        let given_back_from = started.map_or(window.start, |(end, _)| end);
         write_tx!(self, |tx| {
+            if given_back_from < window.end {
+                insert_cut!(tx, reservation_id, tenant_id, CutKind::Cancelled, now, given_back_from, window.end);
+            }
             sqlx::query(
                 "update reservation set state = 'cancelled', updated_at = $1 where reservation_id = $2 and tenant_id = $3",
             )

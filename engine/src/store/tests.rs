@@ -49,6 +49,7 @@ fn booking(tenant_id: i64, user_id: i64, node_id: i64, gpu_id: i64, h0: u32, h1:
         state: ReservationState::Scheduled,
         options: options(),
         price: Cents(275 * i64::from(h1 - h0)),
+        rate: Cents(275),
         allocations: vec![Placed { node_id, gpu_id, slice_lo: 0, slice_hi: 1 }],
         first_job: None,
     }

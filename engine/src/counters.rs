@@ -1,0 +1,34 @@
+//! In-process counters that `/metrics` exports: this instance's own events since it started
+//! (Prometheus sums them over instances). Gauges are read from the store instead
+//! (`metering::Gauges`), so every instance reports the same fleet.
+
+use crate::error::{EngineError, EngineResult};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Counts of booking attempts by outcome.
+#[derive(Debug, Default)]
+pub struct Counters {
+    bookings: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Counters {
+    /// Counts one booking attempt (a reservation or a burst) with the outcome its result shows.
+    pub fn booking<T>(&self, result: &EngineResult<T>, created: impl FnOnce(&T) -> &'static str) {
+        let outcome = match result {
+            Ok(value) => created(value),
+            Err(EngineError::Conflict(_)) => "conflict",
+            Err(EngineError::Forbidden(_)) => "refused",
+            Err(EngineError::Invalid { .. } | EngineError::NotFound(_)) => "invalid",
+            Err(_) => "error",
+        };
+        if let Ok(mut counts) = self.bookings.lock() {
+            *counts.entry(outcome).or_default() += 1;
+        }
+    }
+
+    /// Every outcome seen so far with its count, in name order.
+    pub fn bookings(&self) -> Vec<(&'static str, u64)> {
+        self.bookings.lock().map(|c| c.iter().map(|(k, v)| (*k, *v)).collect()).unwrap_or_default()
+    }
+}

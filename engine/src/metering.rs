@@ -1,0 +1,469 @@
+//! Metering services: chargeback lines and groups for a team, monthly statements, the
+//! Chargeback page's overview (forecast, weeks, offerings, reservations with their use), the
+//! admin usage report, utilization sampling of running reservations, and the gauges `/metrics`
+//! exports. The rules are `domain::metering`; this module fetches records and scopes them: a
+//! team's calls read only its own tenant, reports need an admin.
+
+use crate::booking::tenant_of;
+use crate::driver::NodeTarget;
+use crate::error::{EngineError, EngineResult};
+use crate::identity::require_admin;
+use crate::store::metering::{HeldGpu, MeteredRow, NewSample};
+use crate::Engine;
+use chrono::{DateTime, Datelike, Duration, DurationRound, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use tenantry_domain::fleet::QueueStats;
+use tenantry_domain::metering::{
+    self, ChargeGroup, ChargeLine, Forecast, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow, ReservationCost,
+    Statement, StatementStatus, Totals, Usage,
+};
+use tenantry_domain::offering::GpuSevenths;
+use tenantry_domain::{Cents, Identity, Offering, Window};
+
+/// The chargeback API's answer: every line in the range and, when asked, the lines grouped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chargeback {
+    pub tenant: String,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub group_by: Option<GroupBy>,
+    pub lines: Vec<ChargeLine>,
+    pub groups: Vec<ChargeGroup>,
+    pub totals: Totals,
+    pub cancellation_policy: String,
+}
+
+/// One statement's headline, for the list of statements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatementSummary {
+    pub month: String,
+    pub status: StatementStatus,
+    pub lines: usize,
+    pub total_cents: Cents,
+}
+
+/// A week's spend, reserved against on-demand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WeekSpend {
+    pub week: String,
+    pub start: DateTime<Utc>,
+    pub reserved_cents: Cents,
+    pub on_demand_cents: Cents,
+}
+
+/// Everything the Chargeback page shows, in one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChargebackOverview {
+    pub tenant: String,
+    pub forecast: Forecast,
+    pub weeks: Vec<WeekSpend>,
+    /// This month, by offering.
+    pub by_offering: Vec<ChargeGroup>,
+    /// This month's reservations and bursts with their cost this month and measured use.
+    pub reservations: Vec<ReservationCost>,
+    /// This month's measured use of reserved capacity.
+    pub usage: Usage,
+    pub statements: Vec<StatementSummary>,
+    pub cancellation_policy: String,
+}
+
+/// The admin usage report over a span.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageReport {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub by_tenant: Vec<ReportRow>,
+    pub by_model: Vec<ReportRow>,
+    pub total: ReportRow,
+    pub heatmap: Heatmap,
+}
+
+/// What `/metrics` reads from the store at each scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gauges {
+    pub queue: QueueStats,
+    pub nodes_by_state: Vec<(String, i64)>,
+    pub reserved_gpus_by_tenant: Vec<(String, f64)>,
+    pub used_gpus_by_tenant: Vec<(String, f64)>,
+}
+
+/// Reservation states whose GPUs are sampled: they are running on the fleet.
+const RUNNING: &[&str] = &["active", "degraded"];
+/// States whose past is sampled when the demo backfills history.
+const RAN: &[&str] = &["active", "degraded", "releasing", "completed", "cancelled"];
+
+impl Engine {
+    /// Reservations and bursts for metering, with what their offering says (GPU model, MIG
+    /// fraction). Rows of an offering that no longer exists are metered as whole GPUs.
+    async fn metered_items(&self, tenant_id: Option<i64>, span: Window) -> EngineResult<Vec<(Metered, String)>> {
+        let offerings: HashMap<String, Offering> =
+            self.offerings().await?.into_iter().map(|o| (o.id.clone(), o)).collect();
+        let rows = self.store.metered(tenant_id, span).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(row, cuts): (MeteredRow, _)| {
+                let offering = offerings.get(&row.offering_id);
+                let rate = row.rate();
+                let m = Metered {
+                    id: row.reservation_id,
+                    tenant: row.tenant_slug,
+                    kind: row.kind.parse().ok()?,
+                    gpu_model: offering.map_or_else(|| "unknown".to_owned(), |o| o.gpu_model.code().to_owned()),
+                    gpus_per_unit: offering.map_or(GpuSevenths::whole_gpus(1), Offering::gpus_per_unit),
+                    offering: row.offering_id,
+                    quantity: u32::try_from(row.quantity).ok()?,
+                    window: Window { start: row.start_at, end: row.end_at },
+                    state: row.state.parse().ok()?,
+                    rate,
+                    cuts,
+                };
+                Some((m, row.workload))
+            })
+            .collect())
+    }
+
+    /// Every chargeback line of the caller's team whose time, fee or credit falls in `span`:
+    /// past and running time as accrued, upcoming as committed; grouped when `group_by` is set.
+    pub async fn chargeback(
+        &self,
+        who: &Identity,
+        span: Window,
+        group_by: Option<GroupBy>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Chargeback> {
+        let tenant_id = tenant_of(who)?;
+        if span.end - span.start > Duration::days(400) {
+            return Err(EngineError::invalid("to", "a chargeback range can be at most 400 days long"));
+        }
+        let items: Vec<Metered> =
+            self.metered_items(Some(tenant_id), span).await?.into_iter().map(|(m, _)| m).collect();
+        let credits = self.store.credits_in(Some(tenant_id), span).await?;
+        let policy = &self.config.cancellation;
+        let lines = metering::lines(&items, &credits, span, policy, now);
+        let groups = match group_by {
+            None => Vec::new(),
+            Some(by @ (GroupBy::Week | GroupBy::Month)) => {
+                let mut cut = Vec::new();
+                for (label, period) in metering::periods(span, by) {
+                    cut.extend(
+                        metering::lines(&items, &credits, period, policy, now)
+                            .into_iter()
+                            .map(|l| (Some(label.clone()), l)),
+                    );
+                }
+                metering::group(&cut, by)
+            }
+            Some(by) => metering::group(&lines.iter().map(|l| (None, l.clone())).collect::<Vec<_>>(), by),
+        };
+        Ok(Chargeback {
+            tenant: tenant_slug(who),
+            from: span.start,
+            to: span.end,
+            group_by,
+            totals: Totals::of(&lines),
+            lines,
+            groups,
+            cancellation_policy: policy.describe(),
+        })
+    }
+
+    /// The caller's team's statement for `month`: a draft while the month runs, final after.
+    pub async fn statement(&self, who: &Identity, month: Month, now: DateTime<Utc>) -> EngineResult<Statement> {
+        let tenant_id = tenant_of(who)?;
+        let span = month.window();
+        let items: Vec<Metered> =
+            self.metered_items(Some(tenant_id), span).await?.into_iter().map(|(m, _)| m).collect();
+        let credits = self.store.credits_in(Some(tenant_id), span).await?;
+        let tenant = tenant_slug(who);
+        Ok(metering::statement(&tenant, month, &items, &credits, &self.config.cancellation, now))
+    }
+
+    /// The Chargeback page: this month against the budget, spend by week (eight weeks back, four
+    /// ahead), this month by offering and per reservation with its use, six months of statements.
+    pub async fn chargeback_overview(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<ChargebackOverview> {
+        let tenant_id = tenant_of(who)?;
+        let tenant = tenant_slug(who);
+        let this_month = Month::of(now);
+        let today = now.duration_trunc(Duration::days(1)).unwrap_or(now);
+        let monday = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
+        let weeks_span = Window { start: monday - Duration::weeks(8), end: monday + Duration::weeks(5) };
+        let mut first_month = this_month;
+        for _ in 0..5 {
+            first_month = first_month.previous();
+        }
+        let span = Window {
+            start: first_month.first_day().min(weeks_span.start),
+            end: this_month.next().first_day().max(weeks_span.end),
+        };
+        let items = self.metered_items(Some(tenant_id), span).await?;
+        let metered: Vec<Metered> = items.iter().map(|(m, _)| m.clone()).collect();
+        let credits = self.store.credits_in(Some(tenant_id), span).await?;
+        let policy = &self.config.cancellation;
+
+        let month_span = this_month.window();
+        let month_lines = metering::lines(&metered, &credits, month_span, policy, now);
+        let budget = self.policy_of(tenant_id).await?.monthly_budget_dollars.map(|d| Cents(i64::from(d) * 100));
+        let forecast = metering::forecast(this_month, &month_lines, budget, now);
+
+        let weeks = metering::periods(weeks_span, GroupBy::Week)
+            .into_iter()
+            .map(|(week, period)| {
+                let lines = metering::lines(&metered, &[], period, policy, now);
+                let sum = |kind| lines.iter().filter(|l| l.kind == kind).map(|l| l.amount_cents).sum();
+                WeekSpend {
+                    week,
+                    start: period.start,
+                    reserved_cents: sum(LineKind::Reserved),
+                    on_demand_cents: sum(LineKind::OnDemand),
+                }
+            })
+            .collect();
+
+        let usage_lines: Vec<(Option<String>, ChargeLine)> = month_lines
+            .iter()
+            .filter(|l| matches!(l.kind, LineKind::Reserved | LineKind::OnDemand | LineKind::CancellationFee))
+            .map(|l| (None, l.clone()))
+            .collect();
+        let by_offering = metering::group(&usage_lines, GroupBy::Offering);
+
+        let usage = self.store.usage_by_reservation(Some(tenant_id), month_span).await?;
+        let mut amounts: BTreeMap<i64, (Cents, f64)> = BTreeMap::new();
+        for l in month_lines.iter().filter(|l| l.kind != LineKind::Credit) {
+            if let Some(id) = l.reservation_id {
+                let e = amounts.entry(id).or_insert((Cents::ZERO, 0.0));
+                e.0 = e.0 + l.amount_cents;
+                e.1 += l.gpu_hours;
+            }
+        }
+        let mut reservations: Vec<ReservationCost> = metered
+            .iter()
+            .filter_map(|m| {
+                let (amount, gpu_hours) = amounts.get(&m.id)?;
+                Some(ReservationCost {
+                    reservation_id: m.id,
+                    kind: m.kind,
+                    offering: m.offering.clone(),
+                    quantity: m.quantity,
+                    start: m.window.start,
+                    end: m.window.end,
+                    state: m.state,
+                    amount_cents: *amount,
+                    reserved_gpu_hours: *gpu_hours,
+                    usage: usage.get(&m.id).copied().unwrap_or_default(),
+                })
+            })
+            .collect();
+        reservations.sort_by(|a, b| b.start.cmp(&a.start).then(b.reservation_id.cmp(&a.reservation_id)));
+        let total_usage = usage.values().fold(Usage::default(), |a, u| a.add(*u));
+
+        let mut statements = Vec::new();
+        let mut month = this_month;
+        for _ in 0..6 {
+            let s = metering::statement(&tenant, month, &metered, &credits, policy, now);
+            statements.push(StatementSummary {
+                month: s.month,
+                status: s.status,
+                lines: s.lines.len(),
+                total_cents: s.totals.total_cents,
+            });
+            month = month.previous();
+        }
+        Ok(ChargebackOverview {
+            tenant,
+            forecast,
+            weeks,
+            by_offering,
+            reservations,
+            usage: total_usage,
+            statements,
+            cancellation_policy: policy.describe(),
+        })
+    }
+
+    /// Revenue and measured use over `span` by tenant and by GPU model, idle reserved capacity,
+    /// and the fleet's utilization by day and hour. Admins only.
+    pub async fn usage_report(&self, who: &Identity, span: Window, now: DateTime<Utc>) -> EngineResult<UsageReport> {
+        require_admin(who)?;
+        if span.end - span.start > Duration::days(92) {
+            return Err(EngineError::invalid("to", "a report covers at most 92 days"));
+        }
+        let items = self.metered_items(None, span).await?;
+        let metered: Vec<Metered> = items.iter().map(|(m, _)| m.clone()).collect();
+        let credits = self.store.credits_in(None, span).await?;
+        let lines = metering::lines(&metered, &credits, span, &self.config.cancellation, now);
+        let usage = self.store.usage_by_reservation(None, span).await?;
+        let model_of: HashMap<i64, &str> = metered.iter().map(|m| (m.id, m.gpu_model.as_str())).collect();
+
+        let mut by_tenant: BTreeMap<String, (Cents, f64, Usage)> = BTreeMap::new();
+        let mut by_model: BTreeMap<String, (Cents, f64, Usage)> = BTreeMap::new();
+        for l in &lines {
+            let model = l.reservation_id.and_then(|id| model_of.get(&id).copied()).unwrap_or("credits").to_owned();
+            for (map, key) in [(&mut by_tenant, l.tenant.clone()), (&mut by_model, model)] {
+                let e = map.entry(key).or_insert((Cents::ZERO, 0.0, Usage::default()));
+                e.0 = e.0 + l.amount_cents;
+                e.1 += l.gpu_hours;
+            }
+        }
+        for m in &metered {
+            if let Some(u) = usage.get(&m.id) {
+                for (map, key) in [(&mut by_tenant, m.tenant.clone()), (&mut by_model, m.gpu_model.clone())] {
+                    let e = map.entry(key).or_insert((Cents::ZERO, 0.0, Usage::default()));
+                    e.2 = e.2.add(*u);
+                }
+            }
+        }
+        let rows = |map: BTreeMap<String, (Cents, f64, Usage)>| -> Vec<ReportRow> {
+            map.into_iter().map(|(k, (c, h, u))| ReportRow::new(k, c, h, u)).collect()
+        };
+        let by_tenant = rows(by_tenant);
+        let by_model = rows(by_model);
+        let total = ReportRow::new(
+            "all".to_owned(),
+            lines.iter().map(|l| l.amount_cents).sum(),
+            lines.iter().map(|l| l.gpu_hours).sum(),
+            usage.values().fold(Usage::default(), |a, u| a.add(*u)),
+        );
+
+        let fleet_gpus: u32 = self.store.list_nodes().await?.iter().map(|n| n.gpu_count).sum();
+        let mut days = Vec::new();
+        let mut day = span.start.date_naive();
+        while day <= (span.end - Duration::seconds(1)).date_naive() {
+            days.push(day);
+            day = day.succ_opt().unwrap_or(day);
+            if days.len() > 92 {
+                break;
+            }
+        }
+        let hourly = self.store.usage_by_hour(span).await?;
+        Ok(UsageReport {
+            from: span.start,
+            to: span.end,
+            by_tenant,
+            by_model,
+            total,
+            heatmap: Heatmap::build(days, &hourly, fleet_gpus),
+        })
+    }
+
+    /// Samples the GPUs of every running reservation once, each sample covering `seconds`.
+    /// Returns how many reservations were sampled.
+    pub async fn sample_usage(&self, now: DateTime<Utc>, seconds: i64) -> EngineResult<usize> {
+        let at = now.duration_trunc(Duration::seconds(1)).unwrap_or(now);
+        let held = self.store.held_gpus(at, at + Duration::seconds(1), RUNNING).await?;
+        let held: Vec<HeldGpu> = held.into_iter().filter(|h| h.start_at <= at && at < h.end_at).collect();
+        let samples = self.samples_at(&held, at, seconds).await?;
+        self.store.insert_samples(&samples).await?;
+        Ok(samples.len())
+    }
+
+    /// Fills in hourly samples of reservations that ran between `from` and `now` (the demo seed's
+    /// history). Returns how many samples it wrote.
+    pub async fn backfill_usage(&self, from: DateTime<Utc>, now: DateTime<Utc>) -> EngineResult<usize> {
+        let held = self.store.held_gpus(from, now, RAN).await?;
+        let mut at = from.duration_trunc(Duration::hours(1)).unwrap_or(from) + Duration::hours(1);
+        let mut samples = Vec::new();
+        while at < now {
+            let running: Vec<HeldGpu> = held.iter().filter(|h| h.start_at <= at && at < h.end_at).cloned().collect();
+            samples.extend(self.samples_at(&running, at, 3600).await?);
+            at += Duration::hours(1);
+        }
+        self.store.insert_samples(&samples).await?;
+        Ok(samples.len())
+    }
+
+    /// Asks the fleet for the utilization of `held` GPUs at `at`: one sample per reservation.
+    async fn samples_at(&self, held: &[HeldGpu], at: DateTime<Utc>, seconds: i64) -> EngineResult<Vec<NewSample>> {
+        let mut out = Vec::new();
+        for reservation in held.chunk_by(|a, b| a.reservation_id == b.reservation_id) {
+            let first = &reservation[0];
+            let workload = first.workload.parse().unwrap_or(tenantry_domain::reservation::Workload::FineTuning);
+            let mut gpus = Vec::new();
+            for node in reservation.chunk_by(|a, b| a.node_id == b.node_id) {
+                let Ok(gpu_model) = node[0].gpu_model.parse() else { continue };
+                let target = NodeTarget {
+                    node_id: node[0].node_id,
+                    hostname: node[0].hostname.clone(),
+                    gpu_model,
+                    fabric_domain: String::new(),
+                    gpus: node
+                        .iter()
+                        .map(|g| (g.gpu_index as u32, g.mig_enabled.then_some((g.slice_lo as u8, g.slice_hi as u8))))
+                        .collect(),
+                };
+                let measured = match self.driver.utilization(&target, workload, at).await {
+                    Ok(m) => m,
+                    Err(err) => {
+                        tracing::warn!(node = %target.hostname, error = %err.message, "utilization sample failed");
+                        continue;
+                    }
+                };
+                for g in node {
+                    if let Some(m) = measured.iter().find(|m| i64::from(m.gpu_index) == g.gpu_index) {
+                        // A GPU outside MIG mode is one slot: the whole GPU, seven sevenths.
+                        let sevenths = if g.mig_enabled { g.slice_hi - g.slice_lo } else { 7 };
+                        gpus.push((sevenths, m.utilization_pct, m.memory_pct));
+                    }
+                }
+            }
+            if !gpus.is_empty() {
+                out.push(NewSample {
+                    reservation_id: first.reservation_id,
+                    tenant_id: first.tenant_id,
+                    at,
+                    seconds,
+                    usage: Usage::sample(&gpus, seconds),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The gauges `/metrics` exports, read from the store (so they are the same on every
+    /// instance).
+    pub async fn gauges(&self, now: DateTime<Utc>) -> EngineResult<Gauges> {
+        let queue = self.store.queue_stats(now).await?;
+        let mut nodes: BTreeMap<String, i64> =
+            tenantry_domain::NodeState::ALL.iter().map(|s| (s.code().to_owned(), 0)).collect();
+        for n in self.store.list_nodes().await? {
+            *nodes.entry(n.state.code().to_owned()).or_default() += 1;
+        }
+        let reserved = self
+            .store
+            .reserved_sevenths_by_tenant(now)
+            .await?
+            .into_iter()
+            .map(|(t, s)| (t, GpuSevenths(s).as_gpus()))
+            .collect();
+        let since = now - self.config.sample_every * 2 - Duration::seconds(5);
+        let used = self.store.used_gpus_by_tenant(since).await?;
+        Ok(Gauges {
+            queue,
+            nodes_by_state: nodes.into_iter().collect(),
+            reserved_gpus_by_tenant: reserved,
+            used_gpus_by_tenant: used,
+        })
+    }
+}
+
+fn tenant_slug(who: &Identity) -> String {
+    who.tenant.as_ref().map(|t| t.slug.clone()).unwrap_or_default()
+}
+
+/// Samples running reservations every `config.sample_every` until `shutdown` turns true.
+pub async fn run_sampler(engine: Engine, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let every = engine.config.sample_every;
+    let period = every.to_std().unwrap_or(std::time::Duration::from_secs(60));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tick.tick() => {
+                if let Err(err) = engine.sample_usage(Utc::now(), every.num_seconds().max(1)).await {
+                    tracing::warn!(error = %err, "utilization sampling failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Metering tests, run on SQLite and PostgreSQL: bookings are charged at their locked rate
+//! through extensions, shortenings and cancellations; bursts accrue by the minute; credits
+//! reduce the bill; statements are drafts until their month closes; running reservations are
+//! sampled and their use shows per reservation and in the admin report; a team never sees
+//! another team's lines.
+
+use crate::driver::sim::{SimConfig, SimDriver};
+use crate::error::EngineError;
+use crate::seed::{seed_demo, SeedOptions};
+use crate::store::Store;
+use crate::{on_pool, store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use std::sync::Arc;
+use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::metering::{GroupBy, LineKind, LineStatus, Month, StatementStatus};
+use tenantry_domain::policy::{BurstInput, PolicyPatch};
+use tenantry_domain::window::floor_minute;
+use tenantry_domain::{Cents, Identity, ReservationState, Window};
+
+async fn world(store: Store) -> Engine {
+    let engine = Engine::new(store.clone(), EngineConfig::default());
+    let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..Default::default() })));
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    engine
+}
+
+async fn who(engine: &Engine, email: &str) -> Identity {
+    engine.store.identity_by_email(email).await.unwrap().unwrap()
+}
+
+fn ask(offering: &str, quantity: i64, start: DateTime<Utc>, hours: i64) -> BookingInput {
+    BookingInput {
+        offering: offering.into(),
+        quantity,
+        start,
+        end: start + Duration::hours(hours),
+        region: None,
+        options: OptionsInput::default(),
+    }
+}
+
+/// Four days out at 10:00: well beyond the 48-hour free notice.
+fn far_start() -> DateTime<Utc> {
+    Utc::now().duration_trunc(Duration::days(1)).unwrap() + Duration::days(4) + Duration::hours(10)
+}
+
+/// A span that covers everything these tests book.
+fn everything() -> Window {
+    let now = Utc::now();
+    Window { start: now - Duration::days(40), end: now + Duration::days(40) }
+}
+
+store_test!(reservations_are_metered_at_their_locked_rate, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let now = Utc::now();
+    let start = far_start();
+    let booked = engine.book(&lead, &ask("l40s-gpu", 2, start, 4), None, now).await.unwrap().detail.reservation;
+    let rate = booked.rate_cents_per_hour;
+    assert_eq!(booked.price_cents, rate * 8);
+    // The team's rate changes after booking; the booking keeps its rate, extended or not.
+    let patch: PolicyPatch = serde_json::from_value(serde_json::json!({
+        "rate_overrides": {"l40s-gpu": {"reserved_cents_per_hour": rate.0 * 3, "on_demand_cents_per_hour": 500}}
+    }))
+    .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, now).await.unwrap();
+    let extended = engine.change_end(&lead, booked.id, start + Duration::hours(6), now).await.unwrap().reservation;
+    assert_eq!(extended.price_cents, rate * 12);
+    // Shortened with plenty of notice: no fee, charged for 5 hours.
+    engine.change_end(&lead, booked.id, start + Duration::hours(5), now).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, now).await.unwrap();
+    assert_eq!(bill.lines.len(), 1, "{:?}", bill.lines);
+    let line = &bill.lines[0];
+    assert_eq!((line.kind, line.status), (LineKind::Reserved, LineStatus::Upcoming));
+    assert_eq!(line.amount_cents, rate * 10);
+    assert_eq!(line.committed_cents, line.amount_cents);
+    assert_eq!(line.accrued_cents, Cents::ZERO);
+    assert!((line.gpu_hours - 10.0).abs() < 1e-9);
+
+    // A window starting in six hours, cancelled now: inside the notice, so half of it is due.
+    let soon = floor_minute(now) + Duration::hours(6);
+    let late = engine.book(&lead, &ask("l40s-gpu", 1, soon, 2), None, now).await.unwrap().detail.reservation;
+    engine.cancel(&lead, late.id, now).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, now).await.unwrap();
+    let fee: Vec<_> = bill.lines.iter().filter(|l| l.kind == LineKind::CancellationFee).collect();
+    assert_eq!(fee.len(), 1);
+    assert_eq!(fee[0].reservation_id, Some(late.id));
+    // Half of two hours at the rate locked then (the team rate: three times the list rate).
+    assert_eq!(fee[0].amount_cents, Cents(late.rate_cents_per_hour.0 * 2 / 2));
+    assert_eq!(late.rate_cents_per_hour, rate * 3);
+    assert!(bill.lines.iter().all(|l| l.kind != LineKind::Reserved || l.reservation_id != Some(late.id)));
+    assert_eq!(bill.totals.total_cents, rate * 10 + fee[0].amount_cents);
+
+    // Grouped by month and by offering, the groups add up to the same total.
+    for by in [GroupBy::Month, GroupBy::Offering, GroupBy::Week, GroupBy::Kind] {
+        let grouped = engine.chargeback(&lead, everything(), Some(by), now).await.unwrap();
+        let sum: Cents = grouped.groups.iter().map(|g| g.amount_cents).sum();
+        assert_eq!(sum, bill.totals.total_cents, "{by}");
+    }
+    // Members read the bill too; another team sees none of it.
+    let member = who(&engine, "member@acme.example").await;
+    assert_eq!(engine.chargeback(&member, everything(), None, now).await.unwrap().totals, bill.totals);
+    let globex = who(&engine, "lead@globex.example").await;
+    let theirs = engine.chargeback(&globex, everything(), None, now).await.unwrap();
+    assert!(theirs.lines.is_empty(), "{:?}", theirs.lines);
+    assert!(matches!(engine.chargeback(&admin, everything(), None, now).await, Err(EngineError::Forbidden(_))));
+});
+
+store_test!(bursts_accrue_by_the_minute_and_use_is_sampled, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let now = Utc::now();
+    let burst = engine
+        .burst(&lead, &BurstInput { offering: "h100-gpu".into(), quantity: 2, hours: 2 }, now)
+        .await
+        .unwrap()
+        .reservation;
+    let rate = burst.rate_cents_per_hour;
+    // Half an hour in: 30 minutes of two GPUs have accrued, the other 90 are committed.
+    let later = burst.start + Duration::minutes(30);
+    let bill = engine.chargeback(&lead, everything(), None, later).await.unwrap();
+    let line = &bill.lines[0];
+    assert_eq!((line.kind, line.status), (LineKind::OnDemand, LineStatus::Running));
+    assert_eq!(line.accrued_cents, Cents::per_hour_for_minutes(rate * 2, 30));
+    assert_eq!(line.amount_cents, rate * 4);
+
+    // Handed over, then sampled: the team sees what share of it was busy.
+    for _ in 0..20 {
+        engine.run_due_jobs(Utc::now()).await.unwrap();
+        if engine.store.reservation(lead.tenant_id().unwrap(), burst.id).await.unwrap().unwrap().state
+            == ReservationState::Active
+        {
+            break;
+        }
+    }
+    let sampled_at = burst.start + Duration::minutes(1);
+    assert_eq!(engine.sample_usage(sampled_at, 60).await.unwrap(), 1);
+    // A second instance sampling the same instant writes nothing twice.
+    engine.sample_usage(sampled_at, 60).await.unwrap();
+    let overview = engine.chargeback_overview(&lead, sampled_at).await.unwrap();
+    let cost = overview.reservations.iter().find(|r| r.reservation_id == burst.id).unwrap();
+    assert!((cost.usage.sampled_gpu_hours() - 2.0 / 60.0).abs() < 1e-9, "{:?}", cost.usage);
+    let pct = cost.usage.utilization_pct().unwrap();
+    assert!(pct > 0.0 && pct <= 100.0);
+    assert_eq!(overview.by_offering[0].key, "h100-gpu");
+    assert_eq!(overview.forecast.budget_cents, Some(Cents(40_000 * 100)));
+    assert_eq!(overview.statements[0].status, StatementStatus::Draft);
+    assert!(overview.weeks.iter().any(|w| w.on_demand_cents > Cents::ZERO));
+
+    // Admins see it per tenant and per GPU model; team leads cannot read the report.
+    let span = Window { start: now - Duration::days(1), end: now + Duration::days(1) };
+    let report = engine.usage_report(&admin, span, sampled_at).await.unwrap();
+    let acme = report.by_tenant.iter().find(|r| r.key == "acme").unwrap();
+    assert_eq!(acme.usage, cost.usage);
+    assert!(report.by_model.iter().any(|r| r.key == "H100-SXM-80GB" && r.revenue_cents > Cents::ZERO));
+    assert!(report.heatmap.cells.iter().flatten().any(|c| *c > 0.0));
+    assert!(matches!(engine.usage_report(&lead, span, now).await, Err(EngineError::Forbidden(_))));
+    let gauges = engine.gauges(sampled_at).await.unwrap();
+    assert!(gauges.reserved_gpus_by_tenant.iter().any(|(t, g)| t == "acme" && (*g - 2.0).abs() < 1e-9));
+    assert!(gauges.used_gpus_by_tenant.iter().any(|(t, g)| t == "acme" && *g > 0.0));
+    assert!(engine.counters.bookings().contains(&("burst", 1)));
+});
+
+store_test!(credits_reduce_the_statement_and_closed_months_are_final, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let now = Utc::now();
+    let booked = engine.book(&lead, &ask("h100-gpu", 1, far_start(), 3), None, now).await.unwrap().detail.reservation;
+    let tenant_id = lead.tenant_id().unwrap();
+    on_pool!(&engine.store, |pool| {
+        sqlx::query(
+            "insert into credit (tenant_id, reservation_id, amount_cents, reason, at) values ($1, $2, 1234, 'lost a node', $3)",
+        )
+        .bind(tenant_id)
+        .bind(booked.id)
+        .bind(now)
+        .execute(pool)
+        .await
+        .unwrap();
+    });
+    let month = Month::of(now);
+    let statement = engine.statement(&lead, month, now).await.unwrap();
+    assert_eq!(statement.status, StatementStatus::Draft);
+    assert_eq!(statement.totals.credits_cents, Cents(-1234));
+    let lines: Cents = statement.lines.iter().map(|l| l.amount_cents).sum();
+    assert_eq!(statement.totals.total_cents, lines);
+    let last_month = engine.statement(&lead, month.previous(), now).await.unwrap();
+    assert_eq!(last_month.status, StatementStatus::Final);
+    assert!(last_month.lines.is_empty());
+    // Another team's statement has neither the booking nor the credit.
+    let globex = who(&engine, "lead@globex.example").await;
+    assert!(engine.statement(&globex, month, now).await.unwrap().lines.is_empty());
+});

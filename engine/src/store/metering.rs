@@ -1,0 +1,278 @@
+//! Metering records in the store: reservations and bursts as metering sees them (locked rate,
+//! parts given back), credits, and utilization samples with their sums per reservation and per
+//! hour. `tenant_id = None` reads every tenant (admin reports and metrics only).
+
+use super::Store;
+use crate::error::EngineResult;
+use crate::on_pool;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use tenantry_domain::metering::{CreditRecord, Cut, Usage};
+use tenantry_domain::{Cents, Window};
+
+/// A reservation's row as metering reads it; the engine adds what the offering says.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct MeteredRow {
+    pub reservation_id: i64,
+    pub tenant_slug: String,
+    pub kind: String,
+    pub offering_id: String,
+    pub quantity: i64,
+    pub start_at: DateTime<Utc>,
+    pub end_at: DateTime<Utc>,
+    pub state: String,
+    pub workload: String,
+    pub price_cents: i64,
+    pub rate_cents_per_hour: Option<i64>,
+}
+
+impl MeteredRow {
+    /// The locked rate; rows a SQLite migration could not fill take the rate their price implies.
+    pub fn rate(&self) -> Cents {
+        Cents(self.rate_cents_per_hour.unwrap_or_else(|| {
+            let unit_minutes = self.quantity.max(1) * (self.end_at - self.start_at).num_minutes().max(1);
+            self.price_cents * 60 / unit_minutes
+        }))
+    }
+}
+
+/// One GPU (or slice range) a reservation holds at some time, for sampling.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct HeldGpu {
+    pub reservation_id: i64,
+    pub tenant_id: i64,
+    pub workload: String,
+    pub node_id: i64,
+    pub hostname: String,
+    pub gpu_model: String,
+    pub gpu_index: i64,
+    pub mig_enabled: bool,
+    pub slice_lo: i64,
+    pub slice_hi: i64,
+    pub start_at: DateTime<Utc>,
+    pub end_at: DateTime<Utc>,
+}
+
+/// A usage sample to write.
+#[derive(Debug, Clone, Copy)]
+pub struct NewSample {
+    pub reservation_id: i64,
+    pub tenant_id: i64,
+    pub at: DateTime<Utc>,
+    pub seconds: i64,
+    pub usage: Usage,
+}
+
+impl Store {
+    /// Reservations and bursts whose window overlaps `span`, or that gave time back inside it
+    /// (a late cancellation's fee is charged when it happens), with their cuts.
+    pub async fn metered(&self, tenant_id: Option<i64>, span: Window) -> EngineResult<Vec<(MeteredRow, Vec<Cut>)>> {
+        let (rows, cuts) = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select r.reservation_id, t.slug as tenant_slug, r.kind, r.offering_id, r.quantity, r.start_at,
+                        r.end_at, r.state, r.workload, r.price_cents, r.rate_cents_per_hour
+                 from reservation r join tenant t on t.tenant_id = r.tenant_id
+                 where ((r.start_at < ",
+            );
+            q.push_bind(span.end).push(" and r.end_at > ").push_bind(span.start);
+            q.push(") or exists (select 1 from window_cut c where c.reservation_id = r.reservation_id and c.at >= ");
+            q.push_bind(span.start).push(" and c.at < ").push_bind(span.end).push("))");
+            if let Some(t) = tenant_id {
+                q.push(" and r.tenant_id = ").push_bind(t);
+            }
+            q.push(" order by r.reservation_id");
+            let rows: Vec<MeteredRow> = q.build_query_as().fetch_all(pool).await?;
+            // Cuts are rare (one per shortening or cancellation): read the tenant's, keep the ones
+            // of the rows above.
+            let mut c = sqlx::QueryBuilder::<Db>::new(
+                "select reservation_id, kind, at, cut_start, cut_end from window_cut where 1 = 1",
+            );
+            if let Some(t) = tenant_id {
+                c.push(" and tenant_id = ").push_bind(t);
+            }
+            c.push(" order by at, window_cut_id");
+            let cuts: Vec<(i64, String, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>)> =
+                c.build_query_as().fetch_all(pool).await?;
+            (rows, cuts)
+        });
+        let mut by_reservation: HashMap<i64, Vec<Cut>> = HashMap::new();
+        for (id, kind, at, start, end) in cuts {
+            if let Ok(kind) = kind.parse() {
+                by_reservation.entry(id).or_default().push(Cut { at, part: Window { start, end }, kind });
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let cuts = by_reservation.remove(&r.reservation_id).unwrap_or_default();
+                (r, cuts)
+            })
+            .collect())
+    }
+
+    /// Credits granted inside `span`.
+    pub async fn credits_in(&self, tenant_id: Option<i64>, span: Window) -> EngineResult<Vec<CreditRecord>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select c.reservation_id, t.slug, c.at, c.amount_cents, c.reason
+                 from credit c join tenant t on t.tenant_id = c.tenant_id where c.at >= ",
+            );
+            q.push_bind(span.start).push(" and c.at < ").push_bind(span.end);
+            if let Some(t) = tenant_id {
+                q.push(" and c.tenant_id = ").push_bind(t);
+            }
+            q.push(" order by c.at");
+            q.build_query_as::<(Option<i64>, String, DateTime<Utc>, i64, String)>().fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(reservation_id, tenant, at, amount, reason)| CreditRecord {
+                reservation_id,
+                tenant,
+                at,
+                amount: Cents(amount),
+                reason,
+            })
+            .collect())
+    }
+
+    /// What reservations in `states` held during `[from, to)`, GPU by GPU (replaced nodes
+    /// included only for the time they served).
+    pub async fn held_gpus(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        states: &[&str],
+    ) -> EngineResult<Vec<HeldGpu>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select r.reservation_id, r.tenant_id, r.workload, n.node_id, n.hostname, n.gpu_model, g.gpu_index,
+                        g.mig_enabled, a.slice_lo, a.slice_hi, a.start_at,
+                        coalesce(a.replaced_at, a.end_at) as end_at
+                 from allocation a join reservation r on r.reservation_id = a.reservation_id
+                 join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
+                 where a.kind = 'reservation' and a.start_at < ",
+            );
+            q.push_bind(to).push(" and coalesce(a.replaced_at, a.end_at) > ").push_bind(from);
+            q.push(" and r.state in (");
+            let mut list = q.separated(", ");
+            for s in states {
+                list.push_bind(s.to_string());
+            }
+            q.push(") order by r.reservation_id, n.node_id, g.gpu_index");
+            q.build_query_as::<HeldGpu>().fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// Writes samples; a sample already taken for a reservation at the same instant is kept
+    /// (two instances sampling at once write it once).
+    pub async fn insert_samples(&self, samples: &[NewSample]) -> EngineResult<()> {
+        for chunk in samples.chunks(500) {
+            on_pool!(self, |pool| {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "insert into usage_sample (reservation_id, tenant_id, at, seconds, reserved, used, memory) ",
+                );
+                q.push_values(chunk, |mut row, s| {
+                    row.push_bind(s.reservation_id)
+                        .push_bind(s.tenant_id)
+                        .push_bind(s.at)
+                        .push_bind(s.seconds)
+                        .push_bind(s.usage.reserved)
+                        .push_bind(s.usage.used)
+                        .push_bind(s.usage.memory);
+                });
+                q.push(" on conflict (reservation_id, at) do nothing");
+                q.build().execute(pool).await?;
+            });
+        }
+        Ok(())
+    }
+
+    /// Measured use per reservation, from samples taken inside `span`.
+    pub async fn usage_by_reservation(
+        &self,
+        tenant_id: Option<i64>,
+        span: Window,
+    ) -> EngineResult<HashMap<i64, Usage>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select reservation_id, cast(sum(reserved) as bigint), cast(sum(used) as bigint),
+                        cast(sum(memory) as bigint)
+                 from usage_sample where at >= ",
+            );
+            q.push_bind(span.start).push(" and at < ").push_bind(span.end);
+            if let Some(t) = tenant_id {
+                q.push(" and tenant_id = ").push_bind(t);
+            }
+            q.push(" group by reservation_id");
+            q.build_query_as::<(i64, i64, i64, i64)>().fetch_all(pool).await?
+        });
+        Ok(rows.into_iter().map(|(id, reserved, used, memory)| (id, Usage { reserved, used, memory })).collect())
+    }
+
+    /// The fleet's measured use per hour (UTC) inside `span`.
+    pub async fn usage_by_hour(&self, span: Window) -> EngineResult<Vec<(DateTime<Utc>, Usage)>> {
+        let rows: Vec<(String, i64, i64, i64)> = on_pool!(self, |pool| {
+            // Both render the hour as RFC 3339 text, so one parser reads either.
+            let hour = match self.backend() {
+                super::Backend::Sqlite => "strftime('%Y-%m-%dT%H:00:00Z', at)",
+                super::Backend::Postgres => {
+                    "to_char(date_trunc('hour', at at time zone 'UTC'), 'YYYY-MM-DD\"T\"HH24:00:00\"Z\"')"
+                }
+            };
+            let mut q = sqlx::QueryBuilder::<Db>::new(format!(
+                "select {hour} as hour, cast(sum(reserved) as bigint), cast(sum(used) as bigint),
+                        cast(sum(memory) as bigint)
+                 from usage_sample where at >= "
+            ));
+            q.push_bind(span.start).push(" and at < ").push_bind(span.end);
+            q.push(" group by 1 order by 1");
+            q.build_query_as().fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .filter_map(|(hour, reserved, used, memory)| {
+                let at = DateTime::parse_from_rfc3339(&hour).ok()?.with_timezone(&Utc);
+                Some((at, Usage { reserved, used, memory }))
+            })
+            .collect())
+    }
+
+    /// GPUs (in sevenths) each tenant's live reservations hold at `now`, by tenant slug.
+    pub async fn reserved_sevenths_by_tenant(&self, now: DateTime<Utc>) -> EngineResult<Vec<(String, i64)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (String, i64)>(
+                "select t.slug, cast(sum(case when g.mig_enabled then a.slice_hi - a.slice_lo else 7 end) as bigint)
+                 from allocation a join reservation r on r.reservation_id = a.reservation_id
+                 join gpu g on g.gpu_id = a.gpu_id
+                 join tenant t on t.tenant_id = r.tenant_id
+                 where a.live and a.kind = 'reservation' and a.replaced_at is null
+                   and a.start_at <= $1 and $1 < a.end_at
+                   and r.state in ('provisioning', 'active', 'degraded')
+                 group by t.slug order by t.slug",
+            )
+            .bind(now)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// GPUs busy per tenant by slug, from each running reservation's latest sample taken since
+    /// `since` (a sample's `used / seconds` is per-mille × sevenths, exactly).
+    pub async fn used_gpus_by_tenant(&self, since: DateTime<Utc>) -> EngineResult<Vec<(String, f64)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (String, i64)>(
+                "select t.slug, cast(sum(s.used / s.seconds) as bigint)
+                 from usage_sample s join tenant t on t.tenant_id = s.tenant_id
+                 where s.at >= $1 and s.at = (select max(at) from usage_sample x where x.reservation_id = s.reservation_id)
+                 group by t.slug order by t.slug",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows.into_iter().map(|(slug, used_per_second)| (slug, used_per_second as f64 / 7000.0)).collect())
+    }
+}

@@ -1,0 +1,38 @@
+-- Metering: the rate each reservation locked when it was booked, the parts of windows given back
+-- (for the cancellation policy), and utilization samples per running reservation.
+
+-- Cents per unit-hour, locked at booking (reserved rate; on-demand for bursts). Rows from before
+-- this migration get the rate their price implies. SQLite cannot add a NOT NULL column without a
+-- default, so the store always writes it and reads a missing one as the implied rate.
+alter table reservation add column rate_cents_per_hour integer check (rate_cents_per_hour >= 0);
+update reservation set rate_cents_per_hour = cast(round(
+    price_cents * 60.0 / (quantity * max(1, (julianday(end_at) - julianday(start_at)) * 1440))) as integer);
+
+-- A part [cut_start, cut_end) of a window given back at `at`: a shortening or a cancellation.
+create table window_cut (
+    window_cut_id integer primary key,
+    reservation_id integer not null references reservation (reservation_id),
+    tenant_id integer not null references tenant (tenant_id),
+    kind text not null check (kind in ('shortened', 'cancelled')),
+    at text not null,
+    cut_start text not null,
+    cut_end text not null,
+    check (cut_start < cut_end)
+);
+create index window_cut_reservation on window_cut (reservation_id);
+
+-- One sample of a running reservation's GPUs over `seconds`: `reserved` is GPU-sevenths ×
+-- seconds, `used` and `memory` per-mille of that (domain::metering::Usage).
+create table usage_sample (
+    usage_sample_id integer primary key,
+    reservation_id integer not null references reservation (reservation_id),
+    tenant_id integer not null references tenant (tenant_id),
+    at text not null,
+    seconds integer not null check (seconds > 0),
+    reserved integer not null,
+    used integer not null,
+    memory integer not null,
+    unique (reservation_id, at)
+);
+create index usage_sample_tenant_at on usage_sample (tenant_id, at);
+create index usage_sample_at on usage_sample (at);
