@@ -107,6 +107,9 @@ pub struct ServeArgs {
     pub queue: QueueArgs,
     #[command(flatten)]
     pub metering: MeteringArgs,
+    /// When set, `/metrics` requires `Authorization: Bearer <this token>`.
+    #[arg(long, env = "TENANTRY_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 /// Metering: the cancellation policy and utilization sampling.

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod config;
 pub mod csrf;
 pub mod error;
+pub mod metrics;
 pub mod oidc;
 pub mod router;
 pub mod sessions;

@@ -97,6 +97,8 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         })
         .collect();
     tracing::info!(workers = workers.len(), fleet = engine.driver.name(), "provisioning queue running");
+    let sampler = (args.metering.sample_seconds > 0)
+        .then(|| tokio::spawn(tenantry_engine::metering::run_sampler(engine.clone(), shutdown.clone())));
     let session_store = sessions::DbSessionStore::open(&engine.store)
         .await
         .map_err(|e| format!("cannot prepare the session table: {e}"))?;
@@ -113,8 +115,13 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         .env(leptos::config::Env::PROD)
         .build();
     let settings = Arc::new(PortalSettings { demo: args.demo, sso: oidc.is_some() });
-    let web = Arc::new(WebSettings { public_origin: args.public_url.clone(), secure_cookies: secure, oidc });
-    let state = AppState { engine: engine.clone(), leptos, settings, web };
+    let web = Arc::new(WebSettings {
+        public_origin: args.public_url.clone(),
+        secure_cookies: secure,
+        oidc,
+        metrics_token: args.metrics_token.clone(),
+    });
+    let state = AppState { engine: engine.clone(), leptos, settings, web, http_metrics: Default::default() };
     let app = build_router(state, session_store);
     let listener =
         tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
@@ -125,7 +132,7 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("server error: {e}"))?;
     // Running steps finish (or go back to the queue) before the database closes.
     let _ = stop_workers.send(true);
-    for worker in workers {
+    for worker in workers.into_iter().chain(sampler) {
         let _ = worker.await;
     }
     engine.store.close().await;

@@ -84,6 +84,9 @@ api_table! {
     get "/admin/tenants" Admin => api::admin::tenants;
     get "/admin/tenants/{slug}/policy" Admin => api::admin::policy;
     patch "/admin/tenants/{slug}/policy" Admin => api::admin::patch_policy;
+    get "/admin/reports/usage" Admin => api::chargeback::usage_report;
+    get "/chargeback" Tenant => api::chargeback::chargeback;
+    get "/statements/{month}" Tenant => api::chargeback::statement;
 }
 
 /// The whole application.
@@ -107,7 +110,9 @@ pub fn build_router(state: AppState, sessions: sessions::DbSessionStore) -> Rout
         .route("/auth/logout", post(auth::logout))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::metrics::serve))
         .leptos_routes_with_context(&state, leptos_routes, context, move || shell(options.clone()))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn_with_state(state.clone(), csrf::guard))
         .layer(sessions::layer(sessions, secure))

@@ -12,6 +12,8 @@ pub struct AppState {
     pub leptos: LeptosOptions,
     pub settings: Arc<PortalSettings>,
     pub web: Arc<WebSettings>,
+    /// Request counts and latency per route, for `/metrics`.
+    pub http_metrics: Arc<crate::metrics::HttpMetrics>,
 }
 
 /// How this instance faces the web.
@@ -23,6 +25,8 @@ pub struct WebSettings {
     /// Cookies get `Secure` (the portal is served over https).
     pub secure_cookies: bool,
     pub oidc: Option<Arc<crate::oidc::Oidc>>,
+    /// When set, `/metrics` answers only scrapes that send it as a bearer token.
+    pub metrics_token: Option<String>,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -83,6 +83,7 @@ mod isolation {
                     .replace("{id}", &id.to_string())
                     .replace("{slug}", "acme")
                     .replace("{hostname}", "h100-use1-0001")
+                    .replace("{month}", &chrono::Utc::now().format("%Y-%m").to_string())
             );
             let method = route.method;
             match (route.access, method, route.path) {
@@ -139,6 +140,40 @@ mod isolation {
                 (Access::Tenant, "post", "/quotes") => {
                     let (code, _, _) = w.app.send(request(method, &path, &w.globex, Some(booking("h100-gpu")))).await;
                     assert_eq!(code, StatusCode::OK);
+                }
+                (Access::Tenant, "get", "/chargeback") | (Access::Tenant, "get", "/statements/{month}") => {
+                    // Another team's bill, in JSON and CSV, never holds acme's lines.
+                    let range = if route.path == "/chargeback" {
+                        let now = chrono::Utc::now();
+                        format!(
+                            "?from={}&to={}",
+                            (now - chrono::Duration::days(10)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                            (now + chrono::Duration::days(10)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        )
+                    } else {
+                        String::new()
+                    };
+                    let (code, body) = w.app.get(&format!("{path}{range}"), Some(&w.globex)).await;
+                    assert_eq!(code, StatusCode::OK, "{body}");
+                    let bill: Value = serde_json::from_str(&body).unwrap();
+                    assert_eq!(bill["tenant"], "globex");
+                    assert!(bill["lines"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|l| l["reservation_id"] != id && l["tenant"] == "globex"));
+                    let sep = if range.is_empty() { "?" } else { "&" };
+                    let (code, csv) = w.app.get(&format!("{path}{range}{sep}format=csv"), Some(&w.globex)).await;
+                    assert_eq!(code, StatusCode::OK);
+                    assert!(
+                        csv.lines().skip(1).all(|l| !l.starts_with(&format!("{id},")) && l.contains(",globex,")),
+                        "{csv}"
+                    );
+                    // acme's own bill does hold it: the check above can fail.
+                    let (_, mine) = w.app.get(&format!("{path}{range}"), Some(&w.acme)).await;
+                    if route.path == "/chargeback" {
+                        assert!(mine.contains(&format!("\"reservation_id\":{id}")), "{mine}");
+                    }
                 }
                 (Access::Tenant, "get", "/reservations/{id}")
                 | (Access::Tenant, "get", "/reservations/{id}/events")

@@ -40,7 +40,7 @@ fn id_param() -> Value {
 /// The OpenAPI 3.1 document.
 pub fn document() -> Value {
     let booking_body = json!({"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BookingInput"}}}});
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {"title": "Tenantry API", "version": env!("CARGO_PKG_VERSION"),
                  "description": "Self-service GPU reservations. Authenticate with `Authorization: Bearer <token>` (from `tenantry token create`) or the browser session. Times are RFC 3339 UTC on whole minutes; money is integer cents."},
@@ -184,12 +184,82 @@ pub fn document() -> Value {
                     "max_horizon_days": {"type": ["integer", "null"]}, "min_notice_minutes": {"type": ["integer", "null"]},
                     "concurrent_gpus": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/SoftHard"}, "description": "per GPU model code"},
                     "monthly_gpu_hours": {"$ref": "#/components/schemas/SoftHard"},
-                    "burst_max_gpus": {"type": ["integer", "null"]}, "burst_max_hours": {"type": ["integer", "null"]}}},
+                    "burst_max_gpus": {"type": ["integer", "null"]}, "burst_max_hours": {"type": ["integer", "null"]},
+                    "monthly_budget_dollars": {"type": ["integer", "null"], "description": "monthly spend budget, whole dollars"}}},
                 "TenantPolicy": {"type": "object", "properties": {"slug": {"type": "string"}, "name": {"type": "string"}, "policy": {"$ref": "#/components/schemas/Policy"}}},
                 "Availability": {"type": "object", "properties": {"offering": {"type": "string"}, "buckets": {"type": "array", "items": {"type": "object",
                     "properties": {"start": {"type": "string"}, "end": {"type": "string"}, "free": {"type": "integer"}, "total": {"type": "integer"}}}}}}
             }
         }
+    });
+    // Metering's paths and schemas are added here: one `json!` literal cannot grow deeper.
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        if let Some(extra) = metering_paths().as_object() {
+            paths.extend(extra.clone());
+        }
+    }
+    if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
+        if let Some(extra) = metering_schemas().as_object() {
+            schemas.extend(extra.clone());
+        }
+    }
+    doc
+}
+
+fn csv_or_json(schema: &str, what: &str) -> Value {
+    json!({"description": format!("{what}: JSON, or CSV (the same lines and numbers) for `Accept: text/csv` or `format=csv`"),
+        "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}, "text/csv": {"schema": {"type": "string"}}}})
+}
+
+fn metering_paths() -> Value {
+    let range = |what: &str| {
+        json!([
+            {"name": "from", "in": "query", "schema": {"type": "string", "format": "date-time"}, "description": format!("start of the range (default: {what})")},
+            {"name": "to", "in": "query", "schema": {"type": "string", "format": "date-time"}, "description": "end of the range, exclusive"}
+        ])
+    };
+    let mut chargeback_params = range("the first of this month").as_array().cloned().unwrap_or_default();
+    chargeback_params.push(json!({"name": "group_by", "in": "query",
+        "schema": {"type": "string", "enum": ["reservation", "offering", "gpu_model", "kind", "tenant", "week", "month"]},
+        "description": "add `groups`: the lines added up per key (weeks and months cut lines at their boundaries)"}));
+    chargeback_params
+        .push(json!({"name": "format", "in": "query", "schema": {"type": "string", "enum": ["json", "csv"]}}));
+    json!({
+        "/chargeback": {"get": {"summary": "The team's charges for every reservation and burst overlapping the range: past and running time as accrued, upcoming as committed; cancellation fees and credits dated when charged. Money in integer cents.",
+            "parameters": chargeback_params,
+            "responses": with(json!({"200": csv_or_json("Chargeback", "Lines, optional groups and totals")}), error_responses(&["401", "403", "422"]))}},
+        "/statements/{month}": {"get": {"summary": "The team's statement for a calendar month (UTC): `draft` while the month runs, `final` after",
+            "parameters": [{"name": "month", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"}, "description": "e.g. 2026-11"},
+                {"name": "format", "in": "query", "schema": {"type": "string", "enum": ["json", "csv"]}}],
+            "responses": with(json!({"200": csv_or_json("Statement", "The statement")}), error_responses(&["401", "403", "422"]))}},
+        "/admin/reports/usage": {"get": {"summary": "Revenue and measured utilization by tenant and by GPU model, idle reserved capacity, and the fleet's utilization by day and hour (admins)",
+            "parameters": range("13 days before today"),
+            "responses": with(json!({"200": {"description": "by_tenant, by_model, total, heatmap"}}), error_responses(&["401", "403", "422"]))}}
+    })
+}
+
+fn metering_schemas() -> Value {
+    json!({
+        "ChargeLine": {"type": "object", "properties": {
+            "reservation_id": {"type": ["integer", "null"]}, "tenant": {"type": "string"},
+            "kind": {"type": "string", "enum": ["reserved", "on_demand", "cancellation_fee", "credit"]},
+            "offering": {"type": ["string", "null"]}, "gpu_model": {"type": ["string", "null"]}, "quantity": {"type": "integer"},
+            "start": {"type": "string", "format": "date-time"}, "end": {"type": "string", "format": "date-time"},
+            "status": {"type": "string", "enum": ["past", "running", "upcoming"]}, "gpu_hours": {"type": "number"},
+            "rate_cents_per_hour": {"type": "integer"}, "accrued_cents": {"type": "integer"}, "committed_cents": {"type": "integer"},
+            "amount_cents": {"type": "integer"}, "description": {"type": "string"}}},
+        "Totals": {"type": "object", "properties": {"reserved_cents": {"type": "integer"}, "on_demand_cents": {"type": "integer"},
+            "fees_cents": {"type": "integer"}, "credits_cents": {"type": "integer"}, "accrued_cents": {"type": "integer"},
+            "committed_cents": {"type": "integer"}, "total_cents": {"type": "integer"}, "gpu_hours": {"type": "number"}}},
+        "Chargeback": {"type": "object", "properties": {"tenant": {"type": "string"}, "from": {"type": "string"}, "to": {"type": "string"},
+            "group_by": {"type": ["string", "null"]},
+            "lines": {"type": "array", "items": {"$ref": "#/components/schemas/ChargeLine"}},
+            "groups": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}, "lines": {"type": "integer"},
+                "gpu_hours": {"type": "number"}, "accrued_cents": {"type": "integer"}, "committed_cents": {"type": "integer"}, "amount_cents": {"type": "integer"}}}},
+            "totals": {"$ref": "#/components/schemas/Totals"}, "cancellation_policy": {"type": "string"}}},
+        "Statement": {"type": "object", "properties": {"tenant": {"type": "string"}, "month": {"type": "string"},
+            "status": {"type": "string", "enum": ["draft", "final"]},
+            "lines": {"type": "array", "items": {"$ref": "#/components/schemas/ChargeLine"}}, "totals": {"$ref": "#/components/schemas/Totals"}}}
     })
 }
 

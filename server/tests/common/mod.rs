@@ -88,7 +88,8 @@ impl TestApp {
         let sessions = sessions::DbSessionStore::open(&engine.store).await.unwrap();
         let leptos = leptos::config::LeptosOptions::builder().output_name("tenantry").build();
         let settings = Arc::new(PortalSettings { demo: true, sso: web.oidc.is_some() });
-        let state = AppState { engine: engine.clone(), leptos, settings, web: Arc::new(web) };
+        let state =
+            AppState { engine: engine.clone(), leptos, settings, web: Arc::new(web), http_metrics: Default::default() };
         TestApp { router: build_router(state, sessions), engine }
     }
 

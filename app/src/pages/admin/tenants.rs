@@ -76,6 +76,7 @@ fn PolicyForm(
     let month_hard = field(p.monthly_gpu_hours.hard);
     let burst_gpus = field(p.burst_max_gpus);
     let burst_hours = field(p.burst_max_hours);
+    let budget = field(p.monthly_budget_dollars);
     let models: Vec<(String, RwSignal<String>, RwSignal<String>)> =
         p.concurrent_gpus.iter().map(|(m, l)| (m.clone(), field(l.soft), field(l.hard))).collect();
     let models = StoredValue::new(models);
@@ -136,6 +137,7 @@ fn PolicyForm(
                     }),
                     burst_max_gpus: Some(parse(&burst_gpus.get_untracked())),
                     burst_max_hours: Some(parse(&burst_hours.get_untracked())),
+                    monthly_budget_dollars: Some(parse(&budget.get_untracked())),
                     rate_overrides: Some(
                         rates
                             .with_value(|all| {
@@ -169,6 +171,7 @@ fn PolicyForm(
                 {cell("Shortest notice (minutes)".into(), notice)} {cell("GPU-hours a month, soft".into(), month_soft)}
                 {cell("GPU-hours a month, hard".into(), month_hard)} {cell("Burst GPUs at once".into(), burst_gpus)}
                 {cell("Longest burst (hours)".into(), burst_hours)}
+                {cell("Monthly budget (dollars)".into(), budget)}
             </div>
             <h3 class="mt-4 mb-2 text-sm font-medium">"GPUs at once, per model"</h3>
             <div class="grid gap-3 sm:grid-cols-4">

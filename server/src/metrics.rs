@@ -1,0 +1,161 @@
+//! `GET /metrics`: Prometheus text exposition (format 0.0.4), every name prefixed `tenantry_`.
+//! HTTP requests and their latency are counted per matched route by [`track`]; booking outcomes
+//! come from the engine's counters; the queue, node and GPU gauges are read from the store at
+//! each scrape, so every instance reports the same fleet. With `TENANTRY_METRICS_TOKEN` set, a
+//! scrape must send it as a bearer token.
+
+use crate::state::AppState;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Upper bounds of the latency histogram's buckets, in seconds.
+const BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+#[derive(Debug, Default, Clone)]
+struct Latency {
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// Requests by (method, route, status) and latency by (method, route), since this instance
+/// started.
+#[derive(Debug, Default)]
+pub struct HttpMetrics {
+    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
+    latency: Mutex<BTreeMap<(String, String), Latency>>,
+}
+
+impl HttpMetrics {
+    pub fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        if let Ok(mut requests) = self.requests.lock() {
+            *requests.entry((method.to_owned(), route.to_owned(), status)).or_default() += 1;
+        }
+        if let Ok(mut latency) = self.latency.lock() {
+            let l = latency.entry((method.to_owned(), route.to_owned())).or_default();
+            for (i, bound) in BUCKETS.iter().enumerate() {
+                if seconds <= *bound {
+                    l.buckets[i] += 1;
+                }
+            }
+            l.count += 1;
+            l.sum += seconds;
+        }
+    }
+}
+
+/// Middleware on matched routes: counts each request under its route pattern (never the raw
+/// path, so ids do not explode the label set).
+pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_owned();
+    let method = request.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    state.http_metrics.observe(&method, &route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics`.
+pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(token) = &state.web.metrics_token {
+        let sent =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        if sent != Some(token.as_str()) {
+            return (StatusCode::UNAUTHORIZED, "send the metrics token as `Authorization: Bearer <token>`")
+                .into_response();
+        }
+    }
+    match render(&state).await {
+        Ok(body) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response(),
+        Err(err) => {
+            tracing::warn!(error = %err, "metrics: cannot read the store");
+            (StatusCode::SERVICE_UNAVAILABLE, "metrics unavailable: the database did not answer").into_response()
+        }
+    }
+}
+
+/// A label value with `\`, `"` and line breaks escaped.
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+async fn render(state: &AppState) -> Result<String, tenantry_engine::EngineError> {
+    let gauges = state.engine.gauges(Utc::now()).await?;
+    let mut out = String::new();
+
+    family(&mut out, "tenantry_http_requests_total", "counter", "HTTP requests by method, route and status.");
+    if let Ok(requests) = state.http_metrics.requests.lock() {
+        for ((method, route, status), n) in requests.iter() {
+            let _ = writeln!(
+                out,
+                "tenantry_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
+                label(route)
+            );
+        }
+    }
+    family(&mut out, "tenantry_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
+    if let Ok(latency) = state.http_metrics.latency.lock() {
+        for ((method, route), l) in latency.iter() {
+            let labels = format!("method=\"{method}\",route=\"{}\"", label(route));
+            for (bound, n) in BUCKETS.iter().zip(l.buckets) {
+                let _ = writeln!(out, "tenantry_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}");
+            }
+            let _ = writeln!(out, "tenantry_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", l.count);
+            let _ = writeln!(out, "tenantry_http_request_duration_seconds_sum{{{labels}}} {}", l.sum);
+            let _ = writeln!(out, "tenantry_http_request_duration_seconds_count{{{labels}}} {}", l.count);
+        }
+    }
+
+    family(&mut out, "tenantry_bookings_total", "counter", "Booking attempts (reservations and bursts) by outcome.");
+    for (outcome, n) in state.engine.counters.bookings() {
+        let _ = writeln!(out, "tenantry_bookings_total{{outcome=\"{outcome}\"}} {n}");
+    }
+
+    let q = &gauges.queue;
+    family(&mut out, "tenantry_queue_depth", "gauge", "Provisioning jobs due now and not finished.");
+    let _ = writeln!(out, "tenantry_queue_depth {}", q.depth);
+    family(&mut out, "tenantry_queue_running", "gauge", "Provisioning jobs running now.");
+    let _ = writeln!(out, "tenantry_queue_running {}", q.running);
+    family(&mut out, "tenantry_queue_scheduled", "gauge", "Provisioning jobs waiting for a later time.");
+    let _ = writeln!(out, "tenantry_queue_scheduled {}", q.scheduled);
+    family(&mut out, "tenantry_queue_failed", "gauge", "Provisioning jobs that ran out of attempts.");
+    let _ = writeln!(out, "tenantry_queue_failed {}", q.failed);
+    family(
+        &mut out,
+        "tenantry_queue_oldest_job_age_seconds",
+        "gauge",
+        "Age of the oldest due job not yet running (0 when none waits).",
+    );
+    let _ = writeln!(out, "tenantry_queue_oldest_job_age_seconds {}", q.oldest_due_seconds.unwrap_or(0));
+
+    family(&mut out, "tenantry_nodes", "gauge", "Nodes by state.");
+    for (node_state, n) in &gauges.nodes_by_state {
+        let _ = writeln!(out, "tenantry_nodes{{state=\"{node_state}\"}} {n}");
+    }
+    family(
+        &mut out,
+        "tenantry_reserved_gpus",
+        "gauge",
+        "GPUs held by running reservations, by tenant (MIG slices as fractions).",
+    );
+    for (tenant, gpus) in &gauges.reserved_gpus_by_tenant {
+        let _ = writeln!(out, "tenantry_reserved_gpus{{tenant=\"{}\"}} {gpus}", label(tenant));
+    }
+    family(&mut out, "tenantry_used_gpus", "gauge", "GPUs busy by tenant, from the latest utilization samples.");
+    for (tenant, gpus) in &gauges.used_gpus_by_tenant {
+        let _ = writeln!(out, "tenantry_used_gpus{{tenant=\"{}\"}} {gpus}", label(tenant));
+    }
+    Ok(out)
+}
