@@ -330,3 +330,61 @@ pub async fn set_node_service(hostname: String, in_service: bool) -> Result<Node
         engine.drain_node(&who, &hostname, Utc::now()).await?
     })
 }
+
+use tenantry_domain::metering::{ChargebackOverview, UsageReport};
+
+/// Chart SVGs drawn on the server for the Chargeback page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChargebackCharts {
+    pub budget: String,
+    pub by_week: String,
+    pub by_offering: String,
+}
+
+/// The Chargeback page's data and its charts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChargebackData {
+    pub overview: ChargebackOverview,
+    pub charts: ChargebackCharts,
+}
+
+#[server(prefix = "/sfn", endpoint = "chargeback_view")]
+pub async fn chargeback_view() -> Result<ChargebackData, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let overview = server::engine()?.chargeback_overview(&who, Utc::now()).await?;
+    let charts = crate::charts::chargeback_charts(&overview);
+    Ok(ChargebackData { overview, charts })
+}
+
+/// Chart SVGs drawn on the server for the admin reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportCharts {
+    pub revenue: String,
+    pub utilization: String,
+    pub heatmap: String,
+}
+
+/// The admin reports page's data and its charts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportData {
+    pub report: UsageReport,
+    pub charts: ReportCharts,
+}
+
+/// The admin usage report over the last `days` days (today included).
+#[server(prefix = "/sfn", endpoint = "usage_report_view")]
+pub async fn usage_report_view(days: u32) -> Result<ReportData, AppError> {
+    use crate::server;
+    use chrono::{Duration, DurationRound};
+    let who = server::require_identity().await?;
+    let now = Utc::now();
+    let today = now.duration_trunc(Duration::days(1)).unwrap_or(now);
+    let span = tenantry_domain::Window {
+        start: today - Duration::days(i64::from(days.clamp(1, 92)) - 1),
+        end: today + Duration::days(1),
+    };
+    let report = server::engine()?.usage_report(&who, span, now).await?;
+    let charts = crate::charts::report_charts(&report);
+    Ok(ReportData { report, charts })
+}

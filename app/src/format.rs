@@ -17,6 +17,16 @@ pub fn from_input(value: &str) -> Option<DateTime<Utc>> {
     NaiveDateTime::parse_from_str(value.trim(), "%Y-%m-%dT%H:%M").ok().map(|t| t.and_utc())
 }
 
+/// A measured share in percent, one decimal, or a dash when nothing was measured.
+pub fn percent(value: Option<f64>) -> String {
+    value.map(|v| format!("{v:.1} %")).unwrap_or_else(|| "–".to_owned())
+}
+
+/// GPU-hours, one decimal.
+pub fn gpu_hours(value: f64) -> String {
+    format!("{value:.1}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -29,5 +39,7 @@ mod tests {
         assert_eq!(from_input("2026-12-01T09:30"), Some(t));
         assert_eq!(from_input("tomorrow"), None);
         assert_eq!(utc(t), "2026-12-01 09:30 UTC");
+        assert_eq!(percent(Some(42.26)), "42.3 %");
+        assert_eq!(percent(None), "–");
     }
 }

@@ -6,6 +6,8 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+#[cfg(feature = "ssr")]
+pub mod charts;
 pub mod components;
 pub mod error;
 pub mod format;
@@ -72,6 +74,7 @@ pub fn App() -> impl IntoView {
                         ssr=SsrMode::Async
                     />
                     <Route path=path!("/admin/tenants") view=pages::admin::tenants::TenantsPage ssr=SsrMode::Async />
+                    <Route path=path!("/admin/reports") view=pages::admin::reports::ReportsPage ssr=SsrMode::Async />
                     <Route
                         path=path!("/notifications")
                         view=pages::notifications::NotificationsPage

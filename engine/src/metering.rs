@@ -11,73 +11,14 @@ use crate::identity::require_admin;
 use crate::store::metering::{HeldGpu, MeteredRow, NewSample};
 use crate::Engine;
 use chrono::{DateTime, Datelike, Duration, DurationRound, Utc};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use tenantry_domain::fleet::QueueStats;
 use tenantry_domain::metering::{
-    self, ChargeGroup, ChargeLine, Forecast, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow, ReservationCost,
-    Statement, StatementStatus, Totals, Usage,
+    self, ChargeLine, Chargeback, ChargebackOverview, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow,
+    ReservationCost, Statement, StatementSummary, Totals, Usage, UsageReport, WeekSpend,
 };
 use tenantry_domain::offering::GpuSevenths;
 use tenantry_domain::{Cents, Identity, Offering, Window};
-
-/// The chargeback API's answer: every line in the range and, when asked, the lines grouped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Chargeback {
-    pub tenant: String,
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    pub group_by: Option<GroupBy>,
-    pub lines: Vec<ChargeLine>,
-    pub groups: Vec<ChargeGroup>,
-    pub totals: Totals,
-    pub cancellation_policy: String,
-}
-
-/// One statement's headline, for the list of statements.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StatementSummary {
-    pub month: String,
-    pub status: StatementStatus,
-    pub lines: usize,
-    pub total_cents: Cents,
-}
-
-/// A week's spend, reserved against on-demand.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WeekSpend {
-    pub week: String,
-    pub start: DateTime<Utc>,
-    pub reserved_cents: Cents,
-    pub on_demand_cents: Cents,
-}
-
-/// Everything the Chargeback page shows, in one call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChargebackOverview {
-    pub tenant: String,
-    pub forecast: Forecast,
-    pub weeks: Vec<WeekSpend>,
-    /// This month, by offering.
-    pub by_offering: Vec<ChargeGroup>,
-    /// This month's reservations and bursts with their cost this month and measured use.
-    pub reservations: Vec<ReservationCost>,
-    /// This month's measured use of reserved capacity.
-    pub usage: Usage,
-    pub statements: Vec<StatementSummary>,
-    pub cancellation_policy: String,
-}
-
-/// The admin usage report over a span.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UsageReport {
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    pub by_tenant: Vec<ReportRow>,
-    pub by_model: Vec<ReportRow>,
-    pub total: ReportRow,
-    pub heatmap: Heatmap,
-}
 
 /// What `/metrics` reads from the store at each scrape.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,6 +13,7 @@ const ADMIN_LINKS: &[(&str, &str)] = &[
     ("/admin/fleet", "Admin"),
     ("/admin/approvals", "Approvals"),
     ("/admin/tenants", "Tenants"),
+    ("/admin/reports", "Reports"),
     ("/admin/audit", "Audit"),
 ];
 

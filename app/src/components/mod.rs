@@ -2,6 +2,7 @@
 //! badges, the error panel and live updates.
 
 pub mod badges;
+pub mod chart;
 pub mod errors;
 pub mod layout;
 pub mod live;

@@ -14,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use std::collections::HashMap;
+use tenantry_domain::metering::UsageReport;
 use tenantry_domain::metering::{ChargeGroup, ChargeLine, GroupBy, Month};
 use tenantry_domain::Window;
-use tenantry_engine::metering::UsageReport;
 
 /// `GET /api/v1/chargeback?from&to&group_by`: `from`/`to` default to this month.
 pub async fn chargeback(

@@ -4,4 +4,5 @@ pub mod approvals;
 pub mod audit;
 pub mod fleet;
 pub mod operations;
+pub mod reports;
 pub mod tenants;
