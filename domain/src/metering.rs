@@ -293,7 +293,7 @@ pub fn lines(
             description: credit.reason.clone(),
         });
     }
-    out.sort_by(|x, y| (x.start, x.reservation_id, x.kind).cmp(&(y.start, y.reservation_id, y.kind)));
+    out.sort_by_key(|x| (x.start, x.reservation_id, x.kind));
     out
 }
 
@@ -585,6 +585,17 @@ pub struct Usage {
     pub memory: i64,
 }
 
+impl std::ops::Add for Usage {
+    type Output = Usage;
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            reserved: self.reserved + other.reserved,
+            used: self.used + other.used,
+            memory: self.memory + other.memory,
+        }
+    }
+}
+
 impl Usage {
     /// One sample: the GPUs a reservation holds (`(sevenths held, utilization %, memory %)`
     /// each), over `seconds`.
@@ -596,14 +607,6 @@ impl Usage {
             u.memory += (mem.clamp(0.0, 100.0) * 10.0).round() as i64 * sevenths * seconds;
         }
         u
-    }
-
-    pub fn add(self, other: Usage) -> Usage {
-        Usage {
-            reserved: self.reserved + other.reserved,
-            used: self.used + other.used,
-            memory: self.memory + other.memory,
-        }
     }
 
     /// GPU-hours of reserved capacity the samples cover.
@@ -803,8 +806,8 @@ mod tests {
         // round(10 min) = 1 ¢, December the rest, 3 ¢, so the two add up to 4 ¢ and not 1 + 2.
         let r = item(ReservationKind::Reservation, at(11, 30, 23, 50), at(12, 1, 0, 20), 7, 1);
         let now = at(12, 5, 0, 0);
-        let nov = statement("acme", Month { year: 2026, month: 11 }, &[r.clone()], &[], &POLICY, now);
-        let dec = statement("acme", Month { year: 2026, month: 12 }, &[r.clone()], &[], &POLICY, now);
+        let nov = statement("acme", Month { year: 2026, month: 11 }, std::slice::from_ref(&r), &[], &POLICY, now);
+        let dec = statement("acme", Month { year: 2026, month: 12 }, std::slice::from_ref(&r), &[], &POLICY, now);
         assert_eq!(nov.totals.total_cents, Cents(1));
         assert_eq!(dec.totals.total_cents, Cents(3));
         assert_eq!(nov.status, StatementStatus::Final);

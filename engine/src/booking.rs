@@ -6,7 +6,7 @@
 
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::store::reservations::{is_overlap, Clash, Inserted, NewReservation, ReservationFilter};
+use crate::store::reservations::{is_overlap, Clash, EndChange, Inserted, NewReservation, ReservationFilter};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
@@ -421,7 +421,11 @@ impl Engine {
         let hold_until = end + self.config.turnaround;
         let allocations = self.store.reservation_allocations(id).await?;
         let gpu_ids: Vec<i64> = allocations.iter().map(|(g, _)| *g).collect();
-        match self.store.change_end(tenant_id, id, current.end, end, hold_until, price, now).await {
+        match self
+            .store
+            .change_end(tenant_id, id, &EndChange { previous_end: current.end, end, hold_until, price }, now)
+            .await
+        {
             Ok(()) => {}
             Err(EngineError::Store(err)) if is_overlap(&err) => {
                 let pieces: Vec<Placed> = self

@@ -196,7 +196,7 @@ impl Engine {
             })
             .collect();
         reservations.sort_by(|a, b| b.start.cmp(&a.start).then(b.reservation_id.cmp(&a.reservation_id)));
-        let total_usage = usage.values().fold(Usage::default(), |a, u| a.add(*u));
+        let total_usage = usage.values().fold(Usage::default(), |a, u| a + *u);
 
         let mut statements = Vec::new();
         let mut month = this_month;
@@ -250,7 +250,7 @@ impl Engine {
             if let Some(u) = usage.get(&m.id) {
                 for (map, key) in [(&mut by_tenant, m.tenant.clone()), (&mut by_model, m.gpu_model.clone())] {
                     let e = map.entry(key).or_insert((Cents::ZERO, 0.0, Usage::default()));
-                    e.2 = e.2.add(*u);
+                    e.2 = e.2 + *u;
                 }
             }
         }
@@ -263,7 +263,7 @@ impl Engine {
             "all".to_owned(),
             lines.iter().map(|l| l.amount_cents).sum(),
             lines.iter().map(|l| l.gpu_hours).sum(),
-            usage.values().fold(Usage::default(), |a, u| a.add(*u)),
+            usage.values().fold(Usage::default(), |a, u| a + *u),
         );
 
         let fleet_gpus: u32 = self.store.list_nodes().await?.iter().map(|n| n.gpu_count).sum();

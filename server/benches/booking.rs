@@ -91,6 +91,7 @@ async fn http_load() {
         leptos,
         settings: Arc::new(PortalSettings { demo: false, sso: false }),
         web: Arc::new(WebSettings::default()),
+        http_metrics: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -36,6 +36,15 @@ impl MeteredRow {
     }
 }
 
+#[derive(sqlx::FromRow)]
+struct CutRow {
+    reservation_id: i64,
+    kind: String,
+    at: DateTime<Utc>,
+    cut_start: DateTime<Utc>,
+    cut_end: DateTime<Utc>,
+}
+
 /// One GPU (or slice range) a reservation holds at some time, for sampling.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct HeldGpu {
@@ -91,14 +100,14 @@ impl Store {
                 c.push(" and tenant_id = ").push_bind(t);
             }
             c.push(" order by at, window_cut_id");
-            let cuts: Vec<(i64, String, DateTime<Utc>, DateTime<Utc>, DateTime<Utc>)> =
-                c.build_query_as().fetch_all(pool).await?;
+            let cuts: Vec<CutRow> = c.build_query_as().fetch_all(pool).await?;
             (rows, cuts)
         });
         let mut by_reservation: HashMap<i64, Vec<Cut>> = HashMap::new();
-        for (id, kind, at, start, end) in cuts {
-            if let Ok(kind) = kind.parse() {
-                by_reservation.entry(id).or_default().push(Cut { at, part: Window { start, end }, kind });
+        for c in cuts {
+            if let Ok(kind) = c.kind.parse() {
+                let part = Window { start: c.cut_start, end: c.cut_end };
+                by_reservation.entry(c.reservation_id).or_default().push(Cut { at: c.at, part, kind });
             }
         }
         Ok(rows

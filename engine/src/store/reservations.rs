@@ -151,6 +151,16 @@ macro_rules! bind_allocation {
     };
 }
 
+/// A new end for a reservation: the end it had, the new one, the hold after it (turnaround
+/// included) and the price at the locked rate.
+#[derive(Debug, Clone, Copy)]
+pub struct EndChange {
+    pub previous_end: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub hold_until: DateTime<Utc>,
+    pub price: Cents,
+}
+
 /// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction
 /// (`domain::metering` charges the cancellation policy on it).
 macro_rules! insert_cut {
@@ -596,17 +606,16 @@ impl Store {
     }
 
     /// Moves a reservation's end (and its allocations' end and turnaround) and re-prices it, in
-    /// one transaction. The database refuses an extension that would overlap another hold.
+    /// one transaction; time given back is recorded for metering. The database refuses an
+    /// extension that would overlap another hold.
     pub async fn change_end(
         &self,
         tenant_id: i64,
         reservation_id: i64,
-        previous_end: DateTime<Utc>,
-        end: DateTime<Utc>,
-        hold_until: DateTime<Utc>,
-        price: Cents,
+        change: &EndChange,
         now: DateTime<Utc>,
     ) -> EngineResult<()> {
+        let EndChange { previous_end, end, hold_until, price } = *change;
         write_tx!(self, |tx| {
             sqlx::query(
                 "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and tenant_id = $4 and live",
