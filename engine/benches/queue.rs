@@ -6,28 +6,12 @@
 //! default postgres://postgres@127.0.0.1:5432/postgres; BENCH_JOBS to change the count).
 //! Prints figures; asserts nothing.
 
+mod stores;
+
 use chrono::Utc;
-use sqlx::Connection;
 use std::time::Instant;
+use stores::{postgres, sqlite};
 use tenantry_engine::{Engine, EngineConfig, Store};
-
-async fn postgres(name: &str) -> Store {
-    let admin = std::env::var("TENANTRY_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL reachable");
-    sqlx::query(&format!("drop database if exists {name}")).execute(&mut conn).await.unwrap();
-    sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
-    let (base, _) = admin.rsplit_once('/').unwrap();
-    Store::connect(&format!("{base}/{name}")).await.unwrap()
-}
-
-async fn sqlite(name: &str) -> Store {
-    let path = std::env::temp_dir().join(format!("{name}.db"));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    Store::connect(&format!("sqlite://{}", path.display())).await.unwrap()
-}
 
 /// Queues `jobs` no-ops, runs `workers` workers until the queue is empty; jobs per second.
 async fn drain(store: Store, jobs: usize, workers: usize) -> f64 {
