@@ -288,9 +288,11 @@ impl Engine {
     }
 
     /// Samples the GPUs of every running reservation once, each sample covering `seconds`.
-    /// Returns how many reservations were sampled.
+    /// The sample is stamped with the start of its `seconds`-long period, so instances sampling
+    /// in the same period write one row (the second is ignored). Returns how many reservations
+    /// were sampled.
     pub async fn sample_usage(&self, now: DateTime<Utc>, seconds: i64) -> EngineResult<usize> {
-        let at = now.duration_trunc(Duration::seconds(1)).unwrap_or(now);
+        let at = now.duration_trunc(Duration::seconds(seconds.max(1))).unwrap_or(now);
         let held = self.store.held_gpus(at, at + Duration::seconds(1), RUNNING).await?;
         let held: Vec<HeldGpu> = held.into_iter().filter(|h| h.start_at <= at && at < h.end_at).collect();
         let samples = self.samples_at(&held, at, seconds).await?;

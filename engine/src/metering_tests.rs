@@ -137,8 +137,8 @@ store_test!(bursts_accrue_by_the_minute_and_use_is_sampled, |store: Store| async
     }
     let sampled_at = burst.start + Duration::minutes(1);
     assert_eq!(engine.sample_usage(sampled_at, 60).await.unwrap(), 1);
-    // A second instance sampling the same instant writes nothing twice.
-    engine.sample_usage(sampled_at, 60).await.unwrap();
+    // Another instance sampling in the same minute writes nothing twice.
+    engine.sample_usage(sampled_at + Duration::seconds(20), 60).await.unwrap();
     let overview = engine.chargeback_overview(&lead, sampled_at).await.unwrap();
     let cost = overview.reservations.iter().find(|r| r.reservation_id == burst.id).unwrap();
     assert!((cost.usage.sampled_gpu_hours() - 2.0 / 60.0).abs() < 1e-9, "{:?}", cost.usage);
