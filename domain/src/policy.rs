@@ -271,6 +271,9 @@ pub struct ApprovalItem {
     pub competing: Vec<crate::Reservation>,
     /// GPU-hours the team reserved over the last 30 days (how much it books, for context).
     pub reserved_gpu_hours_30d: f64,
+    /// The share of its sampled reserved GPU time the team kept busy over the last 30 days
+    /// (percent; `None` without samples).
+    pub utilization_pct_30d: Option<f64>,
 }
 
 /// A tenant with its effective policy.

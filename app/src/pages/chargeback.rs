@@ -38,11 +38,7 @@ pub fn ChargebackPage() -> impl IntoView {
                                     title="Spend by week"
                                     svg=v.charts.by_week
                                     testid="chart-weeks"
-                                    columns=&[
-                                        ("Week of", ""),
-                                        ("Reserved", "text-right"),
-                                        ("On-demand", "text-right"),
-                                    ]
+                                    columns=&[("Week of", ""), ("Reserved", "text-right"), ("On-demand", "text-right")]
                                 >
                                     {weeks
                                         .iter()
@@ -51,7 +47,9 @@ pub fn ChargebackPage() -> impl IntoView {
                                                 <tr>
                                                     <td class="px-2 py-1">{w.start.format("%Y-%m-%d").to_string()}</td>
                                                     <td class="px-2 py-1 text-right">{w.reserved_cents.to_string()}</td>
-                                                    <td class="px-2 py-1 text-right">{w.on_demand_cents.to_string()}</td>
+                                                    <td class="px-2 py-1 text-right">
+                                                        {w.on_demand_cents.to_string()}
+                                                    </td>
                                                 </tr>
                                             }
                                         })
@@ -161,12 +159,17 @@ fn ReservationCosts(overview: ChargebackOverview) -> impl IntoView {
                         view! {
                             <tr>
                                 <td class="px-4 py-2">
-                                    <a class="text-blue-700 underline dark:text-blue-300" href=format!("/reservations/{}", r.reservation_id)>
+                                    <a
+                                        class="text-blue-700 underline dark:text-blue-300"
+                                        href=format!("/reservations/{}", r.reservation_id)
+                                    >
                                         {format!("#{} ({})", r.reservation_id, r.kind)}
                                     </a>
                                 </td>
                                 <td class="px-4 py-2">{format!("{} × {}", r.quantity, r.offering)}</td>
-                                <td class="hidden px-4 py-2 md:table-cell">{format!("{} → {}", utc(r.start), utc(r.end))}</td>
+                                <td class="hidden px-4 py-2 md:table-cell">
+                                    {format!("{} → {}", utc(r.start), utc(r.end))}
+                                </td>
                                 <td class="px-4 py-2">
                                     <ReservationStateBadge state=r.state />
                                 </td>

@@ -102,6 +102,10 @@ fn Approval(
                     <dt class="text-slate-500">"Reserved in the last 30 days"</dt>
                     <dd>{format!("{:.0} GPU-hours", item.reserved_gpu_hours_30d)}</dd>
                 </div>
+                <div>
+                    <dt class="text-slate-500">"Busy in the last 30 days"</dt>
+                    <dd>{crate::format::percent(item.utilization_pct_30d)}</dd>
+                </div>
             </dl>
             <p class="mt-2 text-sm">
                 {if item.competing.is_empty() {

@@ -93,7 +93,10 @@ pub fn ReportsPage() -> impl IntoView {
                                             let (hour, peak) = cells
                                                 .iter()
                                                 .enumerate()
-                                                .fold((0, 0.0), |best, (h, v)| if *v > best.1 { (h, *v) } else { best });
+                                                .fold(
+                                                    (0, 0.0),
+                                                    |best, (h, v)| if *v > best.1 { (h, *v) } else { best },
+                                                );
                                             let mean = cells.iter().sum::<f64>() / 24.0;
                                             let title = columns
                                                 .iter()
@@ -104,7 +107,9 @@ pub fn ReportsPage() -> impl IntoView {
                                             view! {
                                                 <tr title=title>
                                                     <td class="px-2 py-1">{day.format("%a %Y-%m-%d").to_string()}</td>
-                                                    <td class="px-2 py-1 text-right">{format!("{hour:02}:00 · {peak:.1} %")}</td>
+                                                    <td class="px-2 py-1 text-right">
+                                                        {format!("{hour:02}:00 · {peak:.1} %")}
+                                                    </td>
                                                     <td class="px-2 py-1 text-right">{format!("{mean:.1} %")}</td>
                                                 </tr>
                                             }

@@ -170,8 +170,7 @@ fn PolicyForm(
                 {cell("Longest window (hours)".into(), window)} {cell("Furthest start (days)".into(), horizon)}
                 {cell("Shortest notice (minutes)".into(), notice)} {cell("GPU-hours a month, soft".into(), month_soft)}
                 {cell("GPU-hours a month, hard".into(), month_hard)} {cell("Burst GPUs at once".into(), burst_gpus)}
-                {cell("Longest burst (hours)".into(), burst_hours)}
-                {cell("Monthly budget (dollars)".into(), budget)}
+                {cell("Longest burst (hours)".into(), burst_hours)} {cell("Monthly budget (dollars)".into(), budget)}
             </div>
             <h3 class="mt-4 mb-2 text-sm font-medium">"GPUs at once, per model"</h3>
             <div class="grid gap-3 sm:grid-cols-4">
