@@ -17,6 +17,8 @@ pub const TEAL: RGBColor = RGBColor(20, 184, 166);
 pub const ROSE: RGBColor = RGBColor(244, 63, 94);
 
 const SIZE: (u32, u32) = (720, 300);
+/// The budget bar spans the page: wide and low.
+const WIDE: (u32, u32) = (1000, 150);
 
 /// One named series of values, one per category.
 pub struct Series<'a> {
@@ -27,10 +29,9 @@ pub struct Series<'a> {
 
 /// Makes plotters' SVG theme-aware and scalable: the placeholder ink becomes `currentColor`, the
 /// fixed size becomes a `viewBox` that fills its container, and the title is announced.
-fn finish(svg: String, title: &str) -> String {
+fn finish(svg: String, title: &str, (w, h): (u32, u32)) -> String {
     let escaped = title.replace('&', "&amp;").replace('<', "&lt;");
     let svg = svg.replace("#010203", "currentColor");
-    let (w, h) = SIZE;
     let open = format!("<svg width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"");
     svg.replacen(
         &open,
@@ -45,13 +46,34 @@ fn label_font() -> TextStyle<'static> {
 }
 
 /// Runs a drawing; a drawing error becomes an empty chart (logged), never a failed page.
-fn draw(title: &str, paint: impl FnOnce(&mut String) -> Result<(), Box<dyn std::error::Error + '_>>) -> String {
+fn draw(
+    title: &str,
+    size: (u32, u32),
+    paint: impl FnOnce(&mut String) -> Result<(), Box<dyn std::error::Error + '_>>,
+) -> String {
     let mut svg = String::new();
     if let Err(err) = paint(&mut svg) {
         tracing::warn!(chart = title, error = %err, "chart could not be drawn");
         return String::new();
     }
-    finish(svg, title)
+    finish(svg, title, size)
+}
+
+/// The end of a segmented axis for `n` categories. Plotters' segmented integer ranges include
+/// their end, so `n` categories are `0..n - 1`; a single one gets `0..1` (a range of one point
+/// draws nothing).
+fn last_segment(n: usize) -> i32 {
+    (n as i32 - 1).max(1)
+}
+
+/// An axis value in dollars: `$950`, `$18k`, `$2.5k`.
+fn dollars_label(v: &f64) -> String {
+    if v.abs() >= 1000.0 {
+        let k = format!("{:.1}", v / 1000.0);
+        format!("${}k", k.trim_end_matches(".0"))
+    } else {
+        format!("${v:.0}")
+    }
 }
 
 fn upper(max: f64) -> f64 {
@@ -64,9 +86,9 @@ fn upper(max: f64) -> f64 {
 
 /// Vertical bars, the series stacked per category, with a legend.
 pub fn stacked_bars(title: &str, categories: &[String], series: &[Series], y_desc: &str) -> String {
-    draw(title, |svg| {
+    draw(title, SIZE, |svg| {
         let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
-        let n = categories.len().max(1) as i32;
+        let n = last_segment(categories.len());
         let totals: Vec<f64> = (0..categories.len())
             .map(|i| series.iter().map(|s| s.values.get(i).copied().unwrap_or(0.0)).sum())
             .collect();
@@ -85,6 +107,7 @@ pub fn stacked_bars(title: &str, categories: &[String], series: &[Series], y_des
             .label_style(label_font())
             .axis_desc_style(label_font())
             .y_desc(y_desc)
+            .y_label_formatter(&dollars_label)
             .x_labels(categories.len().min(14))
             .x_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => categories.get(*i as usize).cloned().unwrap_or_default(),
@@ -127,10 +150,16 @@ pub fn stacked_bars(title: &str, categories: &[String], series: &[Series], y_des
 }
 
 /// Horizontal bars, one per label.
-pub fn horizontal_bars(title: &str, labels: &[String], values: &[f64], color: RGBColor, x_desc: &str) -> String {
-    draw(title, |svg| {
+pub fn horizontal_bars(
+    title: &str,
+    labels: &[String],
+    values: &[f64],
+    color: RGBColor,
+    (x_desc, x_label): (&str, fn(&f64) -> String),
+) -> String {
+    draw(title, SIZE, |svg| {
         let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
-        let n = labels.len().max(1) as i32;
+        let n = last_segment(labels.len());
         let max = upper(values.iter().copied().fold(0.0, f64::max));
         let mut chart = ChartBuilder::on(&root)
             .margin(12)
@@ -146,6 +175,7 @@ pub fn horizontal_bars(title: &str, labels: &[String], values: &[f64], color: RG
             .label_style(label_font())
             .axis_desc_style(label_font())
             .x_desc(x_desc)
+            .x_label_formatter(&x_label)
             .y_labels(labels.len())
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
@@ -166,9 +196,11 @@ pub fn horizontal_bars(title: &str, labels: &[String], values: &[f64], color: RG
 }
 
 /// One horizontal bar of consecutive parts (spent, booked, projected) against a budget line.
+/// It has no legend: the page labels the colours beside its figures ([`BLUE`], [`TEAL`],
+/// [`AMBER`], and [`ROSE`] for the budget).
 pub fn budget_bar(title: &str, parts: &[(&str, f64, RGBColor)], budget: Option<f64>) -> String {
-    draw(title, |svg| {
-        let root = SVGBackend::with_string(svg, (SIZE.0, SIZE.1)).into_drawing_area();
+    draw(title, WIDE, |svg| {
+        let root = SVGBackend::with_string(svg, WIDE).into_drawing_area();
         let total: f64 = parts.iter().map(|p| p.1).sum();
         let max = upper(total.max(budget.unwrap_or(0.0)));
         let mut chart = ChartBuilder::on(&root)
@@ -186,30 +218,17 @@ pub fn budget_bar(title: &str, parts: &[(&str, f64, RGBColor)], budget: Option<f
             .label_style(label_font())
             .axis_desc_style(label_font())
             .x_desc("US dollars this month")
+            .x_label_formatter(&dollars_label)
             .draw()?;
         let mut from = 0.0;
-        for (name, value, color) in parts {
+        for (_, value, color) in parts {
             let to = from + value;
-            let color = *color;
-            chart
-                .draw_series(std::iter::once(Rectangle::new([(from, 0.3), (to, 0.7)], color.filled())))?
-                .label(*name)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            chart.draw_series(std::iter::once(Rectangle::new([(from, 0.2), (to, 0.8)], color.filled())))?;
             from = to;
         }
         if let Some(b) = budget {
-            chart
-                .draw_series(std::iter::once(PathElement::new(vec![(b, 0.15), (b, 0.85)], ROSE.stroke_width(3))))?
-                .label("Budget")
-                .legend(|(x, y)| PathElement::new(vec![(x, y - 6), (x, y + 6)], ROSE.stroke_width(3)));
+            chart.draw_series(std::iter::once(PathElement::new(vec![(b, 0.05), (b, 0.95)], ROSE.stroke_width(3))))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(RGBAColor(0, 0, 0, 0.0))
-            .border_style(INK.mix(0.2))
-            .label_font(label_font())
-            .draw()?;
         root.present()?;
         Ok(())
     })
@@ -217,9 +236,9 @@ pub fn budget_bar(title: &str, parts: &[(&str, f64, RGBColor)], budget: Option<f
 
 /// A grid of cells (`cells[row][column]`, 0–`max`), darker for higher values.
 pub fn heatmap(title: &str, rows: &[String], columns: &[String], cells: &[Vec<f64>], max: f64) -> String {
-    draw(title, |svg| {
+    draw(title, SIZE, |svg| {
         let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
-        let (w, h) = (columns.len().max(1) as i32, rows.len().max(1) as i32);
+        let (w, h) = (last_segment(columns.len()), last_segment(rows.len()));
         let mut chart = ChartBuilder::on(&root)
             .margin(12)
             .x_label_area_size(36)
@@ -297,7 +316,8 @@ pub fn chargeback_charts(o: &ChargebackOverview) -> ChargebackCharts {
     );
     let labels: Vec<String> = o.by_offering.iter().map(|g| g.key.clone()).collect();
     let values: Vec<f64> = o.by_offering.iter().map(|g| dollars(g.amount_cents)).collect();
-    let by_offering = horizontal_bars("Spend this month by offering", &labels, &values, TEAL, "US dollars");
+    let by_offering =
+        horizontal_bars("Spend this month by offering", &labels, &values, TEAL, ("US dollars", dollars_label));
     ChargebackCharts { budget, by_week, by_offering }
 }
 
@@ -309,7 +329,7 @@ pub fn report_charts(r: &UsageReport) -> ReportCharts {
         &labels,
         &r.by_tenant.iter().map(|t| dollars(t.revenue_cents)).collect::<Vec<_>>(),
         BLUE,
-        "US dollars",
+        ("US dollars", dollars_label),
     );
     let models: Vec<String> = r.by_model.iter().map(|m| m.key.clone()).collect();
     let utilization = horizontal_bars(
@@ -317,12 +337,15 @@ pub fn report_charts(r: &UsageReport) -> ReportCharts {
         &models,
         &r.by_model.iter().map(|m| m.usage.utilization_pct().unwrap_or(0.0)).collect::<Vec<_>>(),
         TEAL,
-        "% of sampled reserved GPU time busy",
+        ("share of sampled reserved GPU time busy", |v| format!("{v:.0} %")),
     );
-    let rows: Vec<String> = r.heatmap.days.iter().map(|d| d.format("%a %d %b").to_string()).collect();
+    // Oldest day at the top, like the table; shades scale to the busiest hour, so a quiet fleet
+    // still shows its daily pattern (the table has the figures).
+    let rows: Vec<String> = r.heatmap.days.iter().rev().map(|d| d.format("%a %d %b").to_string()).collect();
     let columns: Vec<String> = (0..24).map(|h| format!("{h:02}")).collect();
-    let cells: Vec<Vec<f64>> = r.heatmap.cells.iter().map(|row| row.to_vec()).collect();
-    let heat = heatmap("Fleet utilization by day and hour (UTC)", &rows, &columns, &cells, 100.0);
+    let cells: Vec<Vec<f64>> = r.heatmap.cells.iter().rev().map(|row| row.to_vec()).collect();
+    let peak = cells.iter().flatten().copied().fold(0.0, f64::max);
+    let heat = heatmap("Fleet utilization by day and hour (UTC)", &rows, &columns, &cells, peak);
     ReportCharts { revenue, utilization, heatmap: heat }
 }
 

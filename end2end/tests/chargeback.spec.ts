@@ -44,7 +44,7 @@ test('the Chargeback page shows its charts with their data and downloads a state
     page.waitForEvent('download'),
     page.getByRole('link', { name: `Download ${month} (CSV)` }).click(),
   ]);
-  expect(download.suggestedFilename()).toBe(`statement-${month}.csv`);
+  expect(download.suggestedFilename()).toBe(`statement-acme-${month}-draft.csv`);
   const csv = readFileSync(await download.path(), 'utf8');
   const [header, ...rows] = csv.trim().split('\r\n');
   expect(header).toBe(

@@ -12,7 +12,6 @@ use crate::components::table::DataTable;
 use crate::format::{gpu_hours, percent, utc};
 use leptos::prelude::*;
 use tenantry_domain::metering::{ChargebackOverview, Forecast};
-use tenantry_domain::Cents;
 
 #[component]
 pub fn ChargebackPage() -> impl IntoView {
@@ -91,11 +90,15 @@ pub fn ChargebackPage() -> impl IntoView {
 fn BudgetCard(forecast: Forecast, svg: String) -> impl IntoView {
     let f = forecast;
     let budget = f.budget_cents.map_or_else(|| "no budget set".to_owned(), |b| b.to_string());
-    let figure = |label: &'static str, value: Cents| {
+    // The swatches are the chart's colours (`charts::budget_bar` has no legend of its own).
+    let figure = |label: &'static str, value: String, swatch: &'static str| {
         view! {
             <div>
-                <dt class="text-xs uppercase text-slate-500">{label}</dt>
-                <dd class="text-lg font-semibold tabular-nums">{value.to_string()}</dd>
+                <dt class="flex items-center gap-2 text-xs uppercase text-slate-500">
+                    <span class=format!("inline-block h-3 w-3 rounded-sm {swatch}") aria-hidden="true"></span>
+                    {label}
+                </dt>
+                <dd class="text-lg font-semibold tabular-nums">{value}</dd>
             </div>
         }
     };
@@ -117,9 +120,12 @@ fn BudgetCard(forecast: Forecast, svg: String) -> impl IntoView {
                         </p>
                     }
                 })}
-            <dl class="mb-4 grid grid-cols-2 gap-3 sm:grid-cols-4">
-                {figure("Spent", f.accrued_cents)} {figure("Booked for the rest of the month", f.committed_cents)}
-                {figure("Projected on-demand", f.projected_on_demand_cents)} {figure("Forecast", f.forecast_cents)}
+            <dl class="mb-4 grid grid-cols-2 gap-3 sm:grid-cols-5">
+                {figure("Spent", f.accrued_cents.to_string(), "bg-blue-500")}
+                {figure("Booked for the rest of the month", f.committed_cents.to_string(), "bg-teal-500")}
+                {figure("Projected on-demand", f.projected_on_demand_cents.to_string(), "bg-amber-500")}
+                {figure("Forecast", f.forecast_cents.to_string(), "hidden")}
+                {figure("Budget", budget.clone(), "bg-rose-500")}
             </dl>
             <div class="text-slate-700 dark:text-slate-300" data-chart="svg" inner_html=svg></div>
             <p class="mt-2 text-xs text-slate-500">

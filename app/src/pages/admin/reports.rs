@@ -77,7 +77,7 @@ pub fn ReportsPage() -> impl IntoView {
                                 </ChartWithTable>
                                 <ChartWithTable
                                     title=format!(
-                                        "Fleet utilization by day and hour (UTC), {} GPUs",
+                                        "Fleet utilization by day and hour (UTC), {} GPUs; the darkest cell is the busiest hour",
                                         r.heatmap.fleet_gpus,
                                     )
                                     svg=v.charts.heatmap
