@@ -34,5 +34,24 @@ create table usage_sample (
     memory integer not null,
     unique (reservation_id, at)
 );
-create index usage_sample_tenant_at on usage_sample (tenant_id, at);
 create index usage_sample_at on usage_sample (at);
+
+-- Roll-ups written with each new sample (in its transaction), so bills and reports read a row
+-- per reservation and day, or one per fleet hour, instead of every sample.
+create table usage_day (
+    reservation_id integer not null references reservation (reservation_id),
+    tenant_id integer not null references tenant (tenant_id),
+    day text not null,
+    reserved integer not null,
+    used integer not null,
+    memory integer not null,
+    primary key (reservation_id, day)
+);
+create index usage_day_tenant_day on usage_day (tenant_id, day);
+
+create table usage_hour (
+    hour text primary key,
+    reserved integer not null,
+    used integer not null,
+    memory integer not null
+);

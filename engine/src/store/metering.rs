@@ -4,7 +4,7 @@
 
 use super::Store;
 use crate::error::EngineResult;
-use crate::on_pool;
+use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::metering::{CreditRecord, Cut, Usage};
@@ -174,11 +174,12 @@ impl Store {
         Ok(rows)
     }
 
-    /// Writes samples; a sample already taken for a reservation at the same instant is kept
-    /// (two instances sampling at once write it once).
+    /// Writes samples and adds the new ones to the daily and hourly roll-ups, in one transaction
+    /// per batch. A sample already taken for a reservation at the same instant is ignored, roll-ups
+    /// included (instances sampling in the same period count once).
     pub async fn insert_samples(&self, samples: &[NewSample]) -> EngineResult<()> {
         for chunk in samples.chunks(500) {
-            on_pool!(self, |pool| {
+            write_tx!(self, |tx| {
                 let mut q = sqlx::QueryBuilder::<Db>::new(
                     "insert into usage_sample (reservation_id, tenant_id, at, seconds, reserved, used, memory) ",
                 );
@@ -191,14 +192,42 @@ impl Store {
                         .push_bind(s.usage.used)
                         .push_bind(s.usage.memory);
                 });
-                q.push(" on conflict (reservation_id, at) do nothing");
-                q.build().execute(pool).await?;
+                q.push(" on conflict (reservation_id, at) do nothing returning reservation_id, tenant_id, at, reserved, used, memory");
+                let inserted: Vec<InsertedSample> = q.build_query_as().fetch_all(&mut *tx).await?;
+                let RollUps { days, hours } = roll_up(&inserted);
+                if !days.is_empty() {
+                    let mut q = sqlx::QueryBuilder::<Db>::new(
+                        "insert into usage_day (reservation_id, tenant_id, day, reserved, used, memory) ",
+                    );
+                    q.push_values(&days, |mut row, ((reservation_id, tenant_id, day), u)| {
+                        row.push_bind(*reservation_id)
+                            .push_bind(*tenant_id)
+                            .push_bind(*day)
+                            .push_bind(u.reserved)
+                            .push_bind(u.used)
+                            .push_bind(u.memory);
+                    });
+                    q.push(
+                        " on conflict (reservation_id, day) do update set reserved = usage_day.reserved + excluded.reserved,
+                          used = usage_day.used + excluded.used, memory = usage_day.memory + excluded.memory",
+                    );
+                    q.build().execute(&mut *tx).await?;
+                    let mut q = sqlx::QueryBuilder::<Db>::new("insert into usage_hour (hour, reserved, used, memory) ");
+                    q.push_values(&hours, |mut row, (hour, u)| {
+                        row.push_bind(*hour).push_bind(u.reserved).push_bind(u.used).push_bind(u.memory);
+                    });
+                    q.push(
+                        " on conflict (hour) do update set reserved = usage_hour.reserved + excluded.reserved,
+                          used = usage_hour.used + excluded.used, memory = usage_hour.memory + excluded.memory",
+                    );
+                    q.build().execute(&mut *tx).await?;
+                }
             });
         }
         Ok(())
     }
 
-    /// Measured use per reservation, from samples taken inside `span`.
+    /// Measured use per reservation, from the days (UTC) that start inside `span`.
     pub async fn usage_by_reservation(
         &self,
         tenant_id: Option<i64>,
@@ -208,9 +237,9 @@ impl Store {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select reservation_id, cast(sum(reserved) as bigint), cast(sum(used) as bigint),
                         cast(sum(memory) as bigint)
-                 from usage_sample where at >= ",
+                 from usage_day where day >= ",
             );
-            q.push_bind(span.start).push(" and at < ").push_bind(span.end);
+            q.push_bind(span.start).push(" and day < ").push_bind(span.end);
             if let Some(t) = tenant_id {
                 q.push(" and tenant_id = ").push_bind(t);
             }
@@ -222,30 +251,16 @@ impl Store {
 
     /// The fleet's measured use per hour (UTC) inside `span`.
     pub async fn usage_by_hour(&self, span: Window) -> EngineResult<Vec<(DateTime<Utc>, Usage)>> {
-        let rows: Vec<(String, i64, i64, i64)> = on_pool!(self, |pool| {
-            // Both render the hour as RFC 3339 text, so one parser reads either.
-            let hour = match self.backend() {
-                super::Backend::Sqlite => "strftime('%Y-%m-%dT%H:00:00Z', at)",
-                super::Backend::Postgres => {
-                    "to_char(date_trunc('hour', at at time zone 'UTC'), 'YYYY-MM-DD\"T\"HH24:00:00\"Z\"')"
-                }
-            };
-            let mut q = sqlx::QueryBuilder::<Db>::new(format!(
-                "select {hour} as hour, cast(sum(reserved) as bigint), cast(sum(used) as bigint),
-                        cast(sum(memory) as bigint)
-                 from usage_sample where at >= "
-            ));
-            q.push_bind(span.start).push(" and at < ").push_bind(span.end);
-            q.push(" group by 1 order by 1");
-            q.build_query_as().fetch_all(pool).await?
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (DateTime<Utc>, i64, i64, i64)>(
+                "select hour, reserved, used, memory from usage_hour where hour >= $1 and hour < $2 order by hour",
+            )
+            .bind(span.start)
+            .bind(span.end)
+            .fetch_all(pool)
+            .await?
         });
-        Ok(rows
-            .into_iter()
-            .filter_map(|(hour, reserved, used, memory)| {
-                let at = DateTime::parse_from_rfc3339(&hour).ok()?.with_timezone(&Utc);
-                Some((at, Usage { reserved, used, memory }))
-            })
-            .collect())
+        Ok(rows.into_iter().map(|(hour, reserved, used, memory)| (hour, Usage { reserved, used, memory })).collect())
     }
 
     /// GPUs (in sevenths) each tenant's live reservations hold at `now`, by tenant slug.
@@ -284,4 +299,40 @@ impl Store {
         });
         Ok(rows.into_iter().map(|(slug, used_per_second)| (slug, used_per_second as f64 / 7000.0)).collect())
     }
+}
+
+/// A sample the insert kept (not one already taken by another instance).
+#[derive(sqlx::FromRow)]
+struct InsertedSample {
+    reservation_id: i64,
+    tenant_id: i64,
+    at: DateTime<Utc>,
+    reserved: i64,
+    used: i64,
+    memory: i64,
+}
+
+/// (reservation, tenant, day)
+type DayKey = (i64, i64, DateTime<Utc>);
+
+/// New samples summed per reservation and day, and per fleet hour.
+struct RollUps {
+    days: Vec<(DayKey, Usage)>,
+    hours: Vec<(DateTime<Utc>, Usage)>,
+}
+
+fn roll_up(inserted: &[InsertedSample]) -> RollUps {
+    use chrono::DurationRound;
+    let mut days: std::collections::BTreeMap<DayKey, Usage> = Default::default();
+    let mut hours: std::collections::BTreeMap<DateTime<Utc>, Usage> = Default::default();
+    for s in inserted {
+        let u = Usage { reserved: s.reserved, used: s.used, memory: s.memory };
+        let day = s.at.duration_trunc(chrono::Duration::days(1)).unwrap_or(s.at);
+        let hour = s.at.duration_trunc(chrono::Duration::hours(1)).unwrap_or(s.at);
+        let d = days.entry((s.reservation_id, s.tenant_id, day)).or_default();
+        *d = *d + u;
+        let h = hours.entry(hour).or_default();
+        *h = *h + u;
+    }
+    RollUps { days: days.into_iter().collect(), hours: hours.into_iter().collect() }
 }
