@@ -376,14 +376,9 @@ pub struct ReportData {
 #[server(prefix = "/sfn", endpoint = "usage_report_view")]
 pub async fn usage_report_view(days: u32) -> Result<ReportData, AppError> {
     use crate::server;
-    use chrono::{Duration, DurationRound};
     let who = server::require_identity().await?;
     let now = Utc::now();
-    let today = now.duration_trunc(Duration::days(1)).unwrap_or(now);
-    let span = tenantry_domain::Window {
-        start: today - Duration::days(i64::from(days.clamp(1, 92)) - 1),
-        end: today + Duration::days(1),
-    };
+    let span = tenantry_domain::metering::last_days(now, days.min(92));
     let report = server::engine()?.usage_report(&who, span, now).await?;
     let charts = crate::charts::report_charts(&report);
     Ok(ReportData { report, charts })

@@ -427,6 +427,12 @@ impl std::str::FromStr for Month {
     }
 }
 
+/// The last `days` whole days (UTC), today included: the admin report's period.
+pub fn last_days(now: DateTime<Utc>, days: u32) -> Window {
+    let today = now.date_naive().and_time(chrono::NaiveTime::MIN).and_utc();
+    Window { start: today - Duration::days(i64::from(days.max(1)) - 1), end: today + Duration::days(1) }
+}
+
 crate::coded_enum! {
     /// How the chargeback API groups lines.
     pub enum GroupBy ("grouping") {
@@ -945,6 +951,13 @@ mod tests {
             "`2026-13` is not a month; write it as YYYY-MM, e.g. 2026-11"
         );
         assert_eq!("2026-02".parse::<Month>().unwrap().window().end, at(3, 1, 0, 0));
+    }
+
+    #[test]
+    fn last_days_end_with_today() {
+        let w = last_days(at(12, 14, 15, 30), 14);
+        assert_eq!(w, Window { start: at(12, 1, 0, 0), end: at(12, 15, 0, 0) });
+        assert_eq!(last_days(at(12, 14, 15, 30), 0).start, at(12, 14, 0, 0));
     }
 
     #[test]

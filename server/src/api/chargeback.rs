@@ -12,10 +12,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::metering::UsageReport;
-use tenantry_domain::metering::{ChargeGroup, ChargeLine, GroupBy, Month};
+use tenantry_domain::metering::{self, ChargeGroup, ChargeLine, GroupBy, Month};
 use tenantry_domain::Window;
 
 /// `GET /api/v1/chargeback?from&to&group_by`: `from`/`to` default to this month.
@@ -68,8 +68,7 @@ pub async fn usage_report(
     Query(params): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<UsageReport>> {
     let now = Utc::now();
-    let today = now.duration_trunc(Duration::days(1)).unwrap_or(now);
-    let span = range(&params, Window { start: today - Duration::days(13), end: today + Duration::days(1) })?;
+    let span = range(&params, metering::last_days(now, 14))?;
     Ok(Json(state.engine.usage_report(&who, span, now).await?))
 }
 
