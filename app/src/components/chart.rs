@@ -1,7 +1,7 @@
 //! A chart (server-drawn SVG, see `charts`) with its data as a table beside it, for screen
 //! readers and for copying numbers out.
 
-use crate::components::table::Column;
+use crate::components::table::{Column, TableHead};
 use crate::pages::CARD;
 use leptos::prelude::*;
 
@@ -23,20 +23,7 @@ pub fn ChartWithTable(
                 <div class="max-h-80 overflow-auto lg:col-span-2">
                     <table class="min-w-full text-left text-sm">
                         <caption class="sr-only">{format!("{title}: data")}</caption>
-                        <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
-                            <tr>
-                                {columns
-                                    .iter()
-                                    .map(|(label, class)| {
-                                        view! {
-                                            <th scope="col" class=format!("px-2 py-1 {class}")>
-                                                {*label}
-                                            </th>
-                                        }
-                                    })
-                                    .collect_view()}
-                            </tr>
-                        </thead>
+                        <TableHead columns padding="px-2 py-1" />
                         <tbody class="divide-y divide-slate-100 tabular-nums dark:divide-slate-800">{children()}</tbody>
                     </table>
                 </div>

@@ -18,22 +18,30 @@ pub fn DataTable(
         <div class=format!("{CARD} overflow-x-auto p-0")>
             <table class="min-w-full text-left text-sm" data-testid=testid>
                 <caption class="sr-only">{caption}</caption>
-                <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
-                    <tr>
-                        {columns
-                            .iter()
-                            .map(|(label, class)| {
-                                view! {
-                                    <th scope="col" class=format!("px-4 py-2 {class}")>
-                                        {*label}
-                                    </th>
-                                }
-                            })
-                            .collect_view()}
-                    </tr>
-                </thead>
+                <TableHead columns padding="px-4 py-2" />
                 <tbody class="divide-y divide-slate-100 dark:divide-slate-800">{children()}</tbody>
             </table>
         </div>
+    }
+}
+
+/// Column headers of a data table, `padding` applied to each cell.
+#[component]
+pub fn TableHead(columns: &'static [Column], padding: &'static str) -> impl IntoView {
+    view! {
+        <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
+            <tr>
+                {columns
+                    .iter()
+                    .map(|(label, class)| {
+                        view! {
+                            <th scope="col" class=format!("{padding} {class}")>
+                                {*label}
+                            </th>
+                        }
+                    })
+                    .collect_view()}
+            </tr>
+        </thead>
     }
 }
