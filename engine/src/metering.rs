@@ -37,7 +37,7 @@ const RAN: &[&str] = &["active", "degraded", "releasing", "completed", "cancelle
 impl Engine {
     /// Reservations and bursts for metering, with what their offering says (GPU model, MIG
     /// fraction). Rows of an offering that no longer exists are metered as whole GPUs.
-    async fn metered_items(&self, tenant_id: Option<i64>, span: Window) -> EngineResult<Vec<(Metered, String)>> {
+    async fn metered_items(&self, tenant_id: Option<i64>, span: Window) -> EngineResult<Vec<Metered>> {
         let offerings: HashMap<String, Offering> =
             self.offerings().await?.into_iter().map(|o| (o.id.clone(), o)).collect();
         let rows = self.store.metered(tenant_id, span).await?;
@@ -45,8 +45,7 @@ impl Engine {
             .into_iter()
             .filter_map(|(row, cuts): (MeteredRow, _)| {
                 let offering = offerings.get(&row.offering_id);
-                let rate = row.rate();
-                let m = Metered {
+                Some(Metered {
                     id: row.reservation_id,
                     tenant: row.tenant_slug,
                     kind: row.kind.parse().ok()?,
@@ -56,10 +55,9 @@ impl Engine {
                     quantity: u32::try_from(row.quantity).ok()?,
                     window: Window { start: row.start_at, end: row.end_at },
                     state: row.state.parse().ok()?,
-                    rate,
+                    rate: Cents(row.rate_cents_per_hour),
                     cuts,
-                };
-                Some((m, row.workload))
+                })
             })
             .collect())
     }
@@ -77,8 +75,7 @@ impl Engine {
         if span.end - span.start > Duration::days(400) {
             return Err(EngineError::invalid("to", "a chargeback range can be at most 400 days long"));
         }
-        let items: Vec<Metered> =
-            self.metered_items(Some(tenant_id), span).await?.into_iter().map(|(m, _)| m).collect();
+        let items: Vec<Metered> = self.metered_items(Some(tenant_id), span).await?;
         let credits = self.store.credits_in(Some(tenant_id), span).await?;
         let policy = &self.config.cancellation;
         let lines = metering::lines(&items, &credits, span, policy, now);
@@ -113,8 +110,7 @@ impl Engine {
     pub async fn statement(&self, who: &Identity, month: Month, now: DateTime<Utc>) -> EngineResult<Statement> {
         let tenant_id = tenant_of(who)?;
         let span = month.window();
-        let items: Vec<Metered> =
-            self.metered_items(Some(tenant_id), span).await?.into_iter().map(|(m, _)| m).collect();
+        let items: Vec<Metered> = self.metered_items(Some(tenant_id), span).await?;
         let credits = self.store.credits_in(Some(tenant_id), span).await?;
         let tenant = tenant_slug(who);
         Ok(metering::statement(&tenant, month, &items, &credits, &self.config.cancellation, now))
@@ -137,8 +133,7 @@ impl Engine {
             start: first_month.first_day().min(weeks_span.start),
             end: this_month.next().first_day().max(weeks_span.end),
         };
-        let items = self.metered_items(Some(tenant_id), span).await?;
-        let metered: Vec<Metered> = items.iter().map(|(m, _)| m.clone()).collect();
+        let metered = self.metered_items(Some(tenant_id), span).await?;
         let credits = self.store.credits_in(Some(tenant_id), span).await?;
         let policy = &self.config.cancellation;
 
@@ -229,8 +224,7 @@ impl Engine {
         if span.end - span.start > Duration::days(92) {
             return Err(EngineError::invalid("to", "a report covers at most 92 days"));
         }
-        let items = self.metered_items(None, span).await?;
-        let metered: Vec<Metered> = items.iter().map(|(m, _)| m.clone()).collect();
+        let metered = self.metered_items(None, span).await?;
         let credits = self.store.credits_in(None, span).await?;
         let lines = metering::lines(&metered, &credits, span, &self.config.cancellation, now);
         let usage = self.store.usage_by_reservation(None, span).await?;
@@ -294,7 +288,6 @@ impl Engine {
     pub async fn sample_usage(&self, now: DateTime<Utc>, seconds: i64) -> EngineResult<usize> {
         let at = now.duration_trunc(Duration::seconds(seconds.max(1))).unwrap_or(now);
         let held = self.store.held_gpus(at, at + Duration::seconds(1), RUNNING).await?;
-        let held: Vec<HeldGpu> = held.into_iter().filter(|h| h.start_at <= at && at < h.end_at).collect();
         let samples = self.samples_at(&held, at, seconds).await?;
         self.store.insert_samples(&samples).await?;
         Ok(samples.len())

@@ -2,9 +2,9 @@
 -- (for the cancellation policy), and utilization samples per running reservation.
 
 -- Cents per unit-hour, locked at booking (reserved rate; on-demand for bursts). Rows from before
--- this migration get the rate their price implies. SQLite cannot add a NOT NULL column without a
--- default, so the store always writes it and reads a missing one as the implied rate.
-alter table reservation add column rate_cents_per_hour integer check (rate_cents_per_hour >= 0);
+-- this migration get the rate their price implies. SQLite adds a NOT NULL column only with a
+-- default; every insert writes the rate, so the default never stands.
+alter table reservation add column rate_cents_per_hour integer not null default 0 check (rate_cents_per_hour >= 0);
 update reservation set rate_cents_per_hour = cast(round(
     price_cents * 60.0 / (quantity * max(1, (julianday(end_at) - julianday(start_at)) * 1440))) as integer);
 

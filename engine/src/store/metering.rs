@@ -21,19 +21,8 @@ pub struct MeteredRow {
     pub start_at: DateTime<Utc>,
     pub end_at: DateTime<Utc>,
     pub state: String,
-    pub workload: String,
-    pub price_cents: i64,
-    pub rate_cents_per_hour: Option<i64>,
-}
-
-impl MeteredRow {
-    /// The locked rate; rows a SQLite migration could not fill take the rate their price implies.
-    pub fn rate(&self) -> Cents {
-        Cents(self.rate_cents_per_hour.unwrap_or_else(|| {
-            let unit_minutes = self.quantity.max(1) * (self.end_at - self.start_at).num_minutes().max(1);
-            self.price_cents * 60 / unit_minutes
-        }))
-    }
+    /// Cents per unit-hour, locked when it was booked.
+    pub rate_cents_per_hour: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -79,7 +68,7 @@ impl Store {
         let (rows, cuts) = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select r.reservation_id, t.slug as tenant_slug, r.kind, r.offering_id, r.quantity, r.start_at,
-                        r.end_at, r.state, r.workload, r.price_cents, r.rate_cents_per_hour
+                        r.end_at, r.state, r.rate_cents_per_hour
                  from reservation r join tenant t on t.tenant_id = r.tenant_id
                  where ((r.start_at < ",
             );

@@ -55,7 +55,7 @@ pub(crate) struct ReservationRow {
     placement: String,
     workload: String,
     price_cents: i64,
-    rate_cents_per_hour: Option<i64>,
+    rate_cents_per_hour: i64,
     created_at: DateTime<Utc>,
     approval_deadline: Option<DateTime<Utc>>,
     decision_reason: Option<String>,
@@ -82,11 +82,7 @@ impl ReservationRow {
                 workload: self.workload.parse().ok()?,
             },
             price_cents: Cents(self.price_cents),
-            // Only rows a SQLite migration could not fill lack it: their price implies it.
-            rate_cents_per_hour: Cents(self.rate_cents_per_hour.unwrap_or_else(|| {
-                let unit_minutes = self.quantity.max(1) * (self.end_at - self.start_at).num_minutes().max(1);
-                self.price_cents * 60 / unit_minutes
-            })),
+            rate_cents_per_hour: Cents(self.rate_cents_per_hour),
             created_at: self.created_at,
             approval_deadline: self.approval_deadline,
             decision_reason: self.decision_reason,
