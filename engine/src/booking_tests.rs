@@ -4,6 +4,7 @@
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
+use crate::test_helpers::who;
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::availability::Grid;
@@ -29,10 +30,6 @@ async fn world(store: Store) -> Engine {
     let engine = Engine::new(store, EngineConfig::default());
     seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
     engine
-}
-
-async fn who(engine: &Engine, email: &str) -> Identity {
-    engine.store.identity_by_email(email).await.unwrap().unwrap()
 }
 
 /// H100 nodes free in the window, in any fabric domain.

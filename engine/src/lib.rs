@@ -29,6 +29,8 @@ mod metering_tests;
 mod policy_tests;
 #[cfg(test)]
 mod provisioning_tests;
+#[cfg(test)]
+mod test_helpers;
 
 pub use config::EngineConfig;
 pub use error::{EngineError, EngineResult};

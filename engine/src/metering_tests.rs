@@ -8,35 +8,20 @@ use crate::driver::sim::{SimConfig, SimDriver};
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
+use crate::test_helpers::{ask, who};
 use crate::{on_pool, store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use std::sync::Arc;
-use tenantry_domain::booking::{BookingInput, OptionsInput};
 use tenantry_domain::metering::{GroupBy, LineKind, LineStatus, Month, StatementStatus};
 use tenantry_domain::policy::{BurstInput, PolicyPatch};
 use tenantry_domain::window::floor_minute;
-use tenantry_domain::{Cents, Identity, ReservationState, Window};
+use tenantry_domain::{Cents, ReservationState, Window};
 
 async fn world(store: Store) -> Engine {
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..Default::default() })));
     seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
     engine
-}
-
-async fn who(engine: &Engine, email: &str) -> Identity {
-    engine.store.identity_by_email(email).await.unwrap().unwrap()
-}
-
-fn ask(offering: &str, quantity: i64, start: DateTime<Utc>, hours: i64) -> BookingInput {
-    BookingInput {
-        offering: offering.into(),
-        quantity,
-        start,
-        end: start + Duration::hours(hours),
-        region: None,
-        options: OptionsInput::default(),
-    }
 }
 
 /// Four days out at 10:00: well beyond the 48-hour free notice.

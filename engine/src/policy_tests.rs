@@ -3,26 +3,15 @@
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
+use crate::test_helpers::ask;
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use tenantry_domain::booking::{BookingInput, OptionsInput};
 use tenantry_domain::policy::{BurstInput, Decision, PolicyPatch, SoftHard};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Identity, ReservationState};
 
 fn day(offset_days: i64, hour: i64) -> DateTime<Utc> {
     Utc::now().duration_trunc(Duration::days(1)).unwrap() + Duration::days(offset_days) + Duration::hours(hour)
-}
-
-fn ask(offering: &str, quantity: i64, start: DateTime<Utc>, hours: i64) -> BookingInput {
-    BookingInput {
-        offering: offering.into(),
-        quantity,
-        start,
-        end: start + Duration::hours(hours),
-        region: None,
-        options: OptionsInput::default(),
-    }
 }
 
 async fn setup(store: Store) -> (Engine, Identity, Identity) {

@@ -8,6 +8,7 @@ use crate::driver::sim::{SimConfig, SimDriver};
 use crate::driver::EffectKey;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
+use crate::test_helpers::who;
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
@@ -25,10 +26,6 @@ async fn world(store: Store, sim: SimConfig) -> Engine {
     let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..sim })));
     seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
     engine
-}
-
-async fn who(engine: &Engine, email: &str) -> Identity {
-    engine.store.identity_by_email(email).await.unwrap().unwrap()
 }
 
 fn starting_now(offering: &str, quantity: i64, hours: i64, placement: &str) -> BookingInput {
