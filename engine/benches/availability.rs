@@ -1,4 +1,4 @@
-//! Availability benchmark (DESIGN.md §5): the 30-day hourly grid on a fleet of 1,250 nodes /
+//! Availability benchmark (docs/DOMAIN.md §5): the 30-day hourly grid on a fleet of 1,250 nodes /
 //! 10,000 GPUs with about 200,000 allocations, computed in-process from the availability index,
 //! side by side with the best single SQL query for the same grid on PostgreSQL.
 //!

@@ -1,4 +1,4 @@
-//! Provisioning queue benchmark (DESIGN.md §5): 20,000 no-op jobs through the real queue
+//! Provisioning queue benchmark (docs/DOMAIN.md §5): 20,000 no-op jobs through the real queue
 //! (claims under leases, batched fenced completions, timeline events) on PostgreSQL and SQLite,
 //! with 1 and 4 workers of 32 concurrent steps each.
 //!

@@ -1,4 +1,4 @@
-//! Booking benchmark (DESIGN.md §5), printing figures:
+//! Booking benchmark (docs/DOMAIN.md §5), printing figures:
 //! 1. Booking over HTTP on PostgreSQL: an open-loop load of 100 requests/s for 30 s against the
 //!    real router (in-process server on loopback, reqwest client), latency percentiles by outcome;
 //!    then a closed loop of 16 clients for the most bookings per second.

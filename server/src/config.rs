@@ -1,4 +1,4 @@
-//! Command line and environment, parsed once in `main` (DESIGN.md §4). Every flag has an
+//! Command line and environment, parsed once in `main` (docs/DOMAIN.md §4). Every flag has an
 //! environment variable, so containers configure the server without arguments.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

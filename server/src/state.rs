@@ -1,4 +1,4 @@
-//! The one piece of shared state every handler gets (DESIGN.md §6: explicit state, no globals).
+//! The one piece of shared state every handler gets (docs/DOMAIN.md §6: explicit state, no globals).
 
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;

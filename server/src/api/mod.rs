@@ -1,4 +1,4 @@
-//! The REST API under `/api/v1` (DESIGN.md §4): JSON in and out, lists as `{"items":[…]}`,
+//! The REST API under `/api/v1` (docs/DOMAIN.md §4): JSON in and out, lists as `{"items":[…]}`,
 //! errors as `{"error":{…}}`. Handlers are thin: the caller, checked input, one engine call, a
 //! JSON shape. One module per noun.
 

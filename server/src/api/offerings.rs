@@ -9,7 +9,7 @@ use axum::Json;
 use serde::Serialize;
 use tenantry_domain::Offering;
 
-/// An offering as the API shows it (DESIGN.md §4's shape, plus the options it allows).
+/// An offering as the API shows it (docs/DOMAIN.md §4's shape, plus the options it allows).
 #[derive(Debug, Serialize)]
 pub struct OfferingJson {
     #[serde(flatten)]
