@@ -6,7 +6,9 @@
 
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::store::reservations::{is_overlap, Clash, EndChange, Inserted, NewReservation, ReservationFilter};
+use crate::store::reservations::{
+    is_overlap, CancelPlan, Clash, EndChange, Inserted, NewReservation, ReservationFilter,
+};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
@@ -398,7 +400,12 @@ impl Engine {
         }
         let offering = self.offering_priced_for(Some(tenant_id), &current.offering).await?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
-        if end > current.end {
+        if end > current.end && current.kind == ReservationKind::Burst {
+            // A burst grows within the burst limits, as a new burst would.
+            let policy = self.policy_of(tenant_id).await?;
+            self.check_burst_limits(tenant_id, &policy, &offering, i64::from(current.quantity), window, Some(id))
+                .await?;
+        } else if end > current.end {
             match self.decide(tenant_id, &offering, current.quantity, window, Some(id), now).await?.0 {
                 Decision::Scheduled => {}
                 Decision::NeedsApproval(reasons) => {
@@ -426,7 +433,8 @@ impl Engine {
             .change_end(tenant_id, id, &EndChange { previous_end: current.end, end, hold_until, price }, now)
             .await
         {
-            Ok(()) => {}
+            Ok(true) => {}
+            Ok(false) => return Err(changed_meanwhile(id)),
             Err(EngineError::Store(err)) if is_overlap(&err) => {
                 let pieces: Vec<Placed> = self
                     .store
@@ -457,22 +465,28 @@ impl Engine {
         self.reservation_detail(who, id).await
     }
 
-    /// Cancels a reservation and frees its slices at once.
+    /// Cancels a reservation. Its capacity comes back at once when nothing has touched its nodes
+    /// yet, otherwise when its release has wiped them (see [`CancelPlan`]).
     pub async fn cancel(&self, who: &Identity, id: i64, now: DateTime<Utc>) -> EngineResult<ReservationDetail> {
         let tenant_id = require_lead(who)?;
         let current = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
-        if !current.state.holds_capacity() {
+        if !current.state.holds_capacity() || current.state == ReservationState::Releasing {
             return Err(EngineError::Conflict(format!("the reservation is already {}", current.state)));
         }
         let gpu_ids: Vec<i64> = self.store.reservation_allocations(id).await?.iter().map(|(g, _)| *g).collect();
-        // A reservation that has started keeps its nodes a turnaround longer, to wipe them.
-        let started = (current.start <= now).then(|| {
+        let plan = if current.start <= now {
+            // A reservation that has started keeps its nodes until they are wiped.
             let end = tenantry_domain::window::floor_minute(now).max(current.start + Duration::minutes(1));
-            (end, end + self.config.turnaround)
-        });
-        self.store
-            .cancel_reservation(tenant_id, id, Window { start: current.start, end: current.end }, started, now)
-            .await?;
+            CancelPlan::Started { end, hold_until: end + self.config.turnaround }
+        } else if matches!(current.state, ReservationState::PendingApproval | ReservationState::Scheduled) {
+            CancelPlan::FreeNow
+        } else {
+            CancelPlan::AfterRelease
+        };
+        let window = Window { start: current.start, end: current.end };
+        if !self.store.cancel_reservation(tenant_id, id, current.state, window, plan, now).await? {
+            return Err(changed_meanwhile(id));
+        }
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
         self.queue_wakeup.notify_one();
         let change = Change {
@@ -485,4 +499,13 @@ impl Engine {
         self.record(who, change, now).await;
         self.reservation_detail(who, id).await
     }
+}
+
+/// The 409 for a change that lost to another one made at the same moment (a second cancel, an
+/// admin's decision, provisioning starting).
+pub(crate) fn changed_meanwhile(id: i64) -> EngineError {
+    EngineError::Conflict(format!(
+        "reservation #{id} changed while you were changing it (another cancel, an admin's decision or provisioning \
+         starting); reload it and try again"
+    ))
 }

@@ -196,7 +196,17 @@ impl Engine {
     /// Runs a failed job again from the step it failed at.
     pub async fn retry_job(&self, who: &Identity, job_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
         require_admin(who)?;
-        let reservation = self.store.retry_failed_job(job_id, now).await?.ok_or(EngineError::NotFound("failed job"))?;
+        let Some(reservation) = self.store.retry_failed_job(job_id, now).await? else {
+            let failed = self.store.failed_jobs().await?;
+            return Err(match failed.iter().find(|j| j.job_id == job_id) {
+                Some(job) => EngineError::Conflict(format!(
+                    "job #{job_id} set up reservation #{}, which failed and whose capacity was released; \
+                     the team can book again",
+                    job.reservation_id.unwrap_or_default()
+                )),
+                None => EngineError::NotFound("failed job"),
+            });
+        };
         self.queue_wakeup.notify_one();
         let change = Change {
             action: "job.retried",

@@ -322,6 +322,48 @@ impl Engine {
         Ok(())
     }
 
+    /// Refuses (403, with every reason) a burst of `quantity` units over `window` that breaks the
+    /// team's burst limits: its length, and the team's burst GPUs of every model at their busiest
+    /// moment during it (`except` leaves out the burst being changed). New bursts and changes
+    /// to a burst's end both pass here, so an extension cannot go past the limits a new burst
+    /// could not.
+    pub(crate) async fn check_burst_limits(
+        &self,
+        tenant_id: i64,
+        policy: &Policy,
+        offering: &Offering,
+        quantity: i64,
+        window: Window,
+        except: Option<i64>,
+    ) -> EngineResult<()> {
+        let mut reasons = Vec::new();
+        let hours = window.minutes() as f64 / 60.0;
+        if let Some(max) = policy.burst_max_hours {
+            if hours > f64::from(max) {
+                reasons.push(format!("{hours} hours is longer than your team's burst limit of {max} hours"));
+            }
+        }
+        if let Some(max) = policy.burst_max_gpus {
+            // The limit counts the team's burst GPUs of every model together, at their busiest
+            // moment during this burst.
+            let gpus = policy_gpus(offering, quantity);
+            let mut bursts = self.holdings(tenant_id, ReservationKind::Burst, &window, except).await?;
+            bursts.push(Holding { window, gpu_model: offering.gpu_model, gpus });
+            for b in &mut bursts {
+                b.gpu_model = offering.gpu_model;
+            }
+            let all_models = policy::peak_concurrency(&bursts, offering.gpu_model, &window).as_gpus();
+            if all_models > f64::from(max) + 1e-9 {
+                reasons.push(format!("{all_models:.2} burst GPUs at once is over your team's burst limit of {max}"));
+            }
+        }
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(EngineError::Forbidden(format!("refused by your team's burst limit: {}", reasons.join("; "))))
+        }
+    }
+
     /// Takes on-demand capacity now for some hours, within the team's burst limit, at the
     /// on-demand rate, with no admin involved. Bursts are preemptible by reservations.
     pub async fn burst(
@@ -346,36 +388,15 @@ impl Engine {
         if input.quantity < 1 || input.quantity > 4096 {
             return Err(EngineError::invalid("quantity", "quantity must be 1 to 4096"));
         }
-        if input.hours < 1 {
-            return Err(EngineError::invalid("hours", "a burst lasts at least 1 hour"));
+        let longest = tenantry_domain::booking::MAX_WINDOW.num_hours();
+        if input.hours < 1 || input.hours > longest {
+            return Err(EngineError::invalid("hours", format!("a burst lasts 1 to {longest} hours")));
         }
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         let policy = self.policy_of(tenant_id).await?;
         let start = floor_minute(now);
         let window = Window { start, end: start + Duration::hours(input.hours) };
-        let gpus = policy_gpus(&offering, input.quantity);
-        let mut reasons = Vec::new();
-        if let Some(max) = policy.burst_max_hours {
-            if input.hours > i64::from(max) {
-                reasons.push(format!("{} hours is longer than your team's burst limit of {max} hours", input.hours));
-            }
-        }
-        if let Some(max) = policy.burst_max_gpus {
-            // The limit counts the team's burst GPUs of every model together, at their busiest
-            // moment during this burst.
-            let mut bursts = self.holdings(tenant_id, ReservationKind::Burst, &window, None).await?;
-            bursts.push(Holding { window, gpu_model: offering.gpu_model, gpus });
-            for b in &mut bursts {
-                b.gpu_model = offering.gpu_model;
-            }
-            let all_models = policy::peak_concurrency(&bursts, offering.gpu_model, &window).as_gpus();
-            if all_models > f64::from(max) + 1e-9 {
-                reasons.push(format!("{all_models:.2} burst GPUs at once is over your team's burst limit of {max}"));
-            }
-        }
-        if !reasons.is_empty() {
-            return Err(EngineError::Forbidden(format!("refused by your team's burst limit: {}", reasons.join("; "))));
-        }
+        self.check_burst_limits(tenant_id, &policy, &offering, input.quantity, window, None).await?;
         let quantity = input.quantity as u32;
         let request = Request {
             kind: UnitKind::of(&offering),

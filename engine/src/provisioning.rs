@@ -164,8 +164,10 @@ impl Engine {
         );
         match job.kind {
             JobKind::Provision if gone => {
-                // Cancelled while being set up: whatever was set up is released (wiped) at once.
-                if job.step != Step::ClaimNodes {
+                // Cancelled (or failed) while being set up: whatever was set up is released
+                // (wiped) at once. A reservation whose slices were freed at once was never
+                // touched, and its slices may already be someone else's: nothing to release.
+                if self.store.has_live_allocations(id).await? {
                     self.store.enqueue_job(JobKind::Release, Some(id), now, now).await?;
                     self.queue_wakeup.notify_one();
                 }
@@ -188,7 +190,11 @@ impl Engine {
         Ok(match job.step {
             Step::Noop => StepResult::done(""),
             Step::ClaimNodes => {
-                self.store.start_provisioning(id, now).await?;
+                if !self.store.start_provisioning(id, now).await? {
+                    return Ok(StepResult::Stop {
+                        detail: "the reservation was cancelled before setup began".to_owned(),
+                    });
+                }
                 let hosts: Vec<&str> = nodes.iter().map(|n| n.hostname.as_str()).collect();
                 StepResult::done(format!("{} node(s): {}", hosts.len(), hosts.join(", ")))
             }

@@ -6,6 +6,7 @@
 
 use crate::driver::sim::{SimConfig, SimDriver};
 use crate::driver::EffectKey;
+use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
 use crate::test_helpers::who;
@@ -13,9 +14,10 @@ use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::policy::{BurstInput, PolicyPatch};
 use tenantry_domain::provisioning::{JobKind, Step, StepStatus};
 use tenantry_domain::window::floor_minute;
-use tenantry_domain::{Identity, NodeState, ReservationState};
+use tenantry_domain::{Identity, NodeState, ReservationState, Window};
 
 /// A seeded world whose simulated fleet runs a million times faster than life.
 async fn world(store: Store, sim: SimConfig) -> Engine {
@@ -466,3 +468,127 @@ async fn two_instances_share_a_thousand_reservations_without_repeating_a_step() 
     // Per reservation: driver, orchestrator, acceptance, credentials (one node, no MIG).
     assert_eq!(effects, 4000);
 }
+
+/// Lifts a team's H100 limits, so one booking can take every free unit.
+async fn without_limits(engine: &Engine, tenant: &str) {
+    let admin = who(engine, "admin@tenantry.example").await;
+    let patch: PolicyPatch = serde_json::from_value(serde_json::json!({
+        "concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": null}},
+        "max_quantity_without_approval": null
+    }))
+    .unwrap();
+    engine.patch_tenant_policy(&admin, tenant, &patch, Utc::now()).await.unwrap();
+}
+
+/// How many units of `input` are free now.
+async fn free_units(engine: &Engine, who: &Identity, input: &BookingInput) -> u32 {
+    engine.quote(who, input, Utc::now()).await.unwrap().max_quantity
+}
+
+fn window_from(offering: &str, quantity: i64, start: DateTime<Utc>, hours: i64) -> BookingInput {
+    BookingInput { end: start + Duration::hours(hours), start, ..starting_now(offering, quantity, hours, "any") }
+}
+
+store_test!(a_preempted_active_burst_is_released_at_its_new_end_and_told_once, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let burst = BurstInput { offering: "h100-gpu".into(), quantity: 2, hours: 6 };
+    let burst = engine.burst(&lead, &burst, Utc::now()).await.unwrap().reservation;
+    run_until(&engine, Utc::now()).await;
+    assert_eq!(state(&engine, &lead, burst.id).await, ReservationState::Active);
+
+    // Globex takes every H100 GPU from three hours on, the burst's two among them.
+    without_limits(&engine, "globex").await;
+    let globex = who(&engine, "lead@globex.example").await;
+    let start = floor_minute(Utc::now()) + Duration::hours(3);
+    let mut every_gpu = window_from("h100-gpu", 1, start, 2);
+    every_gpu.quantity = i64::from(free_units(&engine, &globex, &every_gpu).await);
+    engine.book(&globex, &every_gpu, None, Utc::now()).await.unwrap();
+    let new_end = start - engine.config.turnaround;
+    assert_eq!(engine.reservation_detail(&lead, burst.id).await.unwrap().reservation.end, new_end);
+    let told = engine.notifications(&lead).await.unwrap();
+    let early = told.iter().filter(|n| n.message.contains(&format!("burst #{}", burst.id))).count();
+    assert_eq!(early, 1, "its owner is told once, however many GPUs it shared: {told:?}");
+
+    // Its release moved with its end: still running just before, revoked and wiped at it.
+    run_until(&engine, new_end - Duration::minutes(1)).await;
+    assert_eq!(state(&engine, &lead, burst.id).await, ReservationState::Active);
+    run_until(&engine, new_end + Duration::seconds(1)).await;
+    let timeline = engine.timeline(&lead, burst.id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Completed, "{:?}", timeline.items);
+    assert!(timeline.credential.expect("it had credentials").revoked_at.is_some(), "its credentials are revoked");
+    assert_eq!(timeline.wipe_certificates.len(), 1, "its node is wiped before the reservation starts");
+});
+
+store_test!(provisioning_that_fails_for_good_releases_what_it_touched, |store: Store| async move {
+    let always = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::CudaDriver]), ..SimConfig::default() };
+    let engine = world(store, always).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let input = starting_now("l40s-gpu", 1, 2, "any");
+    // Capacity is judged on a window an hour on, which the failed one held too.
+    let later = window_from("l40s-gpu", 1, input.start + Duration::hours(1), 1);
+    let free_later = free_units(&engine, &lead, &later).await;
+    let id = book_now(&engine, &lead, input.clone()).await.unwrap().detail.reservation.id;
+    assert_eq!(free_units(&engine, &lead, &later).await, free_later - 1);
+    for _ in 0..20 {
+        run_until(&engine, Utc::now() + Duration::seconds(1)).await;
+    }
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Failed, "{:?}", timeline.items);
+    assert!(
+        steps(&timeline.items, StepStatus::Done).contains(&Step::Wipe),
+        "what the setup touched is wiped: {:?}",
+        timeline.items
+    );
+    assert_eq!(timeline.wipe_certificates.len(), 1);
+    assert_eq!(free_units(&engine, &lead, &later).await, free_later, "its capacity is free again");
+    assert!(matches!(engine.cancel(&lead, id, Utc::now()).await, Err(EngineError::Conflict(_))));
+    // The team pays nothing for it; admins still see the failed job, which cannot be retried.
+    let span = Window { start: input.start - Duration::days(1), end: input.end + Duration::days(1) };
+    let bill = engine.chargeback(&lead, span, None, Utc::now()).await.unwrap();
+    assert!(bill.lines.iter().all(|l| l.reservation_id != Some(id) || l.accrued_cents.0 + l.committed_cents.0 == 0));
+    assert_eq!(bill.totals.total_cents.0, 0, "{:?}", bill.lines);
+    let overview = engine.queue_overview(&admin, Utc::now()).await.unwrap();
+    assert_eq!(overview.failed_jobs.len(), 1);
+    assert_eq!(overview.failed_jobs[0].reservation_id, Some(id));
+    match engine.retry_job(&admin, overview.failed_jobs[0].job_id, Utc::now()).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("book again"), "{m}"),
+        other => panic!("a released reservation's setup is not retried: {other:?}"),
+    }
+});
+
+store_test!(cancelling_in_the_lead_time_holds_capacity_until_the_release_has_wiped_it, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let globex = who(&engine, "lead@globex.example").await;
+    // Ten minutes out: inside the fifteen-minute lead, so provisioning begins now.
+    let start = floor_minute(Utc::now()) + Duration::minutes(10);
+    let one = window_from("l40s-gpu", 1, start, 2);
+    let id = engine.book(&lead, &one, None, Utc::now()).await.unwrap().detail.reservation.id;
+    let free_while_booked = free_units(&engine, &globex, &one).await;
+    engine.run_due_jobs(Utc::now()).await.unwrap();
+    assert_eq!(state(&engine, &lead, id).await, ReservationState::Active, "set up ahead of its start");
+
+    engine.cancel(&lead, id, Utc::now()).await.unwrap();
+    assert_eq!(free_units(&engine, &globex, &one).await, free_while_booked, "held until its node is wiped");
+    run_until(&engine, Utc::now()).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Cancelled);
+    assert_eq!(timeline.wipe_certificates.len(), 1, "{:?}", timeline.items);
+    assert_eq!(free_units(&engine, &globex, &one).await, free_while_booked + 1, "back once wiped");
+});
+
+store_test!(a_cancel_before_provisioning_begins_frees_at_once_and_never_wipes, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let start = floor_minute(Utc::now()) + Duration::hours(4);
+    let input = window_from("l40s-gpu", 1, start, 2);
+    let free_before = free_units(&engine, &lead, &input).await;
+    let id = engine.book(&lead, &input, None, Utc::now()).await.unwrap().detail.reservation.id;
+    engine.cancel(&lead, id, Utc::now()).await.unwrap();
+    assert_eq!(free_units(&engine, &lead, &input).await, free_before, "nothing touched its nodes");
+    run_until(&engine, start).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert!(timeline.items.is_empty() && timeline.wipe_certificates.is_empty(), "{:?}", timeline.items);
+});

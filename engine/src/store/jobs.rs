@@ -163,7 +163,7 @@ macro_rules! apply_effect {
                 .await?;
             }
             JobEffect::FailReservation { reservation_id, reason } => {
-                sqlx::query(
+                let failed = sqlx::query(
                     "update reservation set state = 'failed', decision_reason = $2, updated_at = $3
                      where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded')",
                 )
@@ -171,7 +171,29 @@ macro_rules! apply_effect {
                 .bind(reason)
                 .bind($now)
                 .execute(&mut *$tx)
-                .await?;
+                .await?
+                .rows_affected();
+                if failed == 1 {
+                    // What the failed setup touched is released (revoked, wiped, returned) at
+                    // once; the release frees its capacity when it has finished.
+                    let release = JobKind::Release;
+                    sqlx::query(INSERT_JOB)
+                        .bind(release.code())
+                        .bind(reservation_id)
+                        .bind(release.first_step().code())
+                        .bind($now)
+                        .bind($now)
+                        .execute(&mut *$tx)
+                        .await?;
+                    sqlx::query(
+                        "update job set run_at = $2, updated_at = $2
+                         where reservation_id = $1 and kind = 'release' and state = 'queued'",
+                    )
+                    .bind(reservation_id)
+                    .bind($now)
+                    .execute(&mut *$tx)
+                    .await?;
+                }
                 sqlx::query(
                     "insert into notification (user_id, at, message, reservation_id)
                      select requested_by, $2, 'Reservation #' || reservation_id || ' could not be set up: ' || $3
@@ -492,28 +514,22 @@ impl Store {
             .collect())
     }
 
-    /// Queues a failed job again at the step it failed, with fresh attempts. False when the job
-    /// is not failed.
+    /// Queues a failed job again at the step it failed, with fresh attempts; `None` when there is
+    /// no such failed job, or when it is the provisioning of a reservation that failed (its
+    /// capacity was released, so the team books again instead).
     pub async fn retry_failed_job(&self, job_id: i64, now: DateTime<Utc>) -> EngineResult<Option<Option<i64>>> {
         let reservation = write_tx!(self, |tx| {
             let reservation: Option<Option<i64>> = sqlx::query_scalar(
                 "update job set state = 'queued', attempts = 0, run_at = $1, updated_at = $1
-                 where job_id = $2 and state = 'failed' returning reservation_id",
+                 where job_id = $2 and state = 'failed'
+                   and not (kind = 'provision' and exists (select 1 from reservation r
+                            where r.reservation_id = job.reservation_id and r.state = 'failed'))
+                 returning reservation_id",
             )
             .bind(now)
             .bind(job_id)
             .fetch_optional(&mut *tx)
             .await?;
-            if let Some(Some(id)) = reservation {
-                sqlx::query(
-                    "update reservation set state = 'provisioning', updated_at = $1
-                     where reservation_id = $2 and state = 'failed'",
-                )
-                .bind(now)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-            }
             reservation
         });
         Ok(reservation)

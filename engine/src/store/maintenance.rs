@@ -2,7 +2,6 @@
 //! its node for its window through ordinary allocations (kind `maintenance`), so the database's
 //! overlap guarantee keeps it and reservations apart.
 
-use super::reservations::ALLOCATION_CHANNEL;
 use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
@@ -105,13 +104,7 @@ impl Store {
                     .push_bind(true);
             });
             q.build().execute(&mut *tx).await?;
-            if self.backend() == super::Backend::Postgres {
-                sqlx::query("select pg_notify($1, (select string_agg(gpu_id::text, ',') from gpu where node_id = $2))")
-                    .bind(ALLOCATION_CHANNEL)
-                    .bind(node_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            allocations_changed!(self, tx, maintenance = id);
             id
         });
         Ok(id)
@@ -165,6 +158,7 @@ impl Store {
                 .bind(id)
                 .fetch_all(&mut *tx)
                 .await?;
+                allocations_changed!(self, tx, maintenance = id);
                 Some(gpus)
             }
         });
@@ -193,12 +187,8 @@ impl Store {
             }
             q.push(")");
             let changed = q.build().execute(&mut *tx).await?.rows_affected() == 1;
-            if changed && self.backend() == super::Backend::Postgres {
-                sqlx::query("select pg_notify($1, (select string_agg(gpu_id::text, ',') from gpu where node_id = $2))")
-                    .bind(ALLOCATION_CHANNEL)
-                    .bind(node_id)
-                    .execute(&mut *tx)
-                    .await?;
+            if changed {
+                allocations_changed!(self, tx, node = node_id);
             }
             changed
         });

@@ -7,6 +7,36 @@
 //! the write lock up front turns a would-be deadlock between two deferred transactions into a
 //! short wait (bounded by the busy timeout).
 
+/// Tells the other instances, inside the writing transaction, that allocations (or the nodes
+/// under them) changed on some GPUs, so each refreshes those GPUs in its availability index.
+/// Every path that changes allocations calls it: bookings, preemptions, changes of end,
+/// cancellations, approval decisions and lapsed holds, maintenance windows, node states,
+/// replacements and releases. NOTIFY is delivered at commit, so nobody hears of a rolled-back
+/// change. SQLite serves one instance and needs no announcement.
+///
+/// The GPUs are named by what changed: `reservation = id`, `node = id` or `maintenance = id`.
+#[macro_export]
+macro_rules! allocations_changed {
+    ($store:expr, $tx:ident, reservation = $id:expr) => {
+        $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from allocation where reservation_id = $2", $id)
+    };
+    ($store:expr, $tx:ident, node = $id:expr) => {
+        $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from gpu where node_id = $2", $id)
+    };
+    ($store:expr, $tx:ident, maintenance = $id:expr) => {
+        $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from allocation where maintenance_window_id = $2", $id)
+    };
+    (@notify $store:expr, $tx:ident, $gpus:literal, $id:expr) => {
+        if $store.backend() == $crate::store::Backend::Postgres {
+            sqlx::query(concat!("select pg_notify($1, coalesce((", $gpus, "), ''))"))
+                .bind($crate::store::reservations::ALLOCATION_CHANNEL)
+                .bind($id)
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+
 mod postgres;
 mod sqlite;
 

@@ -198,6 +198,7 @@ impl Store {
                     .bind(reservation_id)
                     .execute(&mut *tx)
                     .await?;
+                allocations_changed!(self, tx, reservation = reservation_id);
             }
             if let (1, AfterDecision::ProvisionAt(run_at)) = (changed, then) {
                 let kind = tenantry_domain::provisioning::JobKind::Provision;

@@ -3,7 +3,6 @@
 //! capacity that could not be replaced. Every write here is idempotent (conditional updates,
 //! inserts that ignore a second copy), because a step may run again after a crash.
 
-use super::reservations::ALLOCATION_CHANNEL;
 use super::Store;
 use crate::driver::{IssuedCredential, NodeTarget, WipeReport};
 use crate::error::EngineResult;
@@ -23,19 +22,6 @@ struct TargetRow {
     mig_enabled: bool,
     slice_lo: i64,
     slice_hi: i64,
-}
-
-/// Announces changed GPUs to other instances (PostgreSQL), inside the writing transaction.
-macro_rules! notify_gpus {
-    ($store:expr, $tx:ident, $sql_gpu_ids:expr, $bind:expr) => {
-        if $store.backend() == super::Backend::Postgres {
-            sqlx::query(&format!("select pg_notify($1, coalesce(({}), ''))", $sql_gpu_ids))
-                .bind(ALLOCATION_CHANNEL)
-                .bind($bind)
-                .execute(&mut *$tx)
-                .await?;
-        }
-    };
 }
 
 impl Store {
@@ -77,8 +63,12 @@ impl Store {
 
     /// Provisioning begins: a scheduled reservation is `provisioning` and its available nodes
     /// leave the pool.
-    pub async fn start_provisioning(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
-        write_tx!(self, |tx| {
+    ///
+    /// The move from `scheduled` is a conditional update, so a cancellation racing it either wins
+    /// (and provisioning stops here: false) or finds the reservation `provisioning` and waits for
+    /// its release. Run again after a crash, it finds the reservation already being set up: true.
+    pub async fn start_provisioning(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<bool> {
+        let going = write_tx!(self, |tx| {
             sqlx::query(
                 "update reservation set state = 'provisioning', updated_at = $2
                  where reservation_id = $1 and state = 'scheduled'",
@@ -87,6 +77,13 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+            let state: Option<String> = sqlx::query_scalar("select state from reservation where reservation_id = $1")
+                .bind(reservation_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if !matches!(state.as_deref(), Some("provisioning" | "active" | "degraded")) {
+                return Ok(false);
+            }
             sqlx::query(
                 "update node set state = 'provisioning', updated_at = $2
                  where state = 'available' and node_id in
@@ -96,8 +93,9 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
+            true
         });
-        Ok(())
+        Ok(going)
     }
 
     /// Release begins: the reservation is `releasing` (a cancelled one stays cancelled).
@@ -116,9 +114,34 @@ impl Store {
     }
 
     /// Nodes the reservation used go back to the pool, unless another live reservation is on
-    /// them right now or an admin took them out (draining, maintenance, failed).
+    /// them right now or an admin took them out (draining, maintenance, failed). A reservation
+    /// that ended early (cancelled or failed) gives back, now that its nodes are clean, the
+    /// capacity it still held past `now`: capacity comes back when the release has finished.
     pub async fn return_nodes(&self, reservation_id: i64, now: DateTime<Utc>) -> EngineResult<u64> {
         let returned = write_tx!(self, |tx| {
+            let ended_early: Option<bool> = sqlx::query_scalar(
+                "select state in ('cancelled', 'failed') from reservation where reservation_id = $1",
+            )
+            .bind(reservation_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if ended_early == Some(true) {
+                sqlx::query("update allocation set live = $1 where reservation_id = $2 and live and start_at >= $3")
+                    .bind(false)
+                    .bind(reservation_id)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "update allocation set end_at = case when end_at > $2 then $2 else end_at end, hold_until = $2
+                     where reservation_id = $1 and live and hold_until > $2",
+                )
+                .bind(reservation_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                allocations_changed!(self, tx, reservation = reservation_id);
+            }
             sqlx::query(
                 "update node set state = 'available', updated_at = $2
                  where state in ('provisioning', 'in_use')
@@ -250,7 +273,7 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            notify_gpus!(self, tx, "select string_agg(gpu_id::text, ',') from gpu where node_id = $2", node_id);
+            allocations_changed!(self, tx, node = node_id);
         });
         Ok(())
     }
@@ -321,12 +344,7 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            notify_gpus!(
-                self,
-                tx,
-                "select string_agg(gpu_id::text, ',') from allocation where reservation_id = $2",
-                reservation_id
-            );
+            allocations_changed!(self, tx, reservation = reservation_id);
         });
         Ok(())
     }

@@ -176,6 +176,22 @@ macro_rules! insert_cut {
     };
 }
 
+/// Moves a reservation's queued release job to `$at`, inside the caller's transaction: a
+/// release always runs at the reservation's (new) end.
+macro_rules! move_release {
+    ($tx:ident, $reservation_id:expr, $at:expr, $now:expr) => {
+        sqlx::query(
+            "update job set run_at = $1, updated_at = $2
+             where reservation_id = $3 and kind = 'release' and state = 'queued'",
+        )
+        .bind($at)
+        .bind($now)
+        .bind($reservation_id)
+        .execute(&mut *$tx)
+        .await?
+    };
+}
+
 impl Store {
     /// Writes many reservations and their allocations in one transaction (the demo seed and
     /// benchmarks). The database's overlap guarantee applies to every row.
@@ -279,24 +295,6 @@ impl Store {
 /// The PostgreSQL channel on which a commit announces the GPUs it touched (comma-separated ids).
 pub const ALLOCATION_CHANNEL: &str = "tenantry_allocations";
 
-/// Inside a write transaction on PostgreSQL, announces the GPUs of a reservation to the other
-/// instances (NOTIFY is delivered at commit, so nobody hears of a rolled-back change). SQLite runs
-/// one instance and needs no announcement.
-macro_rules! notify_reservation_gpus {
-    ($store:expr, $tx:ident, $reservation_id:expr) => {
-        if $store.backend() == super::Backend::Postgres {
-            sqlx::query(
-                "select pg_notify($1, coalesce((select string_agg(gpu_id::text, ',')
-                                                 from allocation where reservation_id = $2), ''))",
-            )
-            .bind(ALLOCATION_CHANNEL)
-            .bind($reservation_id)
-            .execute(&mut *$tx)
-            .await?;
-        }
-    };
-}
-
 /// Whether an error is the database refusing an overlapping allocation: PostgreSQL's exclusion
 /// violation (or a deadlock between two such inserts), or SQLite's trigger.
 pub fn is_overlap(err: &sqlx::Error) -> bool {
@@ -323,6 +321,21 @@ pub struct Clash {
     pub slice_hi: i64,
     pub start: DateTime<Utc>,
     pub hold_until: DateTime<Utc>,
+}
+
+/// How a cancelled reservation's capacity comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelPlan {
+    /// Nothing has touched its nodes (it waits for approval, or provisioning has not begun): its
+    /// slices are free at once and its queued provisioning is dropped.
+    FreeNow,
+    /// Its nodes are being (or were) set up ahead of its window: its slices stay held until its
+    /// release has wiped them (the release runs at once; the provisioning job queues it when it
+    /// stops), so no booking gets a node that this reservation's release is about to wipe.
+    AfterRelease,
+    /// Its window has started: it ends at `end`, its release runs at once, and its slices are
+    /// held until the release has finished (at the latest until `hold_until`).
+    Started { end: DateTime<Utc>, hold_until: DateTime<Utc> },
 }
 
 /// What `insert_booking` did.
@@ -423,8 +436,10 @@ impl Store {
                 let id: i64 = insert.build_query_scalar().fetch_one(&mut *tx).await?;
                 if let Some(until) = preempt_until {
                     // Bursts on these slices end before this booking begins; their owners are told.
+                    // A burst may share several GPUs with the booking: each is cut once.
+                    let mut bursts = std::collections::BTreeSet::new();
                     for p in &r.allocations {
-                        let bursts: Vec<i64> = sqlx::query_scalar(
+                        let on_piece: Vec<i64> = sqlx::query_scalar(
                             "select distinct a.reservation_id from allocation a
                              join reservation b on b.reservation_id = a.reservation_id
                              where b.kind = 'burst' and a.live and a.gpu_id = $1
@@ -437,31 +452,32 @@ impl Store {
                         .bind(r.window.start)
                         .fetch_all(&mut *tx)
                         .await?;
-                        for burst in bursts {
-                            sqlx::query(
-                                "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
-                            )
-                            .bind(until.0)
-                            .bind(until.1)
-                            .bind(burst)
-                            .execute(&mut *tx)
-                            .await?;
-                            sqlx::query(
-                                "update reservation set end_at = $1, decision_reason = $2, updated_at = $3
-                                 where reservation_id = $4",
-                            )
-                            .bind(until.0)
-                            .bind(format!(
-                                "preempted by a reservation: ends at {} UTC",
-                                until.0.format("%Y-%m-%d %H:%M")
-                            ))
-                            .bind(now)
-                            .bind(burst)
-                            .execute(&mut *tx)
-                            .await?;
-                            notify_reservation_gpus!(self, tx, burst);
-                            preempted.push(burst);
-                        }
+                        bursts.extend(on_piece);
+                    }
+                    for burst in bursts {
+                        sqlx::query(
+                            "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
+                        )
+                        .bind(until.0)
+                        .bind(until.1)
+                        .bind(burst)
+                        .execute(&mut *tx)
+                        .await?;
+                        sqlx::query(
+                            "update reservation set end_at = $1, decision_reason = $2, updated_at = $3
+                             where reservation_id = $4",
+                        )
+                        .bind(until.0)
+                        .bind(format!("preempted by a reservation: ends at {} UTC", until.0.format("%Y-%m-%d %H:%M")))
+                        .bind(now)
+                        .bind(burst)
+                        .execute(&mut *tx)
+                        .await?;
+                        // Its release follows the new end, so its credentials and processes leave
+                        // the nodes before the reservation that takes them begins.
+                        move_release!(tx, burst, until.0, now);
+                        allocations_changed!(self, tx, reservation = burst);
+                        preempted.push(burst);
                     }
                 }
                 let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
@@ -479,7 +495,7 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                 }
-                notify_reservation_gpus!(self, tx, id);
+                allocations_changed!(self, tx, reservation = id);
                 id
             });
             Ok(id)
@@ -602,118 +618,137 @@ impl Store {
     }
 
     /// Moves a reservation's end (and its allocations' end and turnaround) and re-prices it, in
-    /// one transaction; time given back is recorded for metering. The database refuses an
-    /// extension that would overlap another hold.
+    /// one transaction, if it still ends at `previous_end` and holds capacity (a conditional
+    /// update: false when a cancellation or another change got there first; nothing is written
+    /// then). Time given back is recorded for metering. The database refuses an extension that
+    /// would overlap another hold.
     pub async fn change_end(
         &self,
         tenant_id: i64,
         reservation_id: i64,
         change: &EndChange,
         now: DateTime<Utc>,
-    ) -> EngineResult<()> {
+    ) -> EngineResult<bool> {
         let EndChange { previous_end, end, hold_until, price } = *change;
-        write_tx!(self, |tx| {
-            sqlx::query(
-                "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and tenant_id = $4 and live",
-            )
-            .bind(end)
-            .bind(hold_until)
-            .bind(reservation_id)
-            .bind(tenant_id)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
+        let changed = write_tx!(self, |tx| {
+            let changed = sqlx::query(
                 "update reservation set end_at = $1, price_cents = $2, updated_at = $3
-                 where reservation_id = $4 and tenant_id = $5",
+                 where reservation_id = $4 and tenant_id = $5 and end_at = $6
+                   and state in ('pending_approval', 'scheduled', 'provisioning', 'active', 'degraded')",
             )
             .bind(end)
             .bind(price.0)
             .bind(now)
             .bind(reservation_id)
             .bind(tenant_id)
+            .bind(previous_end)
             .execute(&mut *tx)
-            .await?;
-            if end < previous_end {
-                // Metering charges the cancellation policy on time given back.
-                insert_cut!(tx, reservation_id, tenant_id, CutKind::Shortened, now, end, previous_end);
+            .await?
+            .rows_affected();
+            if changed == 1 {
+                sqlx::query(
+                    "update allocation set end_at = $1, hold_until = $2
+                     where reservation_id = $3 and tenant_id = $4 and live",
+                )
+                .bind(end)
+                .bind(hold_until)
+                .bind(reservation_id)
+                .bind(tenant_id)
+                .execute(&mut *tx)
+                .await?;
+                if end < previous_end {
+                    // Metering charges the cancellation policy on time given back.
+                    insert_cut!(tx, reservation_id, tenant_id, CutKind::Shortened, now, end, previous_end);
+                }
+                // A running reservation's release follows its end.
+                move_release!(tx, reservation_id, end, now);
+                allocations_changed!(self, tx, reservation = reservation_id);
             }
-            // A running reservation's release follows its end.
-            sqlx::query(
-                "update job set run_at = $1, updated_at = $2
-                 where reservation_id = $3 and kind = 'release' and state = 'queued'",
-            )
-            .bind(end)
-            .bind(now)
-            .bind(reservation_id)
-            .execute(&mut *tx)
-            .await?;
-            notify_reservation_gpus!(self, tx, reservation_id);
+            changed == 1
         });
-        Ok(())
+        Ok(changed)
     }
 
-    /// Cancels a reservation. One that has not started frees its slices at once and its
-    /// provisioning (if not begun) is dropped; one that has started keeps its slices until a
-    /// turnaround after `now` so its nodes can be wiped, and its release runs at once.
+    /// Cancels a reservation if it is still in the `expected` state (a conditional update: of a
+    /// cancel racing another cancel, an approval or the start of provisioning, one wins). False
+    /// when the state had changed; nothing is written then. `plan` says how its capacity comes
+    /// back; time given back is recorded for metering.
     pub async fn cancel_reservation(
         &self,
         tenant_id: i64,
         reservation_id: i64,
+        expected: ReservationState,
         window: Window,
-        started: Option<(DateTime<Utc>, DateTime<Utc>)>,
+        plan: CancelPlan,
         now: DateTime<Utc>,
-    ) -> EngineResult<()> {
-        // What is given back: the whole window, or from now on once it has started.
-        let given_back_from = started.map_or(window.start, |(end, _)| end);
-        write_tx!(self, |tx| {
-            if given_back_from < window.end {
-                insert_cut!(tx, reservation_id, tenant_id, CutKind::Cancelled, now, given_back_from, window.end);
-            }
-            sqlx::query(
-                "update reservation set state = 'cancelled', updated_at = $1 where reservation_id = $2 and tenant_id = $3",
+    ) -> EngineResult<bool> {
+        // What is given back: the whole window, or from the new end once it has started.
+        let given_back_from = match plan {
+            CancelPlan::Started { end, .. } => end,
+            CancelPlan::FreeNow | CancelPlan::AfterRelease => window.start,
+        };
+        let cancelled = write_tx!(self, |tx| {
+            let changed = sqlx::query(
+                "update reservation set state = 'cancelled', updated_at = $1
+                 where reservation_id = $2 and tenant_id = $3 and state = $4",
             )
             .bind(now)
             .bind(reservation_id)
             .bind(tenant_id)
+            .bind(expected.code())
             .execute(&mut *tx)
-            .await?;
-            match started {
-                None => {
-                    sqlx::query("update allocation set live = $1 where reservation_id = $2")
-                        .bind(false)
+            .await?
+            .rows_affected();
+            if changed == 1 {
+                if given_back_from < window.end {
+                    insert_cut!(tx, reservation_id, tenant_id, CutKind::Cancelled, now, given_back_from, window.end);
+                }
+                match plan {
+                    CancelPlan::FreeNow => {
+                        sqlx::query("update allocation set live = $1 where reservation_id = $2")
+                            .bind(false)
+                            .bind(reservation_id)
+                            .execute(&mut *tx)
+                            .await?;
+                        sqlx::query(
+                            "update job set state = 'cancelled', updated_at = $1
+                             where reservation_id = $2 and kind = 'provision' and state = 'queued' and step = 'claim_nodes'",
+                        )
+                        .bind(now)
                         .bind(reservation_id)
                         .execute(&mut *tx)
                         .await?;
-                    sqlx::query(
-                        "update job set state = 'cancelled', updated_at = $1
-                         where reservation_id = $2 and kind = 'provision' and state = 'queued' and step = 'claim_nodes'",
-                    )
-                    .bind(now)
-                    .bind(reservation_id)
-                    .execute(&mut *tx)
-                    .await?;
+                    }
+                    CancelPlan::AfterRelease => {
+                        move_release!(tx, reservation_id, now, now);
+                    }
+                    CancelPlan::Started { end, hold_until } => {
+                        sqlx::query(
+                            "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
+                        )
+                        .bind(end)
+                        .bind(hold_until)
+                        .bind(reservation_id)
+                        .execute(&mut *tx)
+                        .await?;
+                        move_release!(tx, reservation_id, now, now);
+                    }
                 }
-                Some((end, hold_until)) => {
-                    sqlx::query(
-                        "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
-                    )
-                    .bind(end)
-                    .bind(hold_until)
-                    .bind(reservation_id)
-                    .execute(&mut *tx)
-                    .await?;
-                    sqlx::query(
-                        "update job set run_at = $1, updated_at = $1
-                         where reservation_id = $2 and kind = 'release' and state = 'queued'",
-                    )
-                    .bind(now)
-                    .bind(reservation_id)
-                    .execute(&mut *tx)
-                    .await?;
-                }
+                allocations_changed!(self, tx, reservation = reservation_id);
             }
-            notify_reservation_gpus!(self, tx, reservation_id);
+            changed == 1
         });
-        Ok(())
+        Ok(cancelled)
+    }
+
+    /// Whether any of a reservation's allocations still holds capacity.
+    pub async fn has_live_allocations(&self, reservation_id: i64) -> EngineResult<bool> {
+        let live = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>("select count(*) from allocation where reservation_id = $1 and live")
+                .bind(reservation_id)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(live > 0)
     }
 }
