@@ -115,8 +115,15 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
             other => panic!("{what}: {other:?}"),
         }
     }
-    // Fill every other H100 GPU for the next day, so the only room is the burst's.
     let globex = engine.store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
+    // A reservation that starts too soon to warn the burst's owner cannot take its GPUs: the same
+    // window quoted an hour earlier (when the warning would have reached the owner) could.
+    let soon = Utc::now().duration_trunc(Duration::minutes(1)).unwrap() + Duration::minutes(10);
+    let too_soon = engine.quote(&globex, &ask("h100-gpu", 1, soon, 1), now).await.unwrap().max_quantity;
+    let warned =
+        engine.quote(&globex, &ask("h100-gpu", 1, soon, 1), now - Duration::hours(1)).await.unwrap().max_quantity;
+    assert_eq!(warned, too_soon + 2, "only the burst's two GPUs differ");
+    // Fill every other H100 GPU for the next day, so the only room is the burst's.
     let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(2);
     let free = engine.quote(&globex, &ask("h100-gpu", 1, start, 2), now).await.unwrap().max_quantity;
     let patch = PolicyPatch {
@@ -133,11 +140,6 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
     assert!(cut.decision_reason.unwrap().contains("preempted"));
     assert!(engine.notifications(&lead).await.unwrap()[0].message.contains("ends early"));
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
-    // A reservation that starts too soon to warn the burst's owner cannot take its GPUs.
-    let soon = Utc::now().duration_trunc(Duration::minutes(1)).unwrap() + Duration::minutes(10);
-    let q = engine.quote(&globex, &ask("h100-gpu", 1, soon, 1), now).await.unwrap();
-    let during_burst = engine.quote(&globex, &ask("h100-gpu", 1, soon, 1), now).await.unwrap().max_quantity;
-    assert_eq!(q.max_quantity, during_burst);
 });
 
 store_test!(a_team_rate_replaces_the_list_rate, |store: Store| async move {
@@ -162,3 +164,146 @@ store_test!(a_team_rate_replaces_the_list_rate, |store: Store| async move {
         "other teams pay list"
     );
 });
+
+store_test!(a_burst_cannot_be_extended_past_the_burst_limits, |store: Store| async move {
+    let (engine, lead, _) = setup(store).await;
+    let now = Utc::now();
+    let burst = engine.burst(&lead, &BurstInput { offering: "l40s-gpu".into(), quantity: 1, hours: 2 }, now).await;
+    let burst = burst.unwrap().reservation;
+    // Acme's bursts last at most 4 hours: an extension to 6 is refused like a 6-hour burst.
+    match engine.change_end(&lead, burst.id, burst.start + Duration::hours(6), now).await {
+        Err(EngineError::Forbidden(m)) => assert!(m.contains("burst limit of 4 hours"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let within = engine.change_end(&lead, burst.id, burst.start + Duration::hours(4), now).await.unwrap();
+    assert_eq!(within.reservation.end, burst.start + Duration::hours(4));
+    assert_eq!(within.reservation.price_cents.0, 4 * burst.rate_cents_per_hour.0);
+});
+
+// Two cancels of one reservation at once: one wins, the other gets 409, and only one window
+// cut (so at most one late-cancellation fee) is written.
+store_test!(concurrent_cancels_cancel_once, |store: Store| async move {
+    let (engine, lead, _) = setup(store).await;
+    let now = Utc::now();
+    // Starts within the free-notice time, so a cancellation carries a fee.
+    let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(3);
+    for _ in 0..5 {
+        let r = engine.book(&lead, &ask("l40s-gpu", 1, start, 2), None, now).await.unwrap().detail.reservation;
+        let attempts = (0..4).map(|_| {
+            let (engine, lead) = (engine.clone(), lead.clone());
+            tokio::spawn(async move { engine.cancel(&lead, r.id, Utc::now()).await })
+        });
+        let results: Vec<_> = futures::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "{results:?}");
+        assert!(results.iter().all(|r| r.is_ok() || matches!(r, Err(EngineError::Conflict(_)))), "{results:?}");
+        let fees = engine
+            .chargeback(
+                &lead,
+                tenantry_domain::Window { start: now - Duration::days(1), end: start + Duration::days(1) },
+                None,
+                Utc::now(),
+            )
+            .await
+            .unwrap();
+        let fee_lines = fees
+            .lines
+            .iter()
+            .filter(|l| {
+                l.reservation_id == Some(r.id) && l.kind == tenantry_domain::metering::LineKind::CancellationFee
+            })
+            .count();
+        assert_eq!(fee_lines, 1, "one cancellation, one fee: {:?}", fees.lines);
+    }
+});
+
+// A cancel racing an approval: whichever commits first wins, the other is refused with 409, and
+// the reservation ends in the winner's state with its capacity accounted for once.
+store_test!(a_cancel_racing_an_approval_has_one_winner, |store: Store| async move {
+    let (engine, lead, admin) = setup(store).await;
+    let now = Utc::now();
+    for day_offset in 3..7 {
+        let r = engine.book(&lead, &ask("h100-gpu", 6, day(day_offset, 8), 4), None, now).await.unwrap();
+        let id = r.detail.reservation.id;
+        assert_eq!(r.detail.reservation.state, ReservationState::PendingApproval);
+        let cancel = {
+            let (engine, lead) = (engine.clone(), lead.clone());
+            tokio::spawn(async move { engine.cancel(&lead, id, Utc::now()).await })
+        };
+        let approve = {
+            let (engine, admin) = (engine.clone(), admin.clone());
+            tokio::spawn(async move { engine.approve(&admin, id, Utc::now()).await })
+        };
+        let (cancel, approve) = (cancel.await.unwrap(), approve.await.unwrap());
+        let state = engine.reservation_detail(&lead, id).await.unwrap().reservation.state;
+        match (&cancel, &approve) {
+            (Ok(_), Err(EngineError::Conflict(_))) => assert_eq!(state, ReservationState::Cancelled),
+            (Err(EngineError::Conflict(_)), Ok(_)) => assert_eq!(state, ReservationState::Scheduled),
+            // The approval came first and the cancel then cancelled the scheduled reservation.
+            (Ok(_), Ok(_)) => assert_eq!(state, ReservationState::Cancelled),
+            other => panic!("{other:?}"),
+        }
+        if state == ReservationState::Cancelled {
+            assert!(!engine.store.has_live_allocations(id).await.unwrap(), "a cancelled booking holds nothing");
+        }
+    }
+});
+
+/// Another instance on the same PostgreSQL hears of every path that frees capacity: a rejection,
+/// a lapsed approval hold and a cancelled maintenance window.
+#[tokio::test]
+async fn other_instances_hear_of_freed_capacity() {
+    let store = crate::store::test_support::fresh_store(crate::store::Backend::Postgres).await;
+    let (engine, lead, admin) = setup(store.clone()).await;
+    let second = Engine::new(store.clone(), EngineConfig::default());
+    second.load_index().await.unwrap();
+    let mut changes = second.index.subscribe();
+    tokio::spawn(crate::index::follow_other_instances(store.clone(), second.index.clone()));
+    tokio::time::timeout(std::time::Duration::from_secs(5), changes.changed()).await.unwrap().unwrap();
+    let globex = engine.store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
+    let seen_by_second = |offering: &'static str, start: DateTime<Utc>| {
+        let (second, globex) = (second.clone(), globex.clone());
+        async move { second.quote(&globex, &ask(offering, 1, start, 4), Utc::now()).await.unwrap().max_quantity }
+    };
+    // Waits until the second instance sees `want` free units (it follows within a second).
+    let eventually = |offering: &'static str, start: DateTime<Utc>, want: u32, what: &'static str| {
+        let seen_by_second = &seen_by_second;
+        async move {
+            for _ in 0..50 {
+                if seen_by_second(offering, start).await == want {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("{what}: the other instance still sees {} free, not {want}", seen_by_second(offering, start).await);
+        }
+    };
+    let now = Utc::now();
+
+    let at = day(3, 8);
+    let free = seen_by_second("h100-gpu", at).await;
+    let pending = engine.book(&lead, &ask("h100-gpu", 6, at, 4), None, now).await.unwrap().detail.reservation;
+    eventually("h100-gpu", at, free - 6, "a pending booking").await;
+    engine.reject(&admin, pending.id, "not this week", now).await.unwrap();
+    eventually("h100-gpu", at, free, "a rejection").await;
+
+    let soon = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(5);
+    let free = seen_by_second("h100-gpu", soon).await;
+    let held = engine.book(&lead, &ask("h100-gpu", 6, soon, 2), None, now).await.unwrap().detail.reservation;
+    eventually("h100-gpu", soon, free - 6, "a pending booking").await;
+    assert_eq!(engine.expire_approval_holds(held.approval_deadline.unwrap()).await.unwrap(), 1);
+    eventually("h100-gpu", soon, free, "a lapsed hold").await;
+
+    let nodes = engine.fleet_nodes(&admin).await.unwrap();
+    let node = nodes.iter().find(|n| n.gpu_model == tenantry_domain::GpuModel::L40s).unwrap();
+    let free = seen_by_second("l40s-gpu", at).await;
+    let input = tenantry_domain::fleet::MaintenanceInput {
+        node: node.hostname.clone(),
+        start: at - Duration::hours(1),
+        end: at + Duration::hours(6),
+        reason: "firmware".into(),
+    };
+    let window = engine.schedule_maintenance(&admin, &input, now).await.unwrap();
+    eventually("l40s-gpu", at, free - node.gpu_count, "maintenance").await;
+    engine.cancel_maintenance(&admin, window.id, now).await.unwrap();
+    eventually("l40s-gpu", at, free, "a cancelled maintenance window").await;
+}

@@ -592,3 +592,34 @@ store_test!(a_cancel_before_provisioning_begins_frees_at_once_and_never_wipes, |
     let timeline = engine.timeline(&lead, id, 0).await.unwrap();
     assert!(timeline.items.is_empty() && timeline.wipe_certificates.is_empty(), "{:?}", timeline.items);
 });
+
+// A cancel racing the start of provisioning: one wins. Either the cancel freed the slices before
+// anything touched the node (then nothing is ever set up or wiped), or provisioning began first
+// and the cancel is refused (409) or waits for a release that wipes what was set up.
+store_test!(a_cancel_racing_the_start_of_provisioning_has_one_winner, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    for minutes in [5, 6, 7, 8, 9, 10] {
+        let start = floor_minute(Utc::now()) + Duration::minutes(minutes);
+        let id = engine.book(&lead, &window_from("l40s-gpu", 1, start, 1), None, Utc::now()).await;
+        let id = id.unwrap().detail.reservation.id;
+        let worker = {
+            let engine = engine.clone();
+            tokio::spawn(async move { engine.run_due_jobs(Utc::now()).await })
+        };
+        let cancel = engine.cancel(&lead, id, Utc::now()).await;
+        worker.await.unwrap().unwrap();
+        run_until(&engine, Utc::now()).await;
+        let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+        let set_up = steps(&timeline.items, StepStatus::Done).iter().any(|s| *s != Step::ClaimNodes);
+        match cancel {
+            Ok(_) => {
+                assert_eq!(timeline.state, ReservationState::Cancelled);
+                assert!(!engine.store.has_live_allocations(id).await.unwrap(), "its capacity is back");
+                assert_eq!(set_up, !timeline.wipe_certificates.is_empty(), "wiped exactly when set up");
+            }
+            Err(EngineError::Conflict(_)) => assert_eq!(timeline.state, ReservationState::Active),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+});
