@@ -18,6 +18,9 @@ pub enum AppError {
     Invalid { field: String, message: String },
     #[error("{0}")]
     Conflict(String),
+    /// Too many requests of one kind; the message says when to try again.
+    #[error("{0}")]
+    TooManyRequests(String),
     #[error("Something went wrong on our side. Please try again.")]
     Internal,
     /// The request did not reach the server function (network, encoding).
@@ -53,6 +56,7 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Conflict(_) => StatusCode::CONFLICT,
+            AppError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             AppError::Internal | AppError::Transport(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -84,6 +88,7 @@ impl AppError {
             E::Conflict(message) => AppError::Conflict(message),
             E::Forbidden(message) => AppError::Forbidden(message),
             E::Unauthenticated => AppError::Unauthenticated,
+            E::TooManyRequests { message, .. } => AppError::TooManyRequests(message),
             E::Store(_) | E::Migrate(_) => {
                 tracing::error!(error = %err, "engine error in a server function");
                 AppError::Internal

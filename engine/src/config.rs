@@ -20,6 +20,8 @@ pub struct EngineConfig {
     pub cancellation: tenantry_domain::metering::CancellationPolicy,
     /// How often running reservations' GPUs are sampled for utilization.
     pub sample_every: Duration,
+    /// Health checks one team may request per hour (they share the provisioning queue).
+    pub health_checks_per_hour: u32,
 }
 
 /// How the provisioning queue runs.
@@ -65,6 +67,7 @@ impl Default for EngineConfig {
             queue: QueueConfig::default(),
             cancellation: Default::default(),
             sample_every: Duration::seconds(60),
+            health_checks_per_hour: 20,
         }
     }
 }

@@ -19,6 +19,9 @@ pub enum EngineError {
     /// Signed in, but not allowed.
     #[error("{0}")]
     Forbidden(String),
+    /// Too many requests of one kind in a short time; try again after `retry_after_seconds`.
+    #[error("{message}")]
+    TooManyRequests { message: String, retry_after_seconds: u64 },
     /// No valid credentials.
     #[error("sign in or send a valid API token")]
     Unauthenticated,

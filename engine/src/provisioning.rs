@@ -7,7 +7,7 @@
 use crate::booking::tenant_of;
 use crate::driver::{DriverError, EffectKey, NodeTarget, TenantTarget};
 use crate::error::{EngineError, EngineResult};
-use crate::store::jobs::{ClaimedJob, Completion, JobEffect, NextMove, StepRecord};
+use crate::store::jobs::{ClaimedJob, Completion, HealthCheckRequest, JobEffect, NextMove, StepRecord};
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
@@ -500,7 +500,24 @@ impl Engine {
                 r.state
             )));
         }
-        self.store.enqueue_job(JobKind::HealthCheck, Some(id), now, now).await?;
+        let per_hour = self.config.health_checks_per_hour;
+        match self.store.enqueue_health_check(tenant_id, id, per_hour, now).await? {
+            HealthCheckRequest::Queued => {}
+            HealthCheckRequest::AlreadyQueued => {
+                return Err(EngineError::Conflict(format!(
+                    "a health check of reservation #{id} is already queued or running; its result will show on the timeline"
+                )))
+            }
+            HealthCheckRequest::RateLimited { retry_after_seconds } => {
+                return Err(EngineError::TooManyRequests {
+                    message: format!(
+                        "your team has asked for {per_hour} health checks in the last hour; try again in {} minutes",
+                        retry_after_seconds.div_ceil(60)
+                    ),
+                    retry_after_seconds,
+                })
+            }
+        }
         self.queue_wakeup.notify_one();
         let change = crate::audit::Change {
             action: "reservation.health_check",

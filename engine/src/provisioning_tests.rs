@@ -623,3 +623,28 @@ store_test!(a_cancel_racing_the_start_of_provisioning_has_one_winner, |store: St
         }
     }
 });
+
+store_test!(health_checks_are_one_at_a_time_and_limited_per_team, |store: Store| async move {
+    let mut engine = world(store, SimConfig::default()).await;
+    engine.config.health_checks_per_hour = 2;
+    let lead = who(&engine, "lead@acme.example").await;
+    let id = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 2, "any")).await.unwrap().detail.reservation.id;
+    run_until(&engine, Utc::now()).await;
+    engine.request_health_check(&lead, id, Utc::now()).await.unwrap();
+    match engine.request_health_check(&lead, id, Utc::now()).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("already queued"), "{m}"),
+        other => panic!("a second check while one is queued: {other:?}"),
+    }
+    run_until(&engine, Utc::now()).await;
+    engine.request_health_check(&lead, id, Utc::now()).await.expect("the first one has run");
+    run_until(&engine, Utc::now()).await;
+    match engine.request_health_check(&lead, id, Utc::now()).await {
+        Err(EngineError::TooManyRequests { retry_after_seconds, message }) => {
+            assert!((3500..=3600).contains(&retry_after_seconds), "{retry_after_seconds}");
+            assert!(message.contains("2 health checks"), "{message}");
+        }
+        other => panic!("the team's third check within the hour: {other:?}"),
+    }
+    // An hour on, the team may ask again.
+    engine.request_health_check(&lead, id, Utc::now() + Duration::minutes(61)).await.unwrap();
+});

@@ -14,6 +14,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub field: Option<&'static str>,
+    /// Seconds after which a rate-limited client may try again (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -31,7 +33,7 @@ struct Detail<'a> {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), field: None }
+        ApiError { status, code, message: message.into(), field: None, retry_after: None }
     }
 
     pub fn unauthenticated() -> Self {
@@ -52,8 +54,12 @@ impl From<EngineError> for ApiError {
         match err {
             EngineError::NotFound(what) => ApiError::not_found(what),
             EngineError::Invalid { field, message } => {
-                ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, code: "invalid", message, field: Some(field) }
+                ApiError { field: Some(field), ..ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message) }
             }
+            EngineError::TooManyRequests { message, retry_after_seconds } => ApiError {
+                retry_after: Some(retry_after_seconds),
+                ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+            },
             EngineError::Conflict(message) => ApiError::new(StatusCode::CONFLICT, "conflict", message),
             EngineError::Forbidden(message) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", message),
             EngineError::Unauthenticated => ApiError::unauthenticated(),
@@ -72,7 +78,11 @@ impl From<EngineError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = Body { error: Detail { code: self.code, message: &self.message, field: self.field } };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

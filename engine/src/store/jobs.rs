@@ -65,6 +65,18 @@ pub enum JobEffect {
     FailReservation { reservation_id: i64, reason: String },
 }
 
+/// What became of a request for a health check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthCheckRequest {
+    Queued,
+    /// One is queued or running for this reservation already.
+    AlreadyQueued,
+    /// The team asked for its hourly share already.
+    RateLimited {
+        retry_after_seconds: u64,
+    },
+}
+
 /// The outcome of one step, to record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
@@ -231,6 +243,60 @@ impl Store {
                 .await?;
         });
         Ok(())
+    }
+
+    /// Queues a health check of a reservation of `tenant_id` unless one is already queued or
+    /// running for it, or the team has asked for `per_hour` in the last hour. One transaction; on
+    /// PostgreSQL the team's row is locked first, so instances count each other's requests.
+    pub async fn enqueue_health_check(
+        &self,
+        tenant_id: i64,
+        reservation_id: i64,
+        per_hour: u32,
+        now: DateTime<Utc>,
+    ) -> EngineResult<HealthCheckRequest> {
+        let outcome = write_tx!(self, |tx| {
+            if self.backend() == Backend::Postgres {
+                sqlx::query("select tenant_id from tenant where tenant_id = $1 for update")
+                    .bind(tenant_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let pending: i64 = sqlx::query_scalar(
+                "select count(*) from job
+                 where kind = 'health_check' and reservation_id = $1 and state in ('queued', 'running')",
+            )
+            .bind(reservation_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            let since = now - chrono::Duration::hours(1);
+            let (recent, oldest): (i64, Option<DateTime<Utc>>) = sqlx::query_as(
+                "select count(*), min(j.created_at) from job j join reservation r on r.reservation_id = j.reservation_id
+                 where j.kind = 'health_check' and r.tenant_id = $1 and j.created_at > $2",
+            )
+            .bind(tenant_id)
+            .bind(since)
+            .fetch_one(&mut *tx)
+            .await?;
+            if pending > 0 {
+                HealthCheckRequest::AlreadyQueued
+            } else if recent >= i64::from(per_hour) {
+                let free_at = oldest.unwrap_or(now) + chrono::Duration::hours(1);
+                HealthCheckRequest::RateLimited { retry_after_seconds: (free_at - now).num_seconds().max(1) as u64 }
+            } else {
+                let kind = JobKind::HealthCheck;
+                sqlx::query(INSERT_JOB)
+                    .bind(kind.code())
+                    .bind(reservation_id)
+                    .bind(kind.first_step().code())
+                    .bind(now)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                HealthCheckRequest::Queued
+            }
+        });
+        Ok(outcome)
     }
 
     /// Queues `count` no-op jobs due now (benchmarks and queue tests).
