@@ -13,6 +13,7 @@ pub mod error;
 pub mod metrics;
 pub mod oidc;
 pub mod router;
+pub mod security;
 pub mod sessions;
 pub mod state;
 

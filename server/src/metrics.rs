@@ -3,10 +3,16 @@
 //! come from the engine's counters; the queue, node and GPU gauges are read from the store at
 //! each scrape, so every instance reports the same fleet. With `TENANTRY_METRICS_TOKEN` set, a
 //! scrape must send it as a bearer token.
+//!
+//! Two rules keep the endpoint safe to leave reachable: labels come only from bounded sets (the
+//! matched route pattern, the standard methods or `other`, the status code), so no client can grow
+//! the series without limit; and the series labelled by tenant (who the customers are and how many
+//! GPUs each uses) are only shown when a token is configured, and so only to whoever holds it.
 
 use crate::state::AppState;
+use crate::state::WebSettings;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -51,28 +57,69 @@ impl HttpMetrics {
     }
 }
 
+/// The method as a label: one of the standard methods, or `other`. HTTP lets a client send any
+/// token as a method, and axum's fallback-less method routers still match (answering 405), so the
+/// raw method would let anyone add series to `/metrics` without limit.
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
 /// Middleware on matched routes: counts each request under its route pattern (never the raw
-/// path, so ids do not explode the label set).
+/// path, so ids do not explode the label set) and its method's label.
 pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_owned();
-    let method = request.method().as_str().to_owned();
+    let method = method_label(request.method());
     let started = Instant::now();
     let response = next.run(request).await;
-    state.http_metrics.observe(&method, &route, response.status().as_u16(), started.elapsed().as_secs_f64());
+    state.http_metrics.observe(method, &route, response.status().as_u16(), started.elapsed().as_secs_f64());
     response
+}
+
+/// Whether a scrape may read `/metrics`, and whether it sees the tenant-labelled series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scrape {
+    /// No token is configured: fleet-wide series only.
+    Open,
+    /// The configured token was sent: every series.
+    Authorized,
+    /// A token is configured and this scrape did not send it.
+    Refused,
+}
+
+/// Checks the scrape's bearer token against `TENANTRY_METRICS_TOKEN`.
+pub fn scrape_access(web: &WebSettings, headers: &HeaderMap) -> Scrape {
+    let Some(token) = &web.metrics_token else { return Scrape::Open };
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Constant time: a plain `==` would let a client learn the token byte by byte.
+    if crate::security::constant_time_eq(sent, token) {
+        Scrape::Authorized
+    } else {
+        Scrape::Refused
+    }
 }
 
 /// `GET /metrics`.
 pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(token) = &state.web.metrics_token {
-        let sent =
-            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        if sent != Some(token.as_str()) {
-            return (StatusCode::UNAUTHORIZED, "send the metrics token as `Authorization: Bearer <token>`")
-                .into_response();
-        }
+    let scrape = scrape_access(&state.web, &headers);
+    if scrape == Scrape::Refused {
+        return (StatusCode::UNAUTHORIZED, "send the metrics token as `Authorization: Bearer <token>`").into_response();
     }
-    match render(&state).await {
+    match render(&state, scrape == Scrape::Authorized).await {
         Ok(body) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response(),
         Err(err) => {
             tracing::warn!(error = %err, "metrics: cannot read the store");
@@ -91,7 +138,8 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-async fn render(state: &AppState) -> Result<String, tenantry_engine::EngineError> {
+/// The exposition; `with_tenants` adds the series labelled by tenant.
+async fn render(state: &AppState, with_tenants: bool) -> Result<String, tenantry_engine::EngineError> {
     let gauges = state.engine.gauges(Utc::now()).await?;
     let mut out = String::new();
 
@@ -143,6 +191,9 @@ async fn render(state: &AppState) -> Result<String, tenantry_engine::EngineError
     family(&mut out, "tenantry_nodes", "gauge", "Nodes by state.");
     for (node_state, n) in &gauges.nodes_by_state {
         let _ = writeln!(out, "tenantry_nodes{{state=\"{node_state}\"}} {n}");
+    }
+    if !with_tenants {
+        return Ok(out);
     }
     family(
         &mut out,

@@ -117,6 +117,8 @@ pub fn build_router(state: AppState, sessions: sessions::DbSessionStore) -> Rout
         .layer(axum::middleware::from_fn_with_state(state.clone(), csrf::guard))
         .layer(sessions::layer(sessions, secure))
         .layer(TraceLayer::new_for_http())
+        // Outermost, so every answer carries the headers, including the layers' own refusals.
+        .layer(axum::middleware::from_fn(crate::security::headers))
         .with_state(state)
 }
 

@@ -10,6 +10,7 @@ use chrono::{Duration, DurationRound, SecondsFormat, Utc};
 use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use tenantry_server::state::WebSettings;
 
 fn at(t: chrono::DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -183,9 +184,18 @@ fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
     samples
 }
 
-app_test!(metrics_parse_and_move_with_bookings, |app: TestApp| async move {
+/// The scrape token: tenant-labelled series (reserved and used GPUs) are only shown with it.
+const METRICS_TOKEN: &str = "chargeback-test-scrape";
+
+async fn harness(db: Db) -> TestApp {
+    let web = WebSettings { metrics_token: Some(METRICS_TOKEN.into()), ..WebSettings::default() };
+    TestApp::start_with(db, web).await
+}
+
+app_test_with!(metrics_parse_and_move_with_bookings, |app: TestApp| async move {
     let lead = app.token("lead@acme.example").await;
-    let (code, before) = app.get("/metrics", None).await;
+    let scraper = Auth::Bearer(METRICS_TOKEN.into());
+    let (code, before) = app.get("/metrics", Some(&scraper)).await;
     assert_eq!(code, StatusCode::OK);
     let before = parse_metrics(&before);
     let scheduled = "tenantry_bookings_total{outcome=\"scheduled\"}";
@@ -193,7 +203,7 @@ app_test!(metrics_parse_and_move_with_bookings, |app: TestApp| async move {
     assert!(before.contains_key("tenantry_nodes{state=\"available\"}"));
     book(&app, &lead, "l40s-gpu", 2).await;
     book(&app, &lead, "l40s-gpu", 3).await;
-    let (_, after) = app.get("/metrics", None).await;
+    let (_, after) = app.get("/metrics", Some(&scraper)).await;
     let after = parse_metrics(&after);
     assert_eq!(after[scheduled], before.get(scheduled).copied().unwrap_or(0.0) + 2.0);
     let route = "tenantry_http_requests_total{method=\"POST\",route=\"/api/v1/reservations\",status=\"201\"}";
@@ -207,7 +217,7 @@ app_test!(metrics_parse_and_move_with_bookings, |app: TestApp| async move {
         .unwrap();
     let (code, _, body) = app.send(req).await;
     assert_eq!(code, StatusCode::CREATED, "{body}");
-    let (_, after) = app.get("/metrics", None).await;
+    let (_, after) = app.get("/metrics", Some(&scraper)).await;
     let after = parse_metrics(&after);
     assert_eq!(after["tenantry_reserved_gpus{tenant=\"acme\"}"], 2.0);
     assert_eq!(after["tenantry_bookings_total{outcome=\"burst\"}"], 1.0);

@@ -72,6 +72,11 @@ pub async fn database(db: Db) -> Store {
 impl TestApp {
     /// The app on a fresh database seeded with the small demo world, demo sign-in on.
     pub async fn start(db: Db) -> TestApp {
+        Self::start_with(db, WebSettings::default()).await
+    }
+
+    /// Like [`TestApp::start`] with the given web settings (e.g. a metrics token).
+    pub async fn start_with(db: Db, web: WebSettings) -> TestApp {
         let store = database(db).await;
         store.migrate().await.unwrap();
         // The simulated fleet runs a million times faster than life, so tests drive the queue
@@ -80,13 +85,19 @@ impl TestApp {
         let engine =
             Engine::new(store.clone(), EngineConfig::default()).with_driver(Arc::new(SimDriver::new(store, sim)));
         seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 30, seed: 3 }, chrono::Utc::now()).await.unwrap();
-        Self::with_web(engine, WebSettings::default()).await
+        Self::with_web(engine, web).await
     }
 
     /// The app over `engine` with the given web settings (e.g. single sign-on).
     pub async fn with_web(engine: Engine, web: WebSettings) -> TestApp {
-        let sessions = sessions::DbSessionStore::open(&engine.store).await.unwrap();
         let leptos = leptos::config::LeptosOptions::builder().output_name("tenantry").build();
+        Self::with_leptos(engine, web, leptos).await
+    }
+
+    /// The app over `engine` with the given web and Leptos settings (e.g. a site root of static
+    /// files).
+    pub async fn with_leptos(engine: Engine, web: WebSettings, leptos: leptos::config::LeptosOptions) -> TestApp {
+        let sessions = sessions::DbSessionStore::open(&engine.store).await.unwrap();
         let settings = Arc::new(PortalSettings { demo: true, sso: web.oidc.is_some() });
         let state =
             AppState { engine: engine.clone(), leptos, settings, web: Arc::new(web), http_metrics: Default::default() };
