@@ -12,10 +12,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use std::collections::HashMap;
 use tenantry_domain::metering::UsageReport;
-use tenantry_domain::metering::{self, ChargeGroup, ChargeLine, GroupBy, Month};
+use tenantry_domain::metering::{self, ChargeGroup, ChargeLine, Month};
 use tenantry_domain::Window;
 
 /// `GET /api/v1/chargeback?from&to&group_by`: `from`/`to` default to this month.
@@ -28,13 +28,7 @@ pub async fn chargeback(
     let now = Utc::now();
     let month = Month::of(now).window();
     let span = range(&params, month)?;
-    let group_by = match params.get("group_by").map(String::as_str) {
-        None | Some("") => None,
-        Some(v) => Some(v.parse::<GroupBy>().map_err(|_| {
-            let allowed: Vec<&str> = GroupBy::ALL.iter().map(|g| g.code()).collect();
-            input::invalid("group_by", format!("`group_by` must be one of: {}", allowed.join(", ")))
-        })?),
-    };
+    let group_by = input::group_by(params.get("group_by").map(String::as_str))?;
     let bill = state.engine.chargeback(&who, span, group_by, now).await?;
     if wants_csv(&headers, &params) {
         let name = format!("chargeback-{}-{}.csv", bill.tenant, span.start.format("%Y%m%d"));
@@ -52,7 +46,7 @@ pub async fn statement(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let month: Month = month.parse().map_err(|message: String| input::invalid("month", message))?;
+    let month = input::month(&month)?;
     let statement = state.engine.statement(&who, month, Utc::now()).await?;
     if wants_csv(&headers, &params) {
         let name = format!("statement-{}-{}-{}.csv", statement.tenant, statement.month, statement.status);
@@ -72,17 +66,9 @@ pub async fn usage_report(
     Ok(Json(state.engine.usage_report(&who, span, now).await?))
 }
 
-/// `from`/`to` (RFC 3339) with defaults; `to` must be after `from`.
+/// `from`/`to` from the query string (see [`input::range`]).
 fn range(params: &HashMap<String, String>, default: Window) -> ApiResult<Window> {
-    let at = |field: &'static str, fallback: DateTime<Utc>| match params.get(field) {
-        Some(v) => input::timestamp(field, Some(v)),
-        None => Ok(fallback),
-    };
-    let (from, to) = (at("from", default.start)?, at("to", default.end)?);
-    if to <= from {
-        return Err(input::invalid("to", "`to` must be after `from`"));
-    }
-    Ok(Window { start: from, end: to })
+    input::range(params.get("from").map(String::as_str), params.get("to").map(String::as_str), default)
 }
 
 fn wants_csv(headers: &HeaderMap, params: &HashMap<String, String>) -> bool {

@@ -1,11 +1,17 @@
 //! Request input that fails with the API's own 422 body instead of axum's plain-text rejections:
-//! a JSON body, query strings, timestamps, durations and path ids.
+//! a JSON body, query strings, timestamps, durations, months, groupings and path ids.
+//!
+//! Every parser here takes any text a client can send and answers a value or an error naming the
+//! field; none may panic (a panic drops the connection instead of answering). `server/tests/
+//! hardening.rs` checks that with arbitrary input.
 
 use crate::error::ApiError;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
 use serde::de::DeserializeOwned;
+use tenantry_domain::metering::{GroupBy, Month};
+use tenantry_domain::Window;
 
 /// `Json<T>` whose rejections are `{"error":{"code":"invalid",…}}` with a 422 (or 415).
 pub struct ApiJson<T>(pub T);
@@ -48,14 +54,52 @@ pub fn timestamp(field: &'static str, value: Option<&str>) -> Result<DateTime<Ut
 pub fn step(value: Option<&str>) -> Result<Duration, ApiError> {
     let value = value.unwrap_or("1h");
     let bad = || invalid("step", "`step` must look like 15m, 30m, 1h, 6h or 1d");
-    let (number, unit) = value.split_at(value.len().saturating_sub(1));
-    let n: i64 = number.parse().map_err(|_| bad())?;
-    match unit {
-        "m" => Ok(Duration::minutes(n)),
-        "h" => Ok(Duration::hours(n)),
-        "d" => Ok(Duration::days(n)),
-        _ => Err(bad()),
+    // The unit is the last character, not the last byte: `1é` must be refused, not split inside
+    // the `é`.
+    let mut chars = value.chars();
+    let unit = chars.next_back().ok_or_else(bad)?;
+    let number = chars.as_str();
+    if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
     }
+    let n: i64 = number.parse().map_err(|_| bad())?;
+    // `try_*`: a count beyond what a duration can hold is an answer, not an overflow.
+    let step = match unit {
+        'm' => Duration::try_minutes(n),
+        'h' => Duration::try_hours(n),
+        'd' => Duration::try_days(n),
+        _ => return Err(bad()),
+    };
+    step.ok_or_else(bad)
+}
+
+/// A month like `2026-11`, from the path of `GET /api/v1/statements/{month}`.
+pub fn month(value: &str) -> Result<Month, ApiError> {
+    value.parse().map_err(|message: String| invalid("month", message))
+}
+
+/// The optional `group_by` of the chargeback API; empty means none.
+pub fn group_by(value: Option<&str>) -> Result<Option<GroupBy>, ApiError> {
+    match value {
+        None | Some("") => Ok(None),
+        Some(v) => v.parse::<GroupBy>().map(Some).map_err(|_| {
+            let allowed: Vec<&str> = GroupBy::ALL.iter().map(|g| g.code()).collect();
+            invalid("group_by", format!("`group_by` must be one of: {}", allowed.join(", ")))
+        }),
+    }
+}
+
+/// `from`/`to` (RFC 3339) with defaults; `to` must be after `from`.
+pub fn range(from: Option<&str>, to: Option<&str>, default: Window) -> Result<Window, ApiError> {
+    let at = |field: &'static str, value: Option<&str>, fallback: DateTime<Utc>| match value {
+        Some(v) => timestamp(field, Some(v)),
+        None => Ok(fallback),
+    };
+    let (from, to) = (at("from", from, default.start)?, at("to", to, default.end)?);
+    if to <= from {
+        return Err(invalid("to", "`to` must be after `from`"));
+    }
+    Ok(Window { start: from, end: to })
 }
 
 /// A numeric id from the path; anything else is simply not found.
@@ -72,7 +116,9 @@ mod tests {
         assert_eq!(step(Some("15m")).unwrap(), Duration::minutes(15));
         assert_eq!(step(Some("1d")).unwrap(), Duration::days(1));
         assert_eq!(step(None).unwrap(), Duration::hours(1));
-        for bad in ["", "h", "1w", "x1h", "1.5h"] {
+        for bad in
+            ["", "h", "1w", "x1h", "1.5h", "1é", "é", "+1h", "-1h", " 1h", "99999999999999999m", "9223372036854775807d"]
+        {
             assert_eq!(step(Some(bad)).unwrap_err().field, Some("step"), "{bad}");
         }
         assert_eq!(timestamp("from", Some("yesterday")).unwrap_err().field, Some("from"));
