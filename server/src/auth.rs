@@ -107,7 +107,28 @@ pub struct Callback {
     pub error_description: Option<String>,
 }
 
+/// What a provider's `error` code means, in words for the user. The code is matched against the
+/// standard ones (RFC 6749 §4.1.2.1, OpenID Connect Core §3.1.2.6) and never shown as sent.
+fn provider_error(code: &str) -> &'static str {
+    match code {
+        "access_denied" => "The identity provider did not let you sign in (access denied).",
+        "login_required" | "interaction_required" | "consent_required" | "account_selection_required" => {
+            "The identity provider needs you to sign in there first. Start again from the sign-in page."
+        }
+        "temporarily_unavailable" | "server_error" => {
+            "The identity provider cannot complete sign-in right now. Try again in a minute."
+        }
+        _ => "The identity provider could not sign you in. Start again from the sign-in page.",
+    }
+}
+
 /// `GET /auth/callback`: the provider sends the user back here with a code.
+///
+/// Anyone can link a browser here with any query, so nothing happens to the session until the
+/// `state` matches the sign-in this session started: a forged or stale callback gets a page that
+/// says so and leaves a signed-in session (and a sign-in in progress) as they were. Only then does
+/// the attempt get used up, and a failure of that genuine attempt ends the session. Nothing from
+/// the query is shown on the page.
 pub async fn callback(State(state): State<AppState>, session: Session, Query(query): Query<Callback>) -> Response {
     let Some(oidc) = state.web.oidc.clone() else {
         return auth_page(
@@ -116,8 +137,15 @@ pub async fn callback(State(state): State<AppState>, session: Session, Query(que
             "This portal has no identity provider configured.",
         );
     };
+    let pending: Option<Attempt> = session.get(ATTEMPT_KEY).await.ok().flatten();
+    let attempt = match (pending, query.state.as_deref()) {
+        (Some(attempt), Some(returned)) if crate::security::constant_time_eq(returned, &attempt.state) => attempt,
+        _ => {
+            return auth_page(StatusCode::BAD_REQUEST, "Sign-in failed", &SignInError::UnknownAttempt.to_string());
+        }
+    };
     // The attempt is used once, whatever happens next.
-    let attempt: Option<Attempt> = session.remove(ATTEMPT_KEY).await.ok().flatten();
+    let _ = session.remove::<Attempt>(ATTEMPT_KEY).await;
     let failed = |status: StatusCode, message: String| {
         let session = session.clone();
         async move {
@@ -126,10 +154,10 @@ pub async fn callback(State(state): State<AppState>, session: Session, Query(que
         }
     };
     if let Some(error) = query.error {
-        let detail = query.error_description.unwrap_or(error);
-        return failed(StatusCode::BAD_REQUEST, format!("The identity provider said: {detail}")).await;
+        tracing::info!(error = ?error, description = ?query.error_description, "the identity provider refused a sign-in");
+        return failed(StatusCode::BAD_REQUEST, provider_error(&error).to_owned()).await;
     }
-    let (Some(attempt), Some(code), Some(returned_state)) = (attempt, query.code, query.state) else {
+    let (Some(code), Some(returned_state)) = (query.code, query.state) else {
         return failed(StatusCode::BAD_REQUEST, SignInError::UnknownAttempt.to_string()).await;
     };
     let user = match oidc.finish(attempt, &returned_state, &code).await {

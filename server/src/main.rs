@@ -102,6 +102,11 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
     let session_store = sessions::DbSessionStore::open(&engine.store)
         .await
         .map_err(|e| format!("cannot prepare the session table: {e}"))?;
+    let session_cleanup = tokio::spawn(sessions::run_expired_deletion(
+        session_store.clone(),
+        sessions::EXPIRED_DELETION_PERIOD,
+        shutdown.clone(),
+    ));
     let secure = args.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
     let oidc = args.oidc.settings(args.public_url.as_deref())?.map(|s| Arc::new(tenantry_server::oidc::Oidc::new(s)));
     if let Some(o) = &oidc {
@@ -132,7 +137,7 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("server error: {e}"))?;
     // Running steps finish (or go back to the queue) before the database closes.
     let _ = stop_workers.send(true);
-    for worker in workers.into_iter().chain(sampler) {
+    for worker in workers.into_iter().chain(sampler).chain([session_cleanup]) {
         let _ = worker.await;
     }
     engine.store.close().await;

@@ -4,7 +4,9 @@
 //! `at_hash`), userinfo when the ID token lacks claims, and RP-initiated logout when the provider
 //! offers an end-session endpoint.
 //!
-//! Every failure ends the attempt with no session and a page that says what happened.
+//! A callback whose `state` matches no sign-in this session started changes nothing (anyone can
+//! send a browser there); every failure of a genuine attempt ends it with no session and a page
+//! that says what happened.
 
 use chrono::Utc;
 use openidconnect::core::{

@@ -1,6 +1,10 @@
 //! Browser sessions, kept in the same database as everything else (SQLite or PostgreSQL) through
 //! tower-sessions' sqlx stores. The layer's type is fixed at compile time, so one enum wraps the
 //! two backends' stores.
+//!
+//! The stores refuse expired sessions on load but never remove them, so `serve` runs
+//! [`run_expired_deletion`] to delete them periodically; otherwise the table grows with every
+//! visit for as long as the portal runs.
 
 use async_trait::async_trait;
 use tenantry_engine::Store;
@@ -71,6 +75,42 @@ impl ExpiredDeletion for DbSessionStore {
         match self {
             DbSessionStore::Sqlite(s) => s.delete_expired().await,
             DbSessionStore::Postgres(s) => s.delete_expired().await,
+        }
+    }
+}
+
+/// How often `serve` deletes expired sessions.
+pub const EXPIRED_DELETION_PERIOD: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// Deletes every expired session row once. This is what the periodic task runs; tests call it
+/// directly.
+pub async fn delete_expired(store: &DbSessionStore) -> session_store::Result<()> {
+    ExpiredDeletion::delete_expired(store).await
+}
+
+/// Deletes expired sessions every `period` until `shutdown` turns true (or its sender is gone).
+/// Unlike tower-sessions' `continuously_delete_expired`, a failed round (the database briefly
+/// away) is logged and retried next period instead of ending the task. Several instances may run
+/// it on one database: each round is one idempotent `DELETE`.
+pub async fn run_expired_deletion(
+    store: DbSessionStore,
+    period: std::time::Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut every = tokio::time::interval(period);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                if let Err(e) = delete_expired(&store).await {
+                    tracing::warn!(error = %e, "could not delete expired sessions");
+                }
+            }
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
         }
     }
 }

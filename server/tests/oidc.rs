@@ -1,5 +1,6 @@
 //! Single sign-on against a scripted OpenID provider: the happy path, and every way an attacker or
-//! a broken provider can get it wrong. Each failure must end with no session.
+//! a broken provider can get it wrong. Each failure of a sign-in in progress must end with no
+//! session; a callback that matches no sign-in in progress changes nothing.
 //!
 //! The provider here is real HTTP on loopback (discovery, JWKS, token, userinfo) whose ID tokens
 //! the test shapes: wrong nonce, issuer or audience, expired, unsigned. The end-to-end suite runs
@@ -203,10 +204,11 @@ app_test_with!(a_verified_sign_in_creates_the_user_with_their_groups_role, |h: H
     let me: Value = serde_json::from_str(&me).unwrap();
     assert_eq!((me["email"].as_str(), me["role"].as_str()), (Some("ada@acme.example"), Some("lead")));
     assert_eq!(me["tenant"]["slug"], "acme");
-    // The same state and code cannot be used again, even with the signed-in cookie.
+    // The same state and code cannot be used again, even with the signed-in cookie; since the
+    // state matches no sign-in in progress, the replay leaves the session alone.
     let (status, cookie, _) = callback(&h, &cookie, &state, &format!("c1:{nonce}")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(!signed_in(&h, &cookie).await, "a failed callback ends the session");
+    assert!(signed_in(&h, &cookie).await, "a callback that matches no sign-in changes nothing");
     // Signing out goes to the provider's end-session endpoint with the ID token as a hint.
     let (cookie, state, nonce) = begin(&h).await;
     let (_, cookie, _) = callback(&h, &cookie, &state, &format!("c2:{nonce}")).await;
@@ -219,12 +221,30 @@ app_test_with!(a_verified_sign_in_creates_the_user_with_their_groups_role, |h: H
 });
 
 app_test_with!(forged_or_broken_answers_never_sign_anyone_in, |h: Harness| async move {
-    // A wrong state, then the right one: the attempt was used up by the first try.
+    // A wrong state signs no one in and leaves the sign-in in progress alone (anyone can send a
+    // browser to the callback); the right one then finishes it, once.
     let (cookie, state, nonce) = begin(&h).await;
     let (status, cookie, _) = callback(&h, &cookie, "forged-state", &format!("w1:{nonce}")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(!signed_in(&h, &cookie).await);
     let (status, cookie, _) = callback(&h, &cookie, &state, &format!("w2:{nonce}")).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(signed_in(&h, &cookie).await);
+
+    // The provider's own error for a genuine attempt: the attempt ends with no session, and the
+    // page says what it means without repeating the provider's text.
+    let (cookie, state, nonce) = begin(&h).await;
+    let req = Request::get(format!(
+        "/auth/callback?error=access_denied&error_description=%3Cb%3Enope%3C%2Fb%3E&state={state}"
+    ))
+    .header(header::COOKIE, &cookie)
+    .body(Body::empty())
+    .unwrap();
+    let (status, _, body) = h.app.send(req).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("access denied") && !body.contains("nope"), "{body}");
+    let (status, cookie, _) = callback(&h, &cookie, &state, &format!("w3:{nonce}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "the attempt was used up");
     assert!(!signed_in(&h, &cookie).await);
 
     // A code that was already redeemed.
