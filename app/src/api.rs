@@ -180,12 +180,13 @@ pub async fn my_api_tokens() -> Result<Vec<ApiTokenView>, AppError> {
     Ok(server::engine()?.api_tokens(&who).await?)
 }
 
-/// Creates a personal API token and returns its secret: the only time it is ever shown.
+/// Creates a personal API token valid for `valid_days` (90 when absent) and returns its secret:
+/// the only time it is ever shown.
 #[server(prefix = "/sfn", endpoint = "create_api_token")]
-pub async fn create_api_token(name: String) -> Result<String, AppError> {
+pub async fn create_api_token(name: String, valid_days: Option<u32>) -> Result<String, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.create_own_api_token(&who, &name, Utc::now()).await?)
+    Ok(server::engine()?.create_own_api_token(&who, &name, valid_days, Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "revoke_api_token")]

@@ -40,21 +40,50 @@ pub async fn start_session(
     Ok(())
 }
 
-/// The signed-in user's id, if the session has one and is younger than its absolute lifetime;
-/// an expired session is ended on the spot.
-pub async fn session_user_id(
+/// Who a session belongs to and when they signed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignedIn {
+    pub user_id: i64,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// The signed-in user, if the session has one and is younger than its absolute lifetime; an
+/// expired session is ended on the spot.
+pub async fn session_user(
     session: &Session,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<Option<i64>, tower_sessions::session::Error> {
+) -> Result<Option<SignedIn>, tower_sessions::session::Error> {
     let Some(user_id) = session.get::<i64>(SESSION_USER_KEY).await? else {
         return Ok(None);
     };
     let signed_in_at = session.get::<i64>(SESSION_SIGNED_IN_AT).await?;
-    if signed_in_at.is_none_or(|t| now.timestamp() - t > ABSOLUTE_SESSION_LIFETIME.num_seconds()) {
-        session.flush().await?;
-        return Ok(None);
+    let at = signed_in_at.and_then(|t| chrono::DateTime::from_timestamp(t, 0));
+    match at {
+        Some(at) if now - at <= ABSOLUTE_SESSION_LIFETIME => Ok(Some(SignedIn { user_id, at })),
+        _ => {
+            session.flush().await?;
+            Ok(None)
+        }
     }
-    Ok(Some(user_id))
+}
+
+/// The identity a session acts as: `None` when it is not signed in, has expired, or its user was
+/// disabled or lost access after it began (such a session is ended on the spot).
+pub async fn session_identity(
+    session: &Session,
+    engine: &Engine,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<Identity>, AppError> {
+    let signed_in = session_user(session, now).await.map_err(|e| {
+        tracing::error!(error = %e, "session store unavailable");
+        AppError::Internal
+    })?;
+    let Some(signed_in) = signed_in else { return Ok(None) };
+    let who = engine.identity_for_session(signed_in.user_id, signed_in.at).await?;
+    if who.is_none() {
+        let _ = session.flush().await;
+    }
+    Ok(who)
 }
 
 pub fn engine() -> Result<Engine, AppError> {
@@ -74,13 +103,9 @@ pub async fn identity() -> Result<Option<Identity>, AppError> {
         tracing::error!(error = %e, "no session layer in front of a server function");
         AppError::Internal
     })?;
-    let user_id = session_user_id(&session, chrono::Utc::now()).await.map_err(|e| {
-        tracing::error!(error = %e, "session store unavailable");
-        AppError::Internal
-    })?;
-    let Some(id) = user_id else { return Ok(None) };
+    let who = session_identity(&session, &engine()?, chrono::Utc::now()).await?;
     let addr = use_context::<http::request::Parts>().and_then(|p| p.extensions.get::<ClientAddr>().cloned());
-    Ok(engine()?.identity_for_user(id).await?.map(|mut who| {
+    Ok(who.map(|mut who| {
         who.client_addr = addr.map(|a| a.0);
         who
     }))

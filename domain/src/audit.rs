@@ -38,4 +38,6 @@ pub struct ApiTokenView {
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The token stops working at this time (chosen when it was created).
+    pub expires_at: DateTime<Utc>,
 }

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 /// The longest window one reservation may span.
 pub const MAX_WINDOW: Duration = Duration::days(30);
 
+/// The furthest ahead any window may start (two years), whatever a team's policy allows.
+pub const MAX_HORIZON: Duration = Duration::days(730);
+
 /// Options as a client sends them: every field optional, enums as their codes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -117,6 +120,11 @@ pub fn validate_window(start: DateTime<Utc>, end: DateTime<Utc>, now: DateTime<U
     }
     if window.end - window.start > MAX_WINDOW {
         return Err(field("end", "a window can be at most 30 days long"));
+    }
+    // Nothing is booked further out than this whatever a team's policy says: dates near the
+    // calendar's end would overflow the month arithmetic of quotas and bills.
+    if window.start > now + MAX_HORIZON {
+        return Err(field("start", "start is more than two years ahead; book closer to the date"));
     }
     Ok(window)
 }
@@ -269,5 +277,16 @@ mod tests {
         let mut i = input(10, 12);
         i.start = Utc.with_ymd_and_hms(2026, 12, 1, 9, 30, 0).unwrap();
         assert!(validate(&offering(), &i, now()).is_ok());
+    }
+
+    #[test]
+    fn windows_near_the_calendars_end_are_refused_not_looped_over() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
+        let far = Utc.with_ymd_and_hms(262142, 12, 31, 23, 0, 0).unwrap();
+        let err = validate_window(far - Duration::hours(1), far, now).unwrap_err();
+        assert_eq!(err.field, "start");
+        let in_two_years = now + MAX_HORIZON;
+        assert!(validate_window(in_two_years, in_two_years + Duration::hours(1), now).is_ok());
+        assert!(validate_window(in_two_years + Duration::minutes(1), in_two_years + Duration::hours(1), now).is_err());
     }
 }

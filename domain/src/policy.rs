@@ -366,7 +366,9 @@ pub fn decide(policy: &Policy, holdings: &[Holding], ask: &Ask, now: DateTime<Ut
         }
     }
     if let Some(days) = policy.max_horizon_days {
-        if ask.window.start > now + Duration::days(i64::from(days)) {
+        // A horizon past the calendar's end is no limit (an admin may set any u32).
+        let horizon = Duration::try_days(i64::from(days)).and_then(|d| now.checked_add_signed(d));
+        if horizon.is_some_and(|h| ask.window.start > h) {
             refused.push(format!("the start is more than {days} days ahead; your team can book up to {days} days out"));
         }
     }

@@ -105,6 +105,22 @@ pub struct AllocationView {
     pub gpu_index: u32,
     pub slice_lo: u8,
     pub slice_hi: u8,
+    /// The GPU is partitioned with MIG: the slices are MIG compute slices (a GPU without MIG has
+    /// one slice, 0, which is the whole GPU).
+    pub mig: bool,
+}
+
+impl AllocationView {
+    /// What of its GPU this allocation holds, in words: "whole GPU" or a MIG slice range.
+    pub fn share(&self) -> String {
+        if !self.mig || self.slice_hi - self.slice_lo == 7 {
+            "whole GPU".to_owned()
+        } else if self.slice_hi - self.slice_lo == 1 {
+            format!("MIG slice {}", self.slice_lo)
+        } else {
+            format!("MIG slices {}–{}", self.slice_lo, self.slice_hi - 1)
+        }
+    }
 }
 
 /// A reservation as its tenant sees it.

@@ -3,7 +3,7 @@
 
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::store::identity::SsoUser;
+use crate::store::identity::{SsoOutcome, SsoUser};
 use crate::{token, Engine};
 use chrono::{DateTime, Utc};
 use tenantry_domain::audit::ApiTokenView;
@@ -23,6 +23,16 @@ impl Engine {
         self.store.identity_by_user_id(user_id).await
     }
 
+    /// Who a session signed in at `signed_in_at` acts as; `None` once the user was disabled or
+    /// lost access after it began (the session is then over).
+    pub async fn identity_for_session(
+        &self,
+        user_id: i64,
+        signed_in_at: DateTime<Utc>,
+    ) -> EngineResult<Option<Identity>> {
+        self.store.identity_for_session(user_id, signed_in_at).await
+    }
+
     /// The identity an API token acts as, if the token is live.
     pub async fn identity_for_token(&self, token: &str, now: DateTime<Utc>) -> EngineResult<Option<Identity>> {
         if !token.starts_with(token::TOKEN_PREFIX) {
@@ -34,24 +44,40 @@ impl Engine {
     /// Creates a personal API token for the user with `email` (the CLI) and returns it.
     pub async fn create_api_token(&self, email: &str, name: &str, now: DateTime<Utc>) -> EngineResult<String> {
         let who = self.store.identity_by_email(email).await?.ok_or(EngineError::NotFound("user"))?;
-        self.create_own_api_token(&who, name, now).await
+        self.create_own_api_token(&who, name, None, now).await
     }
 
     /// Creates a personal API token for the caller and returns it; only its hash is kept, so this
-    /// is the one time anyone sees it. The token acts with its owner's tenant and role.
-    pub async fn create_own_api_token(&self, who: &Identity, name: &str, now: DateTime<Utc>) -> EngineResult<String> {
+    /// is the one time anyone sees it. The token acts with its owner's tenant and role, and stops
+    /// working after `valid_days` (default [`token::DEFAULT_VALID_DAYS`], at most
+    /// [`token::MAX_VALID_DAYS`]).
+    pub async fn create_own_api_token(
+        &self,
+        who: &Identity,
+        name: &str,
+        valid_days: Option<u32>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<String> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 100 {
             return Err(EngineError::invalid("name", "give the token a name of 1 to 100 characters"));
         }
+        let days = valid_days.unwrap_or(token::DEFAULT_VALID_DAYS);
+        if !(1..=token::MAX_VALID_DAYS).contains(&days) {
+            return Err(EngineError::invalid(
+                "valid_days",
+                format!("a token is valid for 1 to {} days", token::MAX_VALID_DAYS),
+            ));
+        }
+        let expires_at = now + chrono::Duration::days(i64::from(days));
         let secret = token::generate();
-        let id = self.store.insert_api_token(who.user_id, name, &token::hash(&secret), now).await?;
+        let id = self.store.insert_api_token(who.user_id, name, &token::hash(&secret), expires_at, now).await?;
         let change = Change {
             action: "api_token.created",
             object_type: "api_token",
             object_id: Some(id.to_string()),
             tenant_id: who.tenant_id(),
-            detail: format!("token `{name}`"),
+            detail: format!("token `{name}`, valid until {}", expires_at.format("%Y-%m-%d %H:%M UTC")),
         };
         self.record(who, change, now).await;
         Ok(secret)
@@ -79,17 +105,43 @@ impl Engine {
     }
 
     /// Creates or updates the user behind a verified single sign-on and returns who they are.
-    /// `access` comes from the identity provider's groups; with none the caller must not sign in.
+    /// `access` comes from the identity provider's groups. With none, the person was removed at
+    /// the provider: a user with this subject loses team, role and admin, every API token and
+    /// every session, and the sign-in is refused. The e-mail must be verified by the provider
+    /// (`email_verified`, which the caller may relax for providers that never send it), and users
+    /// are linked by the provider's subject only, never by a matching e-mail.
     pub async fn sso_sign_in(
         &self,
         subject: &str,
         email: &str,
+        email_verified: bool,
         name: &str,
         access: &Access,
         now: DateTime<Utc>,
     ) -> EngineResult<Identity> {
         if access.is_empty() {
+            if let Some(user_id) = self.store.remove_sso_access(subject, now).await? {
+                let event = crate::store::audit::NewAuditEvent {
+                    at: now,
+                    actor_user_id: None,
+                    actor_email: "system",
+                    tenant_id: None,
+                    action: "user.access_removed",
+                    object_type: "user",
+                    object_id: Some(user_id.to_string()),
+                    detail: format!("{email} signed in with no group that maps to Tenantry: team, role, admin, tokens and sessions removed"),
+                    client_addr: None,
+                };
+                if let Err(err) = self.store.insert_audit(&event).await {
+                    tracing::error!(error = %err, "could not write the audit log");
+                }
+            }
             return Err(EngineError::Forbidden("no group of yours gives access to Tenantry".to_owned()));
+        }
+        if !email_verified {
+            return Err(EngineError::Forbidden(format!(
+                "your identity provider has not verified the e-mail {email}; verify it there and sign in again"
+            )));
         }
         let user = SsoUser {
             subject,
@@ -98,7 +150,20 @@ impl Engine {
             tenant: access.tenant.as_ref().map(|(slug, role)| (slug.as_str(), *role)),
             is_admin: access.is_admin,
         };
-        let user_id = self.store.upsert_sso_user(&user, now).await?;
+        let user_id = match self.store.upsert_sso_user(&user, now).await? {
+            SsoOutcome::Signed(id) => id,
+            SsoOutcome::EmailTaken => {
+                return Err(EngineError::Conflict(format!(
+                    "a Tenantry account with the e-mail {email} already exists and belongs to another sign-in; \
+                     ask a platform admin to link or remove it"
+                )))
+            }
+            SsoOutcome::Disabled => {
+                return Err(EngineError::Forbidden(
+                    "your Tenantry account is disabled; ask a platform admin".to_owned(),
+                ))
+            }
+        };
         self.store.identity_by_user_id(user_id).await?.ok_or(EngineError::NotFound("user"))
     }
 

@@ -6,6 +6,12 @@ use sha2::{Digest, Sha256};
 /// Every token starts with this, so leaked tokens are easy to spot in logs and by scanners.
 pub const TOKEN_PREFIX: &str = "tnt_";
 
+/// How long a token works when its creator does not say.
+pub const DEFAULT_VALID_DAYS: u32 = 90;
+
+/// The longest a token may be valid: a year, so every token is renewed at least yearly.
+pub const MAX_VALID_DAYS: u32 = 365;
+
 /// A new random token, e.g. `tnt_3f9c…` (64 hex digits after the prefix).
 pub fn generate() -> String {
     let mut bytes = [0u8; 32];

@@ -12,8 +12,9 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
 use chrono::Utc;
 use serde::Deserialize;
-use tenantry_app::server::{session_user_id, start_session, ClientAddr};
+use tenantry_app::server::{session_identity, start_session, ClientAddr};
 use tenantry_domain::Identity;
+use tenantry_engine::EngineError;
 use tower_sessions::Session;
 
 /// The authenticated caller of a request.
@@ -40,10 +41,9 @@ impl FromRequestParts<AppState> for Caller {
             state.engine.identity_for_token(token, now).await?
         } else {
             let session = Session::from_request_parts(parts, state).await.map_err(|_| ApiError::unauthenticated())?;
-            match session_user_id(&session, now).await.map_err(session_unavailable)? {
-                Some(user_id) => state.engine.identity_for_user(user_id).await?,
-                None => None,
-            }
+            session_identity(&session, &state.engine, now).await.map_err(|_| {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "sessions are unavailable; try again")
+            })?
         };
         let mut who = identity.ok_or_else(ApiError::unauthenticated)?;
         who.client_addr = parts.extensions.get::<ClientAddr>().map(|a| a.0.clone());
@@ -168,21 +168,26 @@ pub async fn callback(State(state): State<AppState>, session: Session, Query(que
         Err(e) => return failed(StatusCode::BAD_REQUEST, e.to_string()).await,
     };
     let access = oidc.settings.groups.resolve(&user.groups);
-    if access.is_empty() {
-        let _ = session.flush().await;
-        tracing::info!(email = %user.email, groups = ?user.groups, "signed in without a mapped group");
-        return auth_page(
-            StatusCode::FORBIDDEN,
-            "Ask your admin for access",
-            &format!(
-                "You signed in as {}, but none of your groups gives access to Tenantry. Ask your platform admin to add you to your team's group.",
-                user.email
-            ),
-        );
-    }
     let now = Utc::now();
-    let mut who = match state.engine.sso_sign_in(&user.subject, &user.email, &user.name, &access, now).await {
+    let signed_in =
+        state.engine.sso_sign_in(&user.subject, &user.email, user.email_verified, &user.name, &access, now).await;
+    let mut who = match signed_in {
         Ok(who) => who,
+        // No mapped group: the engine has removed whatever access this person had here.
+        Err(EngineError::Forbidden(_)) if access.is_empty() => {
+            tracing::info!(email = %user.email, groups = ?user.groups, "signed in without a mapped group");
+            let _ = session.flush().await;
+            return auth_page(
+                StatusCode::FORBIDDEN,
+                "Ask your admin for access",
+                &format!(
+                    "You signed in as {}, but none of your groups gives access to Tenantry. Ask your platform admin to add you to your team's group.",
+                    user.email
+                ),
+            );
+        }
+        Err(EngineError::Forbidden(message)) => return failed(StatusCode::FORBIDDEN, message).await,
+        Err(EngineError::Conflict(message)) => return failed(StatusCode::CONFLICT, message).await,
         Err(e) => return ApiError::from(e).into_response(),
     };
     if let Err(e) = start_session(&session, who.user_id, now).await {
@@ -221,10 +226,8 @@ pub async fn demo_sign_in(
 pub async fn logout(State(state): State<AppState>, session: Session) -> ApiResult<Response> {
     let now = Utc::now();
     let id_token: Option<String> = session.get(ID_TOKEN_KEY).await.ok().flatten();
-    if let Ok(Some(user_id)) = session_user_id(&session, now).await {
-        if let Ok(Some(who)) = state.engine.identity_for_user(user_id).await {
-            state.engine.record_session(&who, "session.signed_out", "signed out".to_owned(), now).await;
-        }
+    if let Ok(Some(who)) = session_identity(&session, &state.engine, now).await {
+        state.engine.record_session(&who, "session.signed_out", "signed out".to_owned(), now).await;
     }
     session.flush().await.map_err(session_unavailable)?;
     if let (Some(oidc), Some(token)) = (state.web.oidc.clone(), id_token) {

@@ -225,6 +225,10 @@ pub struct OidcArgs {
     /// Where the provider sends users after signing out (RP-initiated logout).
     #[arg(long, env = "TENANTRY_POST_LOGOUT_REDIRECT_URL")]
     pub post_logout_redirect_url: Option<String>,
+    /// Accept e-mails the provider does not mark `email_verified` (only for providers that never
+    /// send the claim; an unverified e-mail is no proof of identity).
+    #[arg(long, env = "OIDC_TRUST_UNVERIFIED_EMAIL", default_value_t = false)]
+    pub oidc_trust_unverified_email: bool,
 }
 
 impl OidcArgs {
@@ -253,6 +257,7 @@ impl OidcArgs {
                 .map(PostLogoutRedirectUrl::new)
                 .transpose()
                 .map_err(|e| format!("TENANTRY_POST_LOGOUT_REDIRECT_URL: {e}"))?,
+            trust_unverified_email: self.oidc_trust_unverified_email,
         }))
     }
 }

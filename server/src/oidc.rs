@@ -72,6 +72,9 @@ pub struct OidcSettings {
     pub groups: GroupMap,
     pub scopes: Vec<String>,
     pub post_logout_redirect: Option<PostLogoutRedirectUrl>,
+    /// Accept an e-mail the provider does not mark `email_verified` (for providers that never
+    /// send the claim). Off by default: an unverified e-mail is no proof of identity.
+    pub trust_unverified_email: bool,
 }
 
 /// A sign-in in flight, kept in the session until the provider sends the user back.
@@ -100,6 +103,8 @@ struct Discovered {
 pub struct VerifiedUser {
     pub subject: String,
     pub email: String,
+    /// The provider vouches for the e-mail (`email_verified`, or the setting that trusts it).
+    pub email_verified: bool,
     pub name: String,
     pub groups: Vec<String>,
     pub id_token: String,
@@ -211,12 +216,14 @@ impl Oidc {
         }
         let subject = claims.subject().to_string();
         let mut email = claims.email().map(|e| e.to_string());
+        let mut email_verified = claims.email_verified();
         let mut name = claims.name().and_then(|n| n.get(None)).map(|n| n.to_string());
         let mut groups = claims.additional_claims().claims.get(&self.settings.groups_claim).cloned();
-        if email.is_none() || groups.is_none() {
+        if email.is_none() || email_verified.is_none() || groups.is_none() {
             if let Ok(request) = d.client.user_info(tokens.access_token().clone(), Some(claims.subject().clone())) {
                 let info: UserInfoClaims<ExtraClaims, CoreGenderClaim> =
                     request.request_async(&self.http).await.map_err(|e| rejected("userinfo", &e))?;
+                email_verified = email_verified.or_else(|| info.email_verified());
                 email = email.or_else(|| info.email().map(|e| e.to_string()));
                 name = name.or_else(|| info.name().and_then(|n| n.get(None)).map(|n| n.to_string()));
                 groups = groups.or_else(|| info.additional_claims().claims.get(&self.settings.groups_claim).cloned());
@@ -234,6 +241,7 @@ impl Oidc {
             subject,
             name: name.unwrap_or_else(|| email.clone()),
             email,
+            email_verified: email_verified.unwrap_or(false) || self.settings.trust_unverified_email,
             groups,
             id_token: id_token.to_string(),
         })

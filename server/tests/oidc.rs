@@ -37,6 +37,8 @@ struct Scenario {
     audience: Option<String>,
     expires_in: Option<i64>,
     unsigned: bool,
+    /// The provider does not vouch for the e-mail (`email_verified: false`).
+    unverified: bool,
     groups: Vec<String>,
 }
 
@@ -61,6 +63,7 @@ impl Provider {
             "aud": s.audience.unwrap_or_else(|| CLIENT.to_owned()),
             "sub": "subject-ada",
             "email": "ada@acme.example",
+            "email_verified": !s.unverified,
             "name": "Ada SSO",
             "groups": s.groups,
             "nonce": s.nonce.unwrap_or_else(|| nonce.to_owned()),
@@ -114,7 +117,9 @@ async fn token(
 
 async fn userinfo(State(p): State<Provider>) -> Json<Value> {
     let groups = p.scenario.lock().unwrap().groups.clone();
-    Json(json!({"sub": "subject-ada", "email": "ada@acme.example", "name": "Ada SSO", "groups": groups}))
+    Json(
+        json!({"sub": "subject-ada", "email": "ada@acme.example", "email_verified": true, "name": "Ada SSO", "groups": groups}),
+    )
 }
 
 async fn start_provider() -> Provider {
@@ -157,6 +162,7 @@ async fn harness(db: Db) -> Harness {
         groups: "acme-leads=acme:lead,ops=admin".parse().unwrap(),
         scopes: vec!["openid".into(), "email".into(), "groups".into()],
         post_logout_redirect: None,
+        trust_unverified_email: false,
     };
     let web = WebSettings { oidc: Some(Arc::new(Oidc::new(settings))), ..WebSettings::default() };
     Harness { app: TestApp::with_web(engine, web).await, provider }
@@ -281,3 +287,33 @@ app_test_with!(forged_or_broken_answers_never_sign_anyone_in, |h: Harness| async
     assert!(body.contains("Ask your admin for access"));
     assert!(!signed_in(&h, &cookie).await);
 });
+
+app_test_with!(
+    removal_at_the_provider_ends_sessions_and_tokens_and_unverified_emails_are_refused,
+    |h: Harness| async move {
+        // Ada signs in as acme's lead and makes a token.
+        let (cookie, state, nonce) = begin(&h).await;
+        let (status, ada, _) = callback(&h, &cookie, &state, &format!("x1:{nonce}")).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        let token = h.app.engine.create_api_token("ada@acme.example", "ci", chrono::Utc::now()).await.unwrap();
+        assert_eq!(h.app.get("/api/v1/me", Some(&Auth::Bearer(token.clone()))).await.0, StatusCode::OK);
+
+        // She leaves the team at the provider and signs in again (in another browser): refused, and
+        // her open session and her token stop working too.
+        *h.provider.scenario.lock().unwrap() = Scenario { groups: vec!["marketing".into()], ..Scenario::default() };
+        let (cookie, state, nonce) = begin(&h).await;
+        let (status, _, body) = callback(&h, &cookie, &state, &format!("x2:{nonce}")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(!signed_in(&h, &ada).await, "her earlier session is over");
+        assert_eq!(h.app.get("/api/v1/me", Some(&Auth::Bearer(token))).await.0, StatusCode::UNAUTHORIZED);
+
+        // A provider that does not vouch for the e-mail signs no one in.
+        *h.provider.scenario.lock().unwrap() =
+            Scenario { groups: vec!["acme-leads".into()], unverified: true, ..Scenario::default() };
+        let (cookie, state, nonce) = begin(&h).await;
+        let (status, cookie, body) = callback(&h, &cookie, &state, &format!("x3:{nonce}")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        assert!(body.contains("not verified"), "{body}");
+        assert!(!signed_in(&h, &cookie).await);
+    }
+);

@@ -5,7 +5,7 @@ mod common;
 
 use common::{Db, TestApp};
 use std::sync::Arc;
-use tenantry_app::server::{session_user_id, start_session, ABSOLUTE_SESSION_LIFETIME};
+use tenantry_app::server::{session_user, start_session, ABSOLUTE_SESSION_LIFETIME};
 use tenantry_server::sessions::DbSessionStore;
 use tower_sessions::Session;
 
@@ -20,12 +20,12 @@ async fn absolute_expiry(db: Db) {
 
     let later = Session::new(Some(id), store.clone(), None);
     let almost = signed_in + ABSOLUTE_SESSION_LIFETIME - chrono::Duration::minutes(1);
-    assert_eq!(session_user_id(&later, almost).await.unwrap(), Some(42));
+    assert_eq!(session_user(&later, almost).await.unwrap().map(|s| s.user_id), Some(42));
     let past = signed_in + ABSOLUTE_SESSION_LIFETIME + chrono::Duration::minutes(1);
-    assert_eq!(session_user_id(&later, past).await.unwrap(), None, "past its absolute lifetime");
+    assert_eq!(session_user(&later, past).await.unwrap(), None, "past its absolute lifetime");
     later.save().await.unwrap();
     let again = Session::new(Some(id), store, None);
-    assert_eq!(session_user_id(&again, almost).await.unwrap(), None, "the expired session was ended, not just refused");
+    assert_eq!(session_user(&again, almost).await.unwrap(), None, "the expired session was ended, not just refused");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

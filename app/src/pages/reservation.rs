@@ -170,13 +170,7 @@ fn Detail(
                                         <tr>
                                             <td class="py-1 pr-4 font-mono">{a.node.clone()}</td>
                                             <td class="py-1 pr-4">{a.gpu_index}</td>
-                                            <td class="py-1">
-                                                {if a.slice_hi - a.slice_lo == 7 || (a.slice_lo, a.slice_hi) == (0, 1) {
-                                                    "whole GPU".to_owned()
-                                                } else {
-                                                    format!("{}–{}", a.slice_lo, a.slice_hi - 1)
-                                                }}
-                                            </td>
+                                            <td class="py-1">{a.share()}</td>
                                         </tr>
                                     }
                                 })

@@ -40,6 +40,7 @@ struct TokenRow {
     created_at: DateTime<Utc>,
     last_used_at: Option<DateTime<Utc>>,
     revoked_at: Option<DateTime<Utc>>,
+    expires_at: DateTime<Utc>,
 }
 
 impl Store {
@@ -110,7 +111,7 @@ impl Store {
     pub async fn list_api_tokens(&self, user_id: i64) -> EngineResult<Vec<ApiTokenView>> {
         let rows = on_pool!(self, |pool| {
             sqlx::query_as::<_, TokenRow>(
-                "select api_token_id, name, created_at, last_used_at, revoked_at from api_token
+                "select api_token_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
                  where user_id = $1 order by revoked_at is not null, created_at desc, api_token_id desc",
             )
             .bind(user_id)
@@ -125,6 +126,7 @@ impl Store {
                 created_at: r.created_at,
                 last_used_at: r.last_used_at,
                 revoked_at: r.revoked_at,
+                expires_at: r.expires_at,
             })
             .collect())
     }

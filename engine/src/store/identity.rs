@@ -91,6 +91,49 @@ impl Store {
         Ok(row.map(Identity::from))
     }
 
+    /// The identity behind a session signed in at `signed_in_at`, unless the user was disabled or
+    /// lost access (at the identity provider) after it began.
+    pub async fn identity_for_session(
+        &self,
+        user_id: i64,
+        signed_in_at: DateTime<Utc>,
+    ) -> EngineResult<Option<Identity>> {
+        let sql = format!(
+            "{IDENTITY_SELECT} where u.user_id = $1 and u.disabled_at is null
+               and (u.sessions_valid_after is null or u.sessions_valid_after <= $2)"
+        );
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, IdentityRow>(&sql).bind(user_id).bind(signed_in_at).fetch_optional(pool).await?
+        });
+        Ok(row.map(Identity::from))
+    }
+
+    /// Takes away everything a user signed in through SSO could do: team, role and admin, every
+    /// live API token, every session begun before `now`. Returns the user's id when one has this
+    /// subject.
+    pub async fn remove_sso_access(&self, subject: &str, now: DateTime<Utc>) -> EngineResult<Option<i64>> {
+        let user_id = write_tx!(self, |tx| {
+            let user_id: Option<i64> = sqlx::query_scalar(
+                "update app_user set tenant_id = null, role = null, is_admin = $1, sessions_valid_after = $2
+                 where oidc_subject = $3 returning user_id",
+            )
+            .bind(false)
+            .bind(now)
+            .bind(subject)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(id) = user_id {
+                sqlx::query("update api_token set revoked_at = $1 where user_id = $2 and revoked_at is null")
+                    .bind(now)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            user_id
+        });
+        Ok(user_id)
+    }
+
     pub async fn identity_by_email(&self, email: &str) -> EngineResult<Option<Identity>> {
         let sql = format!("{IDENTITY_SELECT} where lower(u.email) = lower($1)");
         let row =
@@ -121,32 +164,37 @@ impl Store {
         user_id: i64,
         name: &str,
         token_hash: &str,
+        expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> EngineResult<i64> {
         let id = write_tx!(self, |tx| {
             sqlx::query_scalar::<_, i64>(
-                "insert into api_token (user_id, name, token_hash, created_at)
-                 values ($1, $2, $3, $4) returning api_token_id",
+                "insert into api_token (user_id, name, token_hash, created_at, expires_at)
+                 values ($1, $2, $3, $4, $5) returning api_token_id",
             )
             .bind(user_id)
             .bind(name)
             .bind(token_hash)
             .bind(now)
+            .bind(expires_at)
             .fetch_one(&mut *tx)
             .await?
         });
         Ok(id)
     }
 
-    /// The identity behind a live (unrevoked) token. Its last-used time is refreshed at most once
-    /// a minute, so a busy API client does not turn every read into a write.
+    /// The identity behind a live token: not revoked, not expired, its owner not disabled. Its
+    /// last-used time is refreshed at most once a minute, so a busy API client does not turn
+    /// every read into a write.
     pub async fn identity_by_token_hash(&self, token_hash: &str, now: DateTime<Utc>) -> EngineResult<Option<Identity>> {
         let found = on_pool!(self, |pool| {
             sqlx::query_as::<_, (i64, i64, Option<DateTime<Utc>>)>(
-                "select api_token_id, user_id, last_used_at from api_token
-                 where token_hash = $1 and revoked_at is null",
+                "select k.api_token_id, k.user_id, k.last_used_at from api_token k
+                 join app_user u on u.user_id = k.user_id
+                 where k.token_hash = $1 and k.revoked_at is null and k.expires_at > $2 and u.disabled_at is null",
             )
             .bind(token_hash)
+            .bind(now)
             .fetch_optional(pool)
             .await?
         });
@@ -166,6 +214,17 @@ impl Store {
     }
 }
 
+/// What an SSO sign-in did to the user table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SsoOutcome {
+    /// The user's id (created or updated).
+    Signed(i64),
+    /// Another user already has this e-mail (a pre-existing account, or another subject's).
+    EmailTaken,
+    /// An admin disabled this user.
+    Disabled,
+}
+
 /// The claims a single sign-on brings, already mapped to access.
 #[derive(Debug, Clone)]
 pub struct SsoUser<'a> {
@@ -177,9 +236,10 @@ pub struct SsoUser<'a> {
 }
 
 impl Store {
-    /// Creates or updates the user behind an SSO sign-in (found by subject, then by email), creating
-    /// the tenant named by the groups when it is new. Returns the user id.
-    pub async fn upsert_sso_user(&self, user: &SsoUser<'_>, now: DateTime<Utc>) -> EngineResult<i64> {
+    /// Creates or updates the user behind an SSO sign-in (found by the provider's subject only),
+    /// creating the tenant named by the groups when it is new. Refused, with nothing written, when
+    /// another user already has the e-mail or the user is disabled.
+    pub async fn upsert_sso_user(&self, user: &SsoUser<'_>, now: DateTime<Utc>) -> EngineResult<SsoOutcome> {
         let id = write_tx!(self, |tx| {
             let tenant_id: Option<i64> = match user.tenant {
                 Some((slug, _)) => {
@@ -203,16 +263,20 @@ impl Store {
                 None => None,
             };
             let role = user.tenant.map(|(_, role)| role.code());
-            let existing: Option<i64> = sqlx::query_scalar(
-                "select user_id from app_user where oidc_subject = $1 or (oidc_subject is null and lower(email) = lower($2))
-                 order by oidc_subject is null limit 1",
-            )
-            .bind(user.subject)
-            .bind(user.email)
-            .fetch_optional(&mut *tx)
-            .await?;
+            // Linked by the provider's subject only: an e-mail is not proof of who someone is.
+            let existing: Option<(i64, bool)> =
+                sqlx::query_as("select user_id, disabled_at is not null from app_user where oidc_subject = $1")
+                    .bind(user.subject)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let taken: Option<i64> = sqlx::query_scalar("select user_id from app_user where lower(email) = lower($1)")
+                .bind(user.email)
+                .fetch_optional(&mut *tx)
+                .await?;
             match existing {
-                Some(id) => {
+                Some((_, true)) => return Ok(SsoOutcome::Disabled),
+                _ if taken.is_some() && taken != existing.map(|(id, _)| id) => return Ok(SsoOutcome::EmailTaken),
+                Some((id, false)) => {
                     sqlx::query(
                         "update app_user set email = $1, name = $2, tenant_id = $3, role = $4, is_admin = $5,
                             oidc_subject = $6, last_sign_in_at = $7 where user_id = $8",
@@ -246,6 +310,6 @@ impl Store {
                 }
             }
         });
-        Ok(id)
+        Ok(SsoOutcome::Signed(id))
     }
 }

@@ -573,8 +573,8 @@ impl Store {
     /// The slices a reservation holds (live or not), node and GPU order.
     pub async fn reservation_allocations(&self, reservation_id: i64) -> EngineResult<Vec<(i64, AllocationView)>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, String, i64, i64, i64)>(
-                "select a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi
+            sqlx::query_as::<_, (i64, String, i64, i64, i64, bool)>(
+                "select a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, g.mig_enabled
                  from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
                  where a.reservation_id = $1 order by n.hostname, g.gpu_index, a.slice_lo",
             )
@@ -584,8 +584,11 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(gpu_id, node, gpu_index, lo, hi)| {
-                (gpu_id, AllocationView { node, gpu_index: gpu_index as u32, slice_lo: lo as u8, slice_hi: hi as u8 })
+            .map(|(gpu_id, node, gpu_index, lo, hi, mig)| {
+                (
+                    gpu_id,
+                    AllocationView { node, gpu_index: gpu_index as u32, slice_lo: lo as u8, slice_hi: hi as u8, mig },
+                )
             })
             .collect())
     }

@@ -137,3 +137,80 @@ store_test!(api_tokens_resolve_to_their_owner, |store: Store| async move {
         Err(EngineError::Invalid { field: "name", .. })
     ));
 });
+
+store_test!(api_tokens_expire_when_their_creator_chose, |store: Store| async move {
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let t0 = now();
+    let week = engine.create_own_api_token(&lead, "week", Some(7), t0).await.unwrap();
+    let default = engine.create_own_api_token(&lead, "default", None, t0).await.unwrap();
+    assert!(engine
+        .identity_for_token(&week, t0 + chrono::Duration::days(7) - chrono::Duration::seconds(1))
+        .await
+        .unwrap()
+        .is_some());
+    assert!(engine.identity_for_token(&week, t0 + chrono::Duration::days(7)).await.unwrap().is_none(), "expired");
+    assert!(engine.identity_for_token(&default, t0 + chrono::Duration::days(89)).await.unwrap().is_some());
+    assert!(engine.identity_for_token(&default, t0 + chrono::Duration::days(90)).await.unwrap().is_none());
+    let listed = engine.api_tokens(&lead).await.unwrap();
+    let expiries: Vec<i64> = listed.iter().map(|t| (t.expires_at - t0).num_days()).collect();
+    assert_eq!(expiries.iter().copied().collect::<std::collections::BTreeSet<_>>(), [7, 90].into());
+    for days in [0, 366] {
+        assert!(matches!(
+            engine.create_own_api_token(&lead, "x", Some(days), t0).await,
+            Err(EngineError::Invalid { field: "valid_days", .. })
+        ));
+    }
+});
+
+fn acme_lead() -> tenantry_domain::Access {
+    tenantry_domain::Access { tenant: Some(("acme".to_owned(), tenantry_domain::Role::Lead)), is_admin: true }
+}
+
+store_test!(removal_at_the_identity_provider_removes_access_here, |store: Store| async move {
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let t0 = now();
+    let who = engine.sso_sign_in("sub-grace", "grace@acme.example", true, "Grace", &acme_lead(), t0).await.unwrap();
+    assert!(who.is_admin && who.can_book());
+    let token = engine.create_own_api_token(&who, "ci", None, t0).await.unwrap();
+    assert!(engine.identity_for_session(who.user_id, t0).await.unwrap().is_some());
+
+    // Her groups no longer map: the sign-in is refused and everything she had goes with it.
+    let later = t0 + chrono::Duration::minutes(5);
+    let none = tenantry_domain::Access { tenant: None, is_admin: false };
+    let refused = engine.sso_sign_in("sub-grace", "grace@acme.example", true, "Grace", &none, later).await;
+    assert!(matches!(refused, Err(EngineError::Forbidden(_))), "{refused:?}");
+    let after = engine.identity_for_user(who.user_id).await.unwrap().unwrap();
+    assert!(!after.is_admin && after.tenant.is_none() && !after.can_book(), "{after:?}");
+    assert!(engine.identity_for_token(&token, later).await.unwrap().is_none(), "her tokens are revoked");
+    assert!(engine.identity_for_session(who.user_id, t0).await.unwrap().is_none(), "her sessions are over");
+    // Given access again, she signs in afresh (new sessions count; old ones stay over).
+    engine.sso_sign_in("sub-grace", "grace@acme.example", true, "Grace", &acme_lead(), later).await.unwrap();
+    assert!(engine.identity_for_session(who.user_id, later).await.unwrap().is_some());
+    assert!(engine.identity_for_session(who.user_id, t0).await.unwrap().is_none());
+});
+
+store_test!(an_unverified_or_unlinked_email_takes_over_no_one, |store: Store| async move {
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let t0 = now();
+    // The seeded lead has no SSO subject: another provider account with her e-mail must not become her.
+    let seeded_lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let unverified = engine.sso_sign_in("sub-mallory", "lead@acme.example", false, "M", &acme_lead(), t0).await;
+    match unverified {
+        Err(EngineError::Forbidden(m)) => assert!(m.contains("not verified"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let verified = engine.sso_sign_in("sub-mallory", "lead@acme.example", true, "M", &acme_lead(), t0).await;
+    match verified {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("already exists"), "{m}"),
+        other => panic!("linked by e-mail: {other:?}"),
+    }
+    let still = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    assert_eq!(still, seeded_lead, "the existing account is untouched");
+    // Two provider subjects cannot share one account either.
+    engine.sso_sign_in("sub-a", "a@acme.example", true, "A", &acme_lead(), t0).await.unwrap();
+    let clash = engine.sso_sign_in("sub-b", "a@acme.example", true, "B", &acme_lead(), t0).await;
+    assert!(matches!(clash, Err(EngineError::Conflict(_))), "{clash:?}");
+    // The rightful subject still signs in.
+    engine.sso_sign_in("sub-a", "a@acme.example", true, "A", &acme_lead(), t0).await.unwrap();
+});

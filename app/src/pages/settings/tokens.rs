@@ -1,5 +1,5 @@
-//! API tokens: create (shown once), list with last use, revoke. A token acts with its owner's
-//! tenant and role.
+//! API tokens: create (shown once) with how long it stays valid, list with last use and expiry,
+//! revoke. A token acts with its owner's tenant and role.
 
 use crate::api::{create_api_token, my_api_tokens, revoke_api_token};
 use crate::components::errors::ErrorPanel;
@@ -10,10 +10,11 @@ use leptos::prelude::*;
 
 #[component]
 pub fn TokensPage() -> impl IntoView {
-    let create = Action::new(|name: &String| create_api_token(name.clone()));
+    let create = Action::new(|(name, days): &(String, u32)| create_api_token(name.clone(), Some(*days)));
     let revoke = Action::new(|id: &i64| revoke_api_token(*id));
     let tokens = Resource::new(move || (create.version().get(), revoke.version().get()), |_| my_api_tokens());
     let name = RwSignal::new(String::new());
+    let days = RwSignal::new(90u32);
     view! {
         <PageHeader
             title="API tokens"
@@ -23,7 +24,7 @@ pub fn TokensPage() -> impl IntoView {
             class=format!("{CARD} mb-6 flex flex-wrap items-end gap-3")
             on:submit=move |ev| {
                 ev.prevent_default();
-                create.dispatch(name.get_untracked());
+                create.dispatch((name.get_untracked(), days.get_untracked()));
             }
         >
             <label class="block flex-1 text-sm font-medium">
@@ -38,6 +39,25 @@ pub fn TokensPage() -> impl IntoView {
                     prop:value=move || name.get()
                     on:input=move |ev| name.set(event_target_value(&ev))
                 />
+            </label>
+            <label class="block text-sm font-medium">
+                "Valid for"
+                <select
+                    data-testid="token-days"
+                    class="mt-1 block rounded-md border border-slate-300 bg-white px-3 py-2 text-sm dark:border-slate-700 dark:bg-slate-800"
+                    on:change=move |ev| days.set(event_target_value(&ev).parse().unwrap_or(90))
+                >
+                    {[(30, "30 days"), (90, "90 days"), (180, "180 days"), (365, "1 year")]
+                        .into_iter()
+                        .map(|(value, label)| {
+                            view! {
+                                <option value=value.to_string() selected=value == 90>
+                                    {label}
+                                </option>
+                            }
+                        })
+                        .collect_view()}
+                </select>
             </label>
             <button
                 type="submit"
@@ -82,6 +102,7 @@ pub fn TokensPage() -> impl IntoView {
                                     ("Name", ""),
                                     ("Created", ""),
                                     ("Last used", ""),
+                                    ("Expires", ""),
                                     ("Status", ""),
                                     ("Actions", "text-right"),
                                 ]
@@ -102,6 +123,7 @@ pub fn TokensPage() -> impl IntoView {
                                                         .map(format::utc)
                                                         .unwrap_or_else(|| "never".to_owned())}
                                                 </td>
+                                                <td class="px-4 py-2">{format::utc(t.expires_at)}</td>
                                                 <td class="px-4 py-2">{if revoked { "revoked" } else { "active" }}</td>
                                                 <td class="px-4 py-2 text-right">
                                                     {(!revoked)
