@@ -87,7 +87,7 @@ pub struct FieldError {
     pub message: String,
 }
 
-fn field(field: &'static str, message: impl Into<String>) -> FieldError {
+pub(crate) fn field(field: &'static str, message: impl Into<String>) -> FieldError {
     FieldError { field, message: message.into() }
 }
 

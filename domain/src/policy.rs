@@ -293,6 +293,30 @@ pub struct BurstInput {
     pub hours: i64,
 }
 
+/// Most units one burst may take (as for a booking).
+pub const BURST_MAX_QUANTITY: i64 = 4096;
+
+/// The longest burst: the longest window (30 days).
+pub const BURST_MAX_HOURS: i64 = crate::booking::MAX_WINDOW.num_hours();
+
+/// Checks a burst's numbers, naming the field at fault, and gives its window from the start of
+/// `now`'s minute. Hours are bounded before any date arithmetic, so no count of hours can
+/// overflow it.
+pub fn burst_window(input: &BurstInput, now: DateTime<Utc>) -> Result<Window, crate::booking::FieldError> {
+    use crate::booking::field;
+    if !(1..=BURST_MAX_QUANTITY).contains(&input.quantity) {
+        return Err(field("quantity", format!("quantity must be 1 to {BURST_MAX_QUANTITY}")));
+    }
+    if !(1..=BURST_MAX_HOURS).contains(&input.hours) {
+        return Err(field(
+            "hours",
+            format!("a burst lasts 1 to {BURST_MAX_HOURS} hours (30 days, the longest window)"),
+        ));
+    }
+    let start = crate::window::floor_minute(now);
+    Ok(Window { start, end: start + Duration::hours(input.hours) })
+}
+
 /// Sevenths of a GPU held by `holdings` (plus the ask) at their busiest moment inside `window`.
 pub fn peak_concurrency(holdings: &[Holding], model: GpuModel, window: &Window) -> GpuSevenths {
     let mut events: Vec<(DateTime<Utc>, i64)> = Vec::new();
@@ -440,6 +464,24 @@ pub fn decide(policy: &Policy, holdings: &[Holding], ask: &Ask, now: DateTime<Ut
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn burst_bounds_name_their_field() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 30).unwrap();
+        let ask = |quantity, hours| BurstInput { offering: "h100-gpu".into(), quantity, hours };
+        let w = burst_window(&ask(1, 1), now).unwrap();
+        assert_eq!((w.start, w.minutes()), (Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap(), 60));
+        assert!(burst_window(&ask(BURST_MAX_QUANTITY, BURST_MAX_HOURS), now).is_ok());
+        for (quantity, hours, wrong) in [
+            (1, 100_000_000_000, "hours"),
+            (1, BURST_MAX_HOURS + 1, "hours"),
+            (1, 0, "hours"),
+            (0, 1, "quantity"),
+            (BURST_MAX_QUANTITY + 1, 1, "quantity"),
+        ] {
+            assert_eq!(burst_window(&ask(quantity, hours), now).unwrap_err().field, wrong);
+        }
+    }
     use super::*;
     use proptest::prelude::*;
 

@@ -19,20 +19,43 @@ pub struct Change<'a> {
     pub detail: String,
 }
 
+impl<'a> Change<'a> {
+    /// A change to one of a tenant's reservations.
+    pub fn reservation(action: &'a str, id: i64, tenant_id: i64, detail: impl Into<String>) -> Self {
+        Change {
+            action,
+            object_type: "reservation",
+            object_id: Some(id.to_string()),
+            tenant_id: Some(tenant_id),
+            detail: detail.into(),
+        }
+    }
+}
+
 impl Engine {
     /// Records a change made by `who`. The change has already committed, so a failure to record
     /// it is logged loudly rather than reported to the user as if the change had failed.
     pub async fn record(&self, who: &Identity, change: Change<'_>, now: DateTime<Utc>) {
+        self.record_by(Some(who), change, now).await
+    }
+
+    /// Records a change Tenantry made by itself (expiry, preemption, replacement, removal at the
+    /// identity provider): the actor is `system`.
+    pub(crate) async fn record_system(&self, change: Change<'_>, now: DateTime<Utc>) {
+        self.record_by(None, change, now).await
+    }
+
+    async fn record_by(&self, who: Option<&Identity>, change: Change<'_>, now: DateTime<Utc>) {
         let event = NewAuditEvent {
             at: now,
-            actor_user_id: Some(who.user_id),
-            actor_email: &who.email,
+            actor_user_id: who.map(|w| w.user_id),
+            actor_email: who.map_or("system", |w| w.email.as_str()),
             tenant_id: change.tenant_id,
             action: change.action,
             object_type: change.object_type,
             object_id: change.object_id,
             detail: change.detail,
-            client_addr: who.client_addr.as_deref(),
+            client_addr: who.and_then(|w| w.client_addr.as_deref()),
         };
         if let Err(err) = self.store.insert_audit(&event).await {
             tracing::error!(error = %err, action = change.action, "could not write the audit log");

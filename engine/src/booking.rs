@@ -316,16 +316,15 @@ impl Engine {
                     self.tell_preempted(&preempted, id, now).await?;
                     self.queue_wakeup.notify_one();
                     tracing::info!(reservation = id, tenant = tenant_id, offering = %offering.id, "booked");
-                    let change = Change {
-                        action: "reservation.created",
-                        object_type: "reservation",
-                        object_id: Some(id.to_string()),
-                        tenant_id: Some(tenant_id),
-                        detail: format!(
+                    let change = Change::reservation(
+                        "reservation.created",
+                        id,
+                        tenant_id,
+                        format!(
                             "{} × {} from {} to {} for {}",
                             valid.quantity, offering.id, valid.window.start, valid.window.end, valid.price
                         ),
-                    };
+                    );
                     self.record(who, change, now).await;
                     let detail = self.reservation_detail(who, id).await?;
                     return Ok(Booked { detail, replayed: false });
@@ -454,13 +453,12 @@ impl Engine {
             Err(err) => return Err(err),
         }
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
-        let change = Change {
-            action: "reservation.end_changed",
-            object_type: "reservation",
-            object_id: Some(id.to_string()),
-            tenant_id: Some(tenant_id),
-            detail: format!("end {} → {}, price {} → {}", current.end, end, current.price_cents, price),
-        };
+        let change = Change::reservation(
+            "reservation.end_changed",
+            id,
+            tenant_id,
+            format!("end {} → {}, price {} → {}", current.end, end, current.price_cents, price),
+        );
         self.record(who, change, now).await;
         self.reservation_detail(who, id).await
     }
@@ -489,13 +487,7 @@ impl Engine {
         }
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
         self.queue_wakeup.notify_one();
-        let change = Change {
-            action: "reservation.cancelled",
-            object_type: "reservation",
-            object_id: Some(id.to_string()),
-            tenant_id: Some(tenant_id),
-            detail: format!("was {}", current.state),
-        };
+        let change = Change::reservation("reservation.cancelled", id, tenant_id, format!("was {}", current.state));
         self.record(who, change, now).await;
         self.reservation_detail(who, id).await
     }

@@ -4,6 +4,7 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
+use crate::store::jobs::Retry;
 use crate::store::reservations::is_overlap;
 use crate::Engine;
 use chrono::{DateTime, Utc};
@@ -196,16 +197,15 @@ impl Engine {
     /// Runs a failed job again from the step it failed at.
     pub async fn retry_job(&self, who: &Identity, job_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
         require_admin(who)?;
-        let Some(reservation) = self.store.retry_failed_job(job_id, now).await? else {
-            let failed = self.store.failed_jobs().await?;
-            return Err(match failed.iter().find(|j| j.job_id == job_id) {
-                Some(job) => EngineError::Conflict(format!(
-                    "job #{job_id} set up reservation #{}, which failed and whose capacity was released; \
-                     the team can book again",
-                    job.reservation_id.unwrap_or_default()
-                )),
-                None => EngineError::NotFound("failed job"),
-            });
+        let reservation = match self.store.retry_failed_job(job_id, now).await? {
+            Retry::Queued { reservation_id } => reservation_id,
+            Retry::NotFailed => return Err(EngineError::NotFound("failed job")),
+            Retry::Released { reservation_id } => {
+                return Err(EngineError::Conflict(format!(
+                    "job #{job_id} set up reservation #{reservation_id}, which failed and whose capacity was \
+                     released; the team can book again"
+                )))
+            }
         };
         self.queue_wakeup.notify_one();
         let change = Change {

@@ -121,20 +121,16 @@ impl Engine {
     ) -> EngineResult<Identity> {
         if access.is_empty() {
             if let Some(user_id) = self.store.remove_sso_access(subject, now).await? {
-                let event = crate::store::audit::NewAuditEvent {
-                    at: now,
-                    actor_user_id: None,
-                    actor_email: "system",
-                    tenant_id: None,
+                let change = Change {
                     action: "user.access_removed",
                     object_type: "user",
                     object_id: Some(user_id.to_string()),
-                    detail: format!("{email} signed in with no group that maps to Tenantry: team, role, admin, tokens and sessions removed"),
-                    client_addr: None,
+                    tenant_id: None,
+                    detail: format!(
+                        "{email} signed in with no group that maps to Tenantry: team, role, admin, tokens and sessions removed"
+                    ),
                 };
-                if let Err(err) = self.store.insert_audit(&event).await {
-                    tracing::error!(error = %err, "could not write the audit log");
-                }
+                self.record_system(change, now).await;
             }
             return Err(EngineError::Forbidden("no group of yours gives access to Tenantry".to_owned()));
         }

@@ -5,7 +5,6 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
-use crate::store::audit::NewAuditEvent;
 use crate::store::policy::AfterDecision;
 use crate::store::policy::NotificationRow;
 use crate::store::reservations::{Inserted, NewReservation};
@@ -19,7 +18,6 @@ use tenantry_domain::policy::{
     self, ApprovalItem, Ask, BurstInput, Decision, Holding, Policy, PolicyPatch, QuotaEffect, TenantPolicy,
 };
 use tenantry_domain::reservation::{Placement, ReservationDetail, ReservationKind};
-use tenantry_domain::window::floor_minute;
 use tenantry_domain::{Cents, Identity, Offering, ReservationState, Window};
 
 fn parse_policy(json: Option<&str>) -> Policy {
@@ -196,13 +194,7 @@ impl Engine {
         self.queue_wakeup.notify_one();
         let message = format!("Reservation #{id} ({} × {}) was approved.", r.quantity, r.offering);
         self.store.notify(requester, &message, Some(id), now).await?;
-        let change = Change {
-            action: "reservation.approved",
-            object_type: "reservation",
-            object_id: Some(id.to_string()),
-            tenant_id: Some(tenant_id),
-            detail: reason,
-        };
+        let change = Change::reservation("reservation.approved", id, tenant_id, reason);
         self.record(who, change, now).await;
         self.admin_detail(id).await
     }
@@ -231,13 +223,7 @@ impl Engine {
         self.refresh_reservation_gpus(id, now).await?;
         let message = format!("Reservation #{id} ({} × {}) was rejected: {reason}", r.quantity, r.offering);
         self.store.notify(requester, &message, Some(id), now).await?;
-        let change = Change {
-            action: "reservation.rejected",
-            object_type: "reservation",
-            object_id: Some(id.to_string()),
-            tenant_id: Some(tenant_id),
-            detail: decision,
-        };
+        let change = Change::reservation("reservation.rejected", id, tenant_id, decision);
         self.record(who, change, now).await;
         self.admin_detail(id).await
     }
@@ -260,27 +246,10 @@ impl Engine {
                     r.quantity, r.offering
                 );
                 self.store.notify(requester, &message, Some(id), now).await?;
-                self.record_system("reservation.hold_expired", id, tenant_id, reason, now).await;
+                self.record_system(Change::reservation("reservation.hold_expired", id, tenant_id, reason), now).await;
             }
         }
         Ok(released)
-    }
-
-    pub(crate) async fn record_system(&self, action: &str, id: i64, tenant_id: i64, detail: &str, now: DateTime<Utc>) {
-        let event = NewAuditEvent {
-            at: now,
-            actor_user_id: None,
-            actor_email: "system",
-            tenant_id: Some(tenant_id),
-            action,
-            object_type: "reservation",
-            object_id: Some(id.to_string()),
-            detail: detail.to_owned(),
-            client_addr: None,
-        };
-        if let Err(err) = self.store.insert_audit(&event).await {
-            tracing::error!(error = %err, action, "could not write the audit log");
-        }
     }
 
     async fn refresh_reservation_gpus(&self, id: i64, now: DateTime<Utc>) -> EngineResult<()> {
@@ -316,7 +285,7 @@ impl Engine {
                 );
                 self.store.notify(requester, &message, Some(burst), now).await?;
                 let detail = format!("preempted by reservation #{by}; ends at {}", r.end);
-                self.record_system("burst.preempted", burst, tenant_id, &detail, now).await;
+                self.record_system(Change::reservation("burst.preempted", burst, tenant_id, detail), now).await;
             }
         }
         Ok(())
@@ -385,17 +354,10 @@ impl Engine {
     ) -> EngineResult<ReservationDetail> {
         let tenant_id = crate::booking::require_lead(who)?;
         let offering = self.offering_priced_for(Some(tenant_id), &input.offering).await?;
-        if input.quantity < 1 || input.quantity > 4096 {
-            return Err(EngineError::invalid("quantity", "quantity must be 1 to 4096"));
-        }
-        let longest = tenantry_domain::booking::MAX_WINDOW.num_hours();
-        if input.hours < 1 || input.hours > longest {
-            return Err(EngineError::invalid("hours", format!("a burst lasts 1 to {longest} hours")));
-        }
+        let window = policy::burst_window(input, now)
+            .map_err(|e| EngineError::Invalid { field: e.field, message: e.message })?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         let policy = self.policy_of(tenant_id).await?;
-        let start = floor_minute(now);
-        let window = Window { start, end: start + Duration::hours(input.hours) };
         self.check_burst_limits(tenant_id, &policy, &offering, input.quantity, window, None).await?;
         let quantity = input.quantity as u32;
         let request = Request {
@@ -442,13 +404,12 @@ impl Engine {
         let gpu_ids: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;
         self.queue_wakeup.notify_one();
-        let change = Change {
-            action: "burst.started",
-            object_type: "reservation",
-            object_id: Some(id.to_string()),
-            tenant_id: Some(tenant_id),
-            detail: format!("{} × {} for {} h at {}", quantity, offering.id, input.hours, price),
-        };
+        let change = Change::reservation(
+            "burst.started",
+            id,
+            tenant_id,
+            format!("{} × {} for {} h at {}", quantity, offering.id, input.hours, price),
+        );
         self.record(who, change, now).await;
         self.reservation_detail(who, id).await
     }

@@ -4,6 +4,7 @@
 //! this module decides what they do. Every step may run again after a crash: driver calls carry
 //! an [`EffectKey`] and store writes are conditional, so a repeat has the effect once.
 
+use crate::audit::Change;
 use crate::booking::tenant_of;
 use crate::driver::{DriverError, EffectKey, NodeTarget, TenantTarget};
 use crate::error::{EngineError, EngineResult};
@@ -419,7 +420,8 @@ impl Engine {
                         r.id, failed.hostname
                     );
                     self.tell_team(r.id, &message, now).await?;
-                    self.record_system("node.replaced", r.id, tenant_id, &message, now).await;
+                    self.record_system(Change::reservation("node.replaced", r.id, tenant_id, message.as_str()), now)
+                        .await;
                     return Ok(Replacement::Replaced(with));
                 }
                 Err(EngineError::Store(e)) if crate::store::reservations::is_overlap(&e) => {
@@ -448,7 +450,7 @@ impl Engine {
             r.id, failed.hostname
         );
         self.tell_team(r.id, &message, now).await?;
-        self.record_system("node.lost", r.id, tenant_id, &message, now).await;
+        self.record_system(Change::reservation("node.lost", r.id, tenant_id, message.as_str()), now).await;
         Ok(Replacement::Lost(credit))
     }
 
@@ -519,13 +521,8 @@ impl Engine {
             }
         }
         self.queue_wakeup.notify_one();
-        let change = crate::audit::Change {
-            action: "reservation.health_check",
-            object_type: "reservation",
-            object_id: Some(id.to_string()),
-            tenant_id: Some(tenant_id),
-            detail: "health check requested".to_owned(),
-        };
+        let change =
+            Change::reservation("reservation.health_check", id, tenant_id, "health check requested".to_owned());
         self.record(who, change, now).await;
         Ok(())
     }

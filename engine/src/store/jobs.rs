@@ -65,6 +65,20 @@ pub enum JobEffect {
     FailReservation { reservation_id: i64, reason: String },
 }
 
+/// What became of an admin's retry of a failed job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    Queued {
+        reservation_id: Option<i64>,
+    },
+    /// There is no such failed job (never was, or it was retried already).
+    NotFailed,
+    /// It set up a reservation that failed and was released.
+    Released {
+        reservation_id: i64,
+    },
+}
+
 /// What became of a request for a health check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HealthCheckRequest {
@@ -197,14 +211,8 @@ macro_rules! apply_effect {
                         .bind($now)
                         .execute(&mut *$tx)
                         .await?;
-                    sqlx::query(
-                        "update job set run_at = $2, updated_at = $2
-                         where reservation_id = $1 and kind = 'release' and state = 'queued'",
-                    )
-                    .bind(reservation_id)
-                    .bind($now)
-                    .execute(&mut *$tx)
-                    .await?;
+                    // A reservation that failed while degraded already has one, at its end.
+                    move_release!($tx, reservation_id, $now, $now);
                 }
                 sqlx::query(
                     "insert into notification (user_id, at, message, reservation_id)
@@ -580,25 +588,43 @@ impl Store {
             .collect())
     }
 
-    /// Queues a failed job again at the step it failed, with fresh attempts; `None` when there is
-    /// no such failed job, or when it is the provisioning of a reservation that failed (its
-    /// capacity was released, so the team books again instead).
-    pub async fn retry_failed_job(&self, job_id: i64, now: DateTime<Utc>) -> EngineResult<Option<Option<i64>>> {
-        let reservation = write_tx!(self, |tx| {
-            let reservation: Option<Option<i64>> = sqlx::query_scalar(
-                "update job set state = 'queued', attempts = 0, run_at = $1, updated_at = $1
-                 where job_id = $2 and state = 'failed'
-                   and not (kind = 'provision' and exists (select 1 from reservation r
-                            where r.reservation_id = job.reservation_id and r.state = 'failed'))
-                 returning reservation_id",
+    /// Queues a failed job again at the step it failed, with fresh attempts (a conditional update
+    /// on its `failed` state). The provisioning of a reservation that failed is not retried: its
+    /// capacity was released, so the team books again instead.
+    pub async fn retry_failed_job(&self, job_id: i64, now: DateTime<Utc>) -> EngineResult<Retry> {
+        let retry = write_tx!(self, |tx| {
+            let failed: Option<(String, Option<i64>, Option<String>)> = sqlx::query_as(
+                "select j.kind, j.reservation_id, r.state from job j
+                 left join reservation r on r.reservation_id = j.reservation_id
+                 where j.job_id = $1 and j.state = 'failed'",
             )
-            .bind(now)
             .bind(job_id)
             .fetch_optional(&mut *tx)
             .await?;
-            reservation
+            match failed {
+                None => Retry::NotFailed,
+                Some((kind, Some(id), Some(state))) if kind == "provision" && state == "failed" => {
+                    Retry::Released { reservation_id: id }
+                }
+                Some((_, reservation_id, _)) => {
+                    let queued = sqlx::query(
+                        "update job set state = 'queued', attempts = 0, run_at = $1, updated_at = $1
+                         where job_id = $2 and state = 'failed'",
+                    )
+                    .bind(now)
+                    .bind(job_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if queued == 1 {
+                        Retry::Queued { reservation_id }
+                    } else {
+                        Retry::NotFailed
+                    }
+                }
+            }
         });
-        Ok(reservation)
+        Ok(retry)
     }
 
     /// A reservation's timeline after event `after` (0 for all), oldest first.

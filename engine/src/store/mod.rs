@@ -37,6 +37,38 @@ macro_rules! allocations_changed {
     };
 }
 
+/// Moves a reservation's queued release job to `$at`, inside the caller's transaction: a
+/// release runs at the reservation's (new) end.
+macro_rules! move_release {
+    ($tx:ident, $reservation_id:expr, $at:expr, $now:expr) => {
+        sqlx::query(
+            "update job set run_at = $1, updated_at = $2
+             where reservation_id = $3 and kind = 'release' and state = 'queued'",
+        )
+        .bind($at)
+        .bind($now)
+        .bind($reservation_id)
+        .execute(&mut *$tx)
+        .await?
+    };
+}
+
+/// Moves a reservation's live allocations to end at `$end` (held until `$hold_until`) and its
+/// release to `$release_at`, inside the caller's transaction: a change of end or a preempted
+/// burst (released at the new end), a cancellation after the start (released now). The caller
+/// has already changed the reservation's own row conditionally.
+macro_rules! move_end {
+    ($tx:ident, $reservation_id:expr, $end:expr, $hold_until:expr, $release_at:expr, $now:expr) => {
+        sqlx::query("update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live")
+            .bind($end)
+            .bind($hold_until)
+            .bind($reservation_id)
+            .execute(&mut *$tx)
+            .await?;
+        move_release!($tx, $reservation_id, $release_at, $now);
+    };
+}
+
 mod postgres;
 mod sqlite;
 

@@ -176,22 +176,6 @@ macro_rules! insert_cut {
     };
 }
 
-/// Moves a reservation's queued release job to `$at`, inside the caller's transaction: a
-/// release always runs at the reservation's (new) end.
-macro_rules! move_release {
-    ($tx:ident, $reservation_id:expr, $at:expr, $now:expr) => {
-        sqlx::query(
-            "update job set run_at = $1, updated_at = $2
-             where reservation_id = $3 and kind = 'release' and state = 'queued'",
-        )
-        .bind($at)
-        .bind($now)
-        .bind($reservation_id)
-        .execute(&mut *$tx)
-        .await?
-    };
-}
-
 impl Store {
     /// Writes many reservations and their allocations in one transaction (the demo seed and
     /// benchmarks). The database's overlap guarantee applies to every row.
@@ -455,29 +439,27 @@ impl Store {
                         bursts.extend(on_piece);
                     }
                     for burst in bursts {
-                        sqlx::query(
-                            "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
-                        )
-                        .bind(until.0)
-                        .bind(until.1)
-                        .bind(burst)
-                        .execute(&mut *tx)
-                        .await?;
-                        sqlx::query(
+                        // Cut only a burst still running past the new end; one that was cancelled
+                        // or cut meanwhile keeps its holds, and the insert below then loses the
+                        // race (the caller re-plans).
+                        let cut = sqlx::query(
                             "update reservation set end_at = $1, decision_reason = $2, updated_at = $3
-                             where reservation_id = $4",
+                             where reservation_id = $4 and end_at > $1 and state in ('provisioning', 'active', 'degraded')",
                         )
                         .bind(until.0)
                         .bind(format!("preempted by a reservation: ends at {} UTC", until.0.format("%Y-%m-%d %H:%M")))
                         .bind(now)
                         .bind(burst)
                         .execute(&mut *tx)
-                        .await?;
-                        // Its release follows the new end, so its credentials and processes leave
-                        // the nodes before the reservation that takes them begins.
-                        move_release!(tx, burst, until.0, now);
-                        allocations_changed!(self, tx, reservation = burst);
-                        preempted.push(burst);
+                        .await?
+                        .rows_affected();
+                        if cut == 1 {
+                            // Its release follows the new end, so its credentials and processes
+                            // leave the nodes before the reservation that takes them begins.
+                            move_end!(tx, burst, until.0, until.1, until.0, now);
+                            allocations_changed!(self, tx, reservation = burst);
+                            preempted.push(burst);
+                        }
                     }
                 }
                 let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
@@ -649,22 +631,11 @@ impl Store {
             .await?
             .rows_affected();
             if changed == 1 {
-                sqlx::query(
-                    "update allocation set end_at = $1, hold_until = $2
-                     where reservation_id = $3 and tenant_id = $4 and live",
-                )
-                .bind(end)
-                .bind(hold_until)
-                .bind(reservation_id)
-                .bind(tenant_id)
-                .execute(&mut *tx)
-                .await?;
+                move_end!(tx, reservation_id, end, hold_until, end, now);
                 if end < previous_end {
                     // Metering charges the cancellation policy on time given back.
                     insert_cut!(tx, reservation_id, tenant_id, CutKind::Shortened, now, end, previous_end);
                 }
-                // A running reservation's release follows its end.
-                move_release!(tx, reservation_id, end, now);
                 allocations_changed!(self, tx, reservation = reservation_id);
             }
             changed == 1
@@ -726,15 +697,7 @@ impl Store {
                         move_release!(tx, reservation_id, now, now);
                     }
                     CancelPlan::Started { end, hold_until } => {
-                        sqlx::query(
-                            "update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live",
-                        )
-                        .bind(end)
-                        .bind(hold_until)
-                        .bind(reservation_id)
-                        .execute(&mut *tx)
-                        .await?;
-                        move_release!(tx, reservation_id, now, now);
+                        move_end!(tx, reservation_id, end, hold_until, now, now);
                     }
                 }
                 allocations_changed!(self, tx, reservation = reservation_id);
