@@ -1,6 +1,8 @@
 //! Who is acting: a signed-in user with at most one tenant role and perhaps platform-admin rights.
 //! Every tenant-scoped decision takes its tenant from an `Identity`, never from a request body.
 
+use crate::audit::ApiTokenView;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 crate::coded_enum! {
@@ -43,6 +45,29 @@ impl Identity {
     pub fn tenant_id(&self) -> Option<i64> {
         self.tenant.as_ref().map(|t| t.tenant_id)
     }
+}
+
+/// A user as a platform admin sees them on Admin → Users and `GET /api/v1/admin/users`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserView {
+    pub id: i64,
+    pub email: String,
+    pub name: String,
+    pub tenant: Option<TenantRef>,
+    pub role: Option<Role>,
+    pub is_admin: bool,
+    pub last_sign_in_at: Option<DateTime<Utc>>,
+    /// When an admin disabled the user; `None` while they may sign in.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// API tokens neither revoked nor expired.
+    pub live_tokens: u32,
+}
+
+/// A user with every API token they have (live, expired or revoked), newest live first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserAccount {
+    pub user: UserView,
+    pub tokens: Vec<ApiTokenView>,
 }
 
 /// What a set of identity-provider groups grants: at most one tenant role, and platform admin.

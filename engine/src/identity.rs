@@ -3,10 +3,12 @@
 
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::store::identity::{SsoOutcome, SsoUser};
+use crate::store::audit::TokenRevoke;
+use crate::store::identity::{DisableOutcome, EnableOutcome, SsoOutcome, SsoUser};
 use crate::{token, Engine};
 use chrono::{DateTime, Utc};
 use tenantry_domain::audit::ApiTokenView;
+use tenantry_domain::identity::{UserAccount, UserView};
 use tenantry_domain::{Access, Identity};
 
 /// Refuses anyone who is not a platform admin.
@@ -180,12 +182,130 @@ impl Engine {
         let who = self.store.identity_by_email(email.trim()).await?.ok_or_else(|| {
             EngineError::invalid("email", format!("no demo user `{}`; pick one from the list", email.trim()))
         })?;
-        self.store.record_sign_in(who.user_id, now).await?;
+        if !self.store.record_sign_in(who.user_id, now).await? {
+            return Err(EngineError::Forbidden("this account is disabled; ask a platform admin".to_owned()));
+        }
         Ok(who)
     }
 
     /// The users a demo visitor can sign in as.
     pub async fn demo_users(&self) -> EngineResult<Vec<Identity>> {
         self.store.list_identities().await
+    }
+}
+
+/// Admin → Users: every user, their tokens, revoking a token, disabling and enabling.
+impl Engine {
+    /// Every user with team, role, admin flag, last sign-in, whether disabled and how many API
+    /// tokens are live at `now` (admins only).
+    pub async fn users(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<Vec<UserView>> {
+        require_admin(who)?;
+        self.store.list_users(now).await
+    }
+
+    /// Every user with all their tokens, for the admin page (admins only; two queries).
+    pub async fn user_accounts(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<Vec<UserAccount>> {
+        require_admin(who)?;
+        let users = self.store.list_users(now).await?;
+        let mut tokens: std::collections::HashMap<i64, Vec<_>> = std::collections::HashMap::new();
+        for (user_id, token) in self.store.list_all_api_tokens().await? {
+            tokens.entry(user_id).or_default().push(token);
+        }
+        Ok(users
+            .into_iter()
+            .map(|user| {
+                let tokens = tokens.remove(&user.id).unwrap_or_default();
+                UserAccount { user, tokens }
+            })
+            .collect())
+    }
+
+    /// One user's tokens, live, expired and revoked (admins only; an unknown user is `NotFound`).
+    pub async fn user_tokens(&self, who: &Identity, user_id: i64) -> EngineResult<Vec<ApiTokenView>> {
+        require_admin(who)?;
+        self.store.identity_by_user_id(user_id).await?.ok_or(EngineError::NotFound("user"))?;
+        self.store.list_api_tokens(user_id).await
+    }
+
+    /// Revokes one of a user's tokens (admins only, audited). `NotFound` when the user has no such
+    /// token; `Conflict` when it was revoked already.
+    pub async fn revoke_user_token(
+        &self,
+        who: &Identity,
+        user_id: i64,
+        token_id: i64,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        require_admin(who)?;
+        let owner = self.store.identity_by_user_id(user_id).await?.ok_or(EngineError::NotFound("user"))?;
+        let name = match self.store.revoke_user_token(user_id, token_id, now).await? {
+            TokenRevoke::Revoked { name } => name,
+            TokenRevoke::AlreadyRevoked => {
+                return Err(EngineError::Conflict("this API token was already revoked".to_owned()))
+            }
+            TokenRevoke::NotFound => return Err(EngineError::NotFound("API token")),
+        };
+        let change = Change {
+            action: "api_token.revoked",
+            object_type: "api_token",
+            object_id: Some(token_id.to_string()),
+            tenant_id: owner.tenant_id(),
+            detail: format!("token `{name}` of {} revoked by a platform admin", owner.email),
+        };
+        self.record(who, change, now).await;
+        Ok(())
+    }
+
+    /// Disables a user (admins only, audited): they cannot sign in, every session they have ends
+    /// and every live API token is revoked. Only a user who is not disabled already (`Conflict`
+    /// otherwise); an admin cannot disable themself (`Conflict`).
+    pub async fn disable_user(&self, who: &Identity, user_id: i64, now: DateTime<Utc>) -> EngineResult<UserView> {
+        require_admin(who)?;
+        if user_id == who.user_id {
+            return Err(EngineError::Conflict(
+                "you cannot disable your own account; another platform admin can".to_owned(),
+            ));
+        }
+        let tokens_revoked = match self.store.disable_user(who.user_id, user_id, now).await? {
+            DisableOutcome::Disabled { tokens_revoked } => tokens_revoked,
+            DisableOutcome::NotFound => return Err(EngineError::NotFound("user")),
+            DisableOutcome::AlreadyDisabled => {
+                return Err(EngineError::Conflict("this user is already disabled".to_owned()))
+            }
+            DisableOutcome::ActorDisabled => {
+                return Err(EngineError::Forbidden("your own account was disabled".to_owned()))
+            }
+        };
+        let user = self.store.user_view(user_id, now).await?.ok_or(EngineError::NotFound("user"))?;
+        let change = Change {
+            action: "user.disabled",
+            object_type: "user",
+            object_id: Some(user_id.to_string()),
+            tenant_id: user.tenant.as_ref().map(|t| t.tenant_id),
+            detail: format!("{} disabled: sessions ended, {tokens_revoked} live API token(s) revoked", user.email),
+        };
+        self.record(who, change, now).await;
+        Ok(user)
+    }
+
+    /// Lets a disabled user sign in again (admins only, audited). Sessions from before stay ended
+    /// and revoked tokens stay revoked. `Conflict` when the user is not disabled.
+    pub async fn enable_user(&self, who: &Identity, user_id: i64, now: DateTime<Utc>) -> EngineResult<UserView> {
+        require_admin(who)?;
+        match self.store.enable_user(user_id).await? {
+            EnableOutcome::Enabled => {}
+            EnableOutcome::NotFound => return Err(EngineError::NotFound("user")),
+            EnableOutcome::NotDisabled => return Err(EngineError::Conflict("this user is not disabled".to_owned())),
+        }
+        let user = self.store.user_view(user_id, now).await?.ok_or(EngineError::NotFound("user"))?;
+        let change = Change {
+            action: "user.enabled",
+            object_type: "user",
+            object_id: Some(user_id.to_string()),
+            tenant_id: user.tenant.as_ref().map(|t| t.tenant_id),
+            detail: format!("{} enabled: may sign in again; revoked API tokens stay revoked", user.email),
+        };
+        self.record(who, change, now).await;
+        Ok(user)
     }
 }

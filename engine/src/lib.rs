@@ -24,6 +24,8 @@ pub mod token;
 #[cfg(test)]
 mod booking_tests;
 #[cfg(test)]
+mod identity_tests;
+#[cfg(test)]
 mod metering_tests;
 #[cfg(test)]
 mod policy_tests;

@@ -43,6 +43,38 @@ struct TokenRow {
     expires_at: DateTime<Utc>,
 }
 
+impl From<TokenRow> for ApiTokenView {
+    fn from(r: TokenRow) -> Self {
+        ApiTokenView {
+            id: r.api_token_id,
+            name: r.name,
+            created_at: r.created_at,
+            last_used_at: r.last_used_at,
+            revoked_at: r.revoked_at,
+            expires_at: r.expires_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct UserTokenRow {
+    user_id: i64,
+    #[sqlx(flatten)]
+    token: TokenRow,
+}
+
+/// What revoking another user's token did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenRevoke {
+    /// Revoked now; the token's name.
+    Revoked {
+        name: String,
+    },
+    AlreadyRevoked,
+    /// No such token of this user.
+    NotFound,
+}
+
 impl Store {
     pub async fn insert_audit(&self, e: &NewAuditEvent<'_>) -> EngineResult<()> {
         write_tx!(self, |tx| {
@@ -118,17 +150,60 @@ impl Store {
             .fetch_all(pool)
             .await?
         });
-        Ok(rows
-            .into_iter()
-            .map(|r| ApiTokenView {
-                id: r.api_token_id,
-                name: r.name,
-                created_at: r.created_at,
-                last_used_at: r.last_used_at,
-                revoked_at: r.revoked_at,
-                expires_at: r.expires_at,
-            })
-            .collect())
+        Ok(rows.into_iter().map(ApiTokenView::from).collect())
+    }
+
+    /// Every user's tokens at once, as `(user id, token)` in the order of [`Store::list_api_tokens`]
+    /// within each user.
+    pub async fn list_all_api_tokens(&self) -> EngineResult<Vec<(i64, ApiTokenView)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, UserTokenRow>(
+                "select user_id, api_token_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
+                 order by user_id, revoked_at is not null, created_at desc, api_token_id desc",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows.into_iter().map(|r| (r.user_id, ApiTokenView::from(r.token))).collect())
+    }
+
+    /// Revokes a user's token for an admin: only while it is not revoked (expired tokens may still
+    /// be revoked). Says whether the token was revoked now, earlier, or is not this user's.
+    pub async fn revoke_user_token(
+        &self,
+        user_id: i64,
+        token_id: i64,
+        now: DateTime<Utc>,
+    ) -> EngineResult<TokenRevoke> {
+        let outcome = write_tx!(self, |tx| {
+            let name: Option<String> = sqlx::query_scalar(
+                "update api_token set revoked_at = $1 where api_token_id = $2 and user_id = $3 and revoked_at is null
+                 returning name",
+            )
+            .bind(now)
+            .bind(token_id)
+            .bind(user_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match name {
+                Some(name) => TokenRevoke::Revoked { name },
+                None => {
+                    let exists: Option<i64> = sqlx::query_scalar(
+                        "select api_token_id from api_token where api_token_id = $1 and user_id = $2",
+                    )
+                    .bind(token_id)
+                    .bind(user_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if exists.is_some() {
+                        TokenRevoke::AlreadyRevoked
+                    } else {
+                        TokenRevoke::NotFound
+                    }
+                }
+            }
+        });
+        Ok(outcome)
     }
 
     /// Revokes one of the user's own live tokens; false when there is no such token.

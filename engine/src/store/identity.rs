@@ -4,6 +4,7 @@ use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
+use tenantry_domain::identity::UserView;
 use tenantry_domain::{Identity, Role, TenantRef};
 
 #[derive(sqlx::FromRow)]
@@ -148,15 +149,17 @@ impl Store {
         Ok(rows.into_iter().map(Identity::from).collect())
     }
 
-    pub async fn record_sign_in(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
-        write_tx!(self, |tx| {
-            sqlx::query("update app_user set last_sign_in_at = $1 where user_id = $2")
+    /// Records a sign-in, unless the user is disabled: false then, and nothing is written.
+    pub async fn record_sign_in(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<bool> {
+        let changed = write_tx!(self, |tx| {
+            sqlx::query("update app_user set last_sign_in_at = $1 where user_id = $2 and disabled_at is null")
                 .bind(now)
                 .bind(user_id)
                 .execute(&mut *tx)
-                .await?;
+                .await?
+                .rows_affected()
         });
-        Ok(())
+        Ok(changed == 1)
     }
 
     pub async fn insert_api_token(
@@ -311,5 +314,156 @@ impl Store {
             }
         });
         Ok(SsoOutcome::Signed(id))
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct UserRow {
+    #[sqlx(flatten)]
+    identity: IdentityRow,
+    last_sign_in_at: Option<DateTime<Utc>>,
+    disabled_at: Option<DateTime<Utc>>,
+    live_tokens: i64,
+}
+
+impl From<UserRow> for UserView {
+    fn from(row: UserRow) -> Self {
+        let who = Identity::from(row.identity);
+        UserView {
+            id: who.user_id,
+            email: who.email,
+            name: who.name,
+            tenant: who.tenant,
+            role: who.role,
+            is_admin: who.is_admin,
+            last_sign_in_at: row.last_sign_in_at,
+            disabled_at: row.disabled_at,
+            live_tokens: u32::try_from(row.live_tokens).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// Users with their sign-in state and live tokens at `$1`.
+const USER_SELECT: &str = "select u.user_id, u.email, u.name, u.is_admin, u.role,
+        t.tenant_id, t.slug as tenant_slug, t.name as tenant_name, u.last_sign_in_at, u.disabled_at,
+        (select count(*) from api_token k
+          where k.user_id = u.user_id and k.revoked_at is null and k.expires_at > $1) as live_tokens
+    from app_user u left join tenant t on t.tenant_id = u.tenant_id";
+
+/// What disabling a user did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DisableOutcome {
+    /// Disabled now; this many live API tokens were revoked.
+    Disabled {
+        tokens_revoked: u64,
+    },
+    NotFound,
+    AlreadyDisabled,
+    /// The admin acting was disabled first (by another admin, at the same moment).
+    ActorDisabled,
+}
+
+/// What enabling a user did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnableOutcome {
+    Enabled,
+    NotFound,
+    NotDisabled,
+}
+
+impl Store {
+    /// Every user as admins see them, tenants first by slug, then by e-mail; `live_tokens` counts
+    /// the tokens still usable at `now`.
+    pub async fn list_users(&self, now: DateTime<Utc>) -> EngineResult<Vec<UserView>> {
+        let sql = format!("{USER_SELECT} order by t.slug is null, t.slug, u.email");
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, UserRow>(&sql).bind(now).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(UserView::from).collect())
+    }
+
+    pub async fn user_view(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<Option<UserView>> {
+        let sql = format!("{USER_SELECT} where u.user_id = $2");
+        let row = on_pool!(self, |pool| {
+            sqlx::query_as::<_, UserRow>(&sql).bind(now).bind(user_id).fetch_optional(pool).await?
+        });
+        Ok(row.map(UserView::from))
+    }
+
+    /// Disables `user_id` on behalf of the admin `actor_id`, in one transaction: sets
+    /// `disabled_at` and `sessions_valid_after` to `now` (so every session begun before ends) and
+    /// revokes every live API token, only if the user was not disabled already. Both users' rows
+    /// are locked first, in id order, so two admins disabling each other at the same moment cannot
+    /// both succeed (PostgreSQL row locks; SQLite's single writer already serialises them).
+    pub async fn disable_user(&self, actor_id: i64, user_id: i64, now: DateTime<Utc>) -> EngineResult<DisableOutcome> {
+        let outcome = write_tx!(self, |tx| {
+            let mut ids = [actor_id, user_id];
+            ids.sort_unstable();
+            for id in ids {
+                sqlx::query("update app_user set disabled_at = disabled_at where user_id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let actor_enabled: Option<bool> =
+                sqlx::query_scalar("select disabled_at is null from app_user where user_id = $1")
+                    .bind(actor_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if actor_enabled != Some(true) {
+                return Ok(DisableOutcome::ActorDisabled);
+            }
+            let changed = sqlx::query(
+                "update app_user set disabled_at = $1, sessions_valid_after = $1
+                 where user_id = $2 and disabled_at is null",
+            )
+            .bind(now)
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if changed == 0 {
+                let exists: Option<i64> = sqlx::query_scalar("select user_id from app_user where user_id = $1")
+                    .bind(user_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                return Ok(if exists.is_some() { DisableOutcome::AlreadyDisabled } else { DisableOutcome::NotFound });
+            }
+            let tokens_revoked = sqlx::query(
+                "update api_token set revoked_at = $1 where user_id = $2 and revoked_at is null and expires_at > $1",
+            )
+            .bind(now)
+            .bind(user_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            DisableOutcome::Disabled { tokens_revoked }
+        });
+        Ok(outcome)
+    }
+
+    /// Lets a disabled user sign in again, only if they are disabled. Their sessions from before
+    /// stay ended (`sessions_valid_after` is kept) and their revoked tokens stay revoked.
+    pub async fn enable_user(&self, user_id: i64) -> EngineResult<EnableOutcome> {
+        let outcome = write_tx!(self, |tx| {
+            let changed =
+                sqlx::query("update app_user set disabled_at = null where user_id = $1 and disabled_at is not null")
+                    .bind(user_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            if changed == 1 {
+                EnableOutcome::Enabled
+            } else {
+                let exists: Option<i64> = sqlx::query_scalar("select user_id from app_user where user_id = $1")
+                    .bind(user_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if exists.is_some() {
+                    EnableOutcome::NotDisabled
+                } else {
+                    EnableOutcome::NotFound
+                }
+            }
+        });
+        Ok(outcome)
     }
 }
