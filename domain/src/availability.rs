@@ -330,6 +330,7 @@ mod tests {
                         slice_hi,
                         window: Window { start, end: start + Duration::minutes(len * 5) },
                         preemptible: false,
+                        driver: None,
                     }
                 })
                 .collect()
@@ -422,7 +423,8 @@ mod tests {
             })
             .collect();
         let busy = Window { start: t0(), end: t0() + Duration::hours(5) };
-        let holds = by_gpu(&[Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window: busy, preemptible: false }]);
+        let holds =
+            by_gpu(&[Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window: busy, preemptible: false, driver: None }]);
         let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };

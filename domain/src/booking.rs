@@ -77,6 +77,10 @@ pub struct Quote {
     /// What the team's policy says (absent for someone without a team).
     pub decision: Option<crate::policy::Decision>,
     pub quota: Option<crate::policy::QuotaEffect>,
+    /// Set when the chosen CUDA driver branch narrows what is free (it is a node-wide setting,
+    /// so nodes other reservations run with another branch then are left out), saying by how much.
+    #[serde(default)]
+    pub driver_note: Option<String>,
 }
 
 /// A rejected field and how to fix it.

@@ -48,6 +48,38 @@ pub struct Hold {
     pub window: Window,
     /// Held by an on-demand burst, which a reservation may preempt.
     pub preemptible: bool,
+    /// The CUDA driver branch the holder runs on the node (none for maintenance).
+    pub driver: Option<DriverBranch>,
+}
+
+/// A CUDA driver branch as placement compares them (a 64-bit FNV-1a hash of its name, so holds
+/// stay small and `Copy`). The branch is a node-wide setting: every reservation on a node at
+/// the same time runs the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DriverBranch(u64);
+
+impl DriverBranch {
+    pub fn of(name: &str) -> Self {
+        DriverBranch(name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)))
+    }
+}
+
+/// Nodes that some holder runs with another CUDA driver branch than `branch` at some time in
+/// `window`: a GPU or MIG booking that wants `branch` cannot share them then. `holds` must be
+/// every hold in the window, preemptible ones included (preempting a burst frees only the slices
+/// a booking takes, not the node's driver).
+pub fn nodes_with_other_driver(
+    gpus: &[GpuSlot],
+    holds: &[Hold],
+    window: &Window,
+    branch: DriverBranch,
+) -> std::collections::BTreeSet<i64> {
+    let node_of: std::collections::HashMap<i64, i64> = gpus.iter().map(|g| (g.gpu_id, g.node_id)).collect();
+    holds
+        .iter()
+        .filter(|h| h.window.overlaps(window) && h.driver.is_some_and(|d| d != branch))
+        .filter_map(|h| node_of.get(&h.gpu_id).copied())
+        .collect()
 }
 
 /// The kind of unit an offering sells, as placement needs it.
@@ -332,13 +364,15 @@ mod tests {
     #[test]
     fn whole_node_needs_every_gpu_free() {
         let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
-        let holds = [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(4, 6), preemptible: false }];
+        let holds =
+            [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(4, 6), preemptible: false, driver: None }];
         let placed = place(&gpus, &holds, &request(Grain::Node, None, 1, Placement::Any)).unwrap();
         assert_eq!(placed.len(), 8);
         assert!(placed.iter().all(|p| p.node_id == 2));
         assert_eq!(max_quantity(&gpus, &holds, &request(Grain::Node, None, 1, Placement::Any)), 1);
         // The hold ends exactly when the window starts: both nodes are free.
-        let touching = [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(0, 1), preemptible: false }];
+        let touching =
+            [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(0, 1), preemptible: false, driver: None }];
         assert_eq!(max_quantity(&gpus, &touching, &request(Grain::Node, None, 1, Placement::Any)), 2);
     }
 
@@ -346,7 +380,8 @@ mod tests {
     fn single_gpus_fill_partly_used_nodes_first() {
         let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
         // Node 2 already has one GPU taken, so the next GPUs go there and node 1 stays whole.
-        let holds = [Hold { gpu_id: 200, slice_lo: 0, slice_hi: 1, window: window(0, 8), preemptible: false }];
+        let holds =
+            [Hold { gpu_id: 200, slice_lo: 0, slice_hi: 1, window: window(0, 8), preemptible: false, driver: None }];
         let placed = place(&gpus, &holds, &request(Grain::Gpu, None, 3, Placement::Any)).unwrap();
         assert!(placed.iter().all(|p| p.node_id == 2), "{placed:?}");
         assert_eq!(max_quantity(&gpus, &holds, &request(Grain::Gpu, None, 1, Placement::Any)), 15);
@@ -375,7 +410,8 @@ mod tests {
         assert!(placed.iter().all(|p| p.slice_lo == 0 || p.slice_lo == 4));
         assert_eq!(max_quantity(&gpus, &[], &g3), 16);
         // A 1g in slice 6 of a GPU leaves that GPU room for one 3g (at 0) only.
-        let holds = [Hold { gpu_id: 100, slice_lo: 6, slice_hi: 7, window: window(0, 8), preemptible: false }];
+        let holds =
+            [Hold { gpu_id: 100, slice_lo: 6, slice_hi: 7, window: window(0, 8), preemptible: false, driver: None }];
         assert_eq!(max_quantity(&gpus, &holds, &g3), 15);
         // 1g slices go to the GPU that is already partly used, from the top.
         let g1 = request(Grain::Mig, Some(MigProfile::G1_10), 2, Placement::Any);
@@ -389,5 +425,25 @@ mod tests {
         gpus[0].schedulable = false;
         assert_eq!(max_quantity(&gpus, &[], &request(Grain::Gpu, None, 1, Placement::Any)), 7);
         assert_eq!(max_quantity(&gpus, &[], &request(Grain::Node, None, 1, Placement::Any)), 0);
+    }
+
+    #[test]
+    fn a_node_runs_one_driver_branch_at_a_time() {
+        let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
+        let (b550, b570) = (DriverBranch::of("550"), DriverBranch::of("570"));
+        assert_ne!(b550, b570);
+        let on_node_1 = Hold {
+            gpu_id: 100,
+            slice_lo: 0,
+            slice_hi: 1,
+            window: window(2, 6),
+            preemptible: false,
+            driver: Some(b550),
+        };
+        let maintenance = Hold { driver: None, gpu_id: 200, ..on_node_1 };
+        let holds = [on_node_1, maintenance];
+        assert_eq!(nodes_with_other_driver(&gpus, &holds, &window(4, 8), b570), [1].into());
+        assert!(nodes_with_other_driver(&gpus, &holds, &window(4, 8), b550).is_empty(), "the same branch shares");
+        assert!(nodes_with_other_driver(&gpus, &holds, &window(6, 8), b570).is_empty(), "after the hold, any branch");
     }
 }

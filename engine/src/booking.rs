@@ -105,16 +105,18 @@ impl Engine {
         }
     }
 
-    /// Places a request on the index's current view.
+    /// Places a request on the index's current view, on nodes that run its driver branch (or
+    /// none) during its window.
     fn plan(
         &self,
         request: &Request,
         region: Option<&str>,
+        driver: &str,
         can_preempt: bool,
     ) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
         self.index.read(|s| {
             let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
-            placement::place(&s.gpus_in(region), &holds, request)
+            placement::place(&s.gpus_for(region, request, driver), &holds, request)
         })
     }
 
@@ -169,10 +171,21 @@ impl Engine {
         let offerings = self.store.list_offerings().await?;
         let turnaround = self.config.turnaround;
         let can_preempt = valid.window.start - turnaround >= now + self.config.burst_warning;
+        let driver = &valid.options.cuda_driver;
         Ok(self.index.read(|s| {
-            let gpus = s.gpus_in(region);
+            let gpus = s.gpus_for(region, &request, driver);
             let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
             let max_quantity = placement::max_quantity(&gpus, &holds, &request);
+            // Nodes other teams run with another driver branch then are left out: say so when
+            // that is what makes the difference.
+            let any_driver = placement::max_quantity(&s.gpus_in(region), &holds, &request);
+            let driver_note = (any_driver > max_quantity).then(|| {
+                format!(
+                    "CUDA driver {driver} leaves {max_quantity} of {any_driver} units: the other nodes with room run \
+                     another driver branch for other reservations then (a driver is node-wide); another branch or \
+                     window may have more"
+                )
+            });
             let fits = max_quantity >= valid.quantity;
             let earliest_fit = (!fits)
                 .then(|| {
@@ -208,6 +221,7 @@ impl Engine {
                 alternatives,
                 decision,
                 quota,
+                driver_note,
             }
         }))
     }
@@ -275,7 +289,7 @@ impl Engine {
         // Each lost race means another booking committed, so re-planning makes progress; it stops
         // as soon as placement finds no room (a 409 with the free count) or after a few rounds.
         for attempt in 0..MAX_PLAN_ATTEMPTS {
-            let pieces = self.plan(&request, region, can_preempt).map_err(|e| {
+            let pieces = self.plan(&request, region, &valid.options.cuda_driver, can_preempt).map_err(|e| {
                 EngineError::Conflict(format!(
                     "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
                     e.available,

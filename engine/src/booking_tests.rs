@@ -235,3 +235,36 @@ async fn other_instances_hear_of_commits() {
     let after = second.availability(&lead, "h100-node", grid, None).await.unwrap().buckets[9].free;
     assert_eq!(after, before - 2);
 }
+
+fn with_driver(mut i: BookingInput, branch: &str) -> BookingInput {
+    i.options.cuda_driver = Some(branch.into());
+    anywhere(i)
+}
+
+// Two teams on one node share its CUDA driver branch: a GPU booking with another branch keeps
+// off a node another team runs then (and the quote says the choice narrowed it), one with the
+// same branch may share it, and the database refuses a second branch on a node whatever the
+// index believed.
+store_test!(tenants_sharing_a_node_share_its_driver_branch, |store: Store| async move {
+    let engine = world(store).await;
+    let acme = who(&engine, "lead@acme.example").await;
+    let globex = who(&engine, "lead@globex.example").await;
+    let first = engine.book(&acme, &with_driver(input("h100-gpu", 1, 9, 12), "550"), None, Utc::now()).await;
+    let node = first.unwrap().detail.allocations[0].node.clone();
+
+    let same = engine.quote(&globex, &with_driver(input("h100-gpu", 1, 10, 11), "550"), Utc::now()).await.unwrap();
+    let other = engine.quote(&globex, &with_driver(input("h100-gpu", 1, 10, 11), "570"), Utc::now()).await.unwrap();
+    assert_eq!(other.max_quantity, same.max_quantity - 7, "the other seven GPUs of acme's node are left out");
+    assert!(same.driver_note.is_none());
+    let note = other.driver_note.expect("the quote says the driver narrowed it");
+    assert!(
+        note.contains("570") && note.contains(&format!("{} of {}", other.max_quantity, same.max_quantity)),
+        "{note}"
+    );
+
+    let shared = engine.book(&globex, &with_driver(input("h100-gpu", 1, 10, 11), "550"), None, Utc::now()).await;
+    assert_eq!(shared.unwrap().detail.allocations[0].node, node, "the same branch fills the partly used node first");
+    let all = i64::from(other.max_quantity);
+    let apart = engine.book(&globex, &with_driver(input("h100-gpu", all, 10, 11), "570"), None, Utc::now()).await;
+    assert!(apart.unwrap().detail.allocations.iter().all(|a| a.node != node), "570 never lands on acme's 550 node");
+});

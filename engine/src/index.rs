@@ -7,10 +7,12 @@
 use crate::error::EngineResult;
 use crate::store::Store;
 use chrono::{DateTime, Duration, Utc};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use tenantry_domain::availability::HoldsByGpu;
-use tenantry_domain::placement::{GpuSlot, Hold};
+use tenantry_domain::availability::{self, HoldsByGpu};
+use tenantry_domain::offering::Grain;
+use tenantry_domain::placement::{self, DriverBranch, GpuSlot, Hold, Request};
 use tokio::sync::watch;
 
 /// How far back the index keeps holds: enough for a month view that starts in the past.
@@ -26,10 +28,10 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The GPUs placement may use: all of them, or those of one region.
-    pub fn gpus_in(&self, region: Option<&str>) -> std::borrow::Cow<'_, [GpuSlot]> {
+    pub fn gpus_in(&self, region: Option<&str>) -> Cow<'_, [GpuSlot]> {
         match region {
-            None => std::borrow::Cow::Borrowed(&self.gpus),
-            Some(region) => std::borrow::Cow::Owned(
+            None => Cow::Borrowed(&self.gpus),
+            Some(region) => Cow::Owned(
                 self.gpus
                     .iter()
                     .filter(|g| self.node_region.get(&g.node_id).is_some_and(|r| r == region))
@@ -37,6 +39,22 @@ impl Snapshot {
                     .collect(),
             ),
         }
+    }
+
+    /// The GPUs a request may use: those of `region`, less (for GPU and MIG units, which share
+    /// nodes) the nodes another holder runs with a CUDA driver branch other than `driver` during
+    /// the request's window. A whole-node unit has its node to itself, so any node will do.
+    pub fn gpus_for(&self, region: Option<&str>, request: &Request, driver: &str) -> Cow<'_, [GpuSlot]> {
+        let gpus = self.gpus_in(region);
+        if request.kind.grain == Grain::Node {
+            return gpus;
+        }
+        let holds = availability::holds_in(&self.holds, &request.window);
+        let other = placement::nodes_with_other_driver(&gpus, &holds, &request.window, DriverBranch::of(driver));
+        if other.is_empty() {
+            return gpus;
+        }
+        Cow::Owned(gpus.iter().filter(|g| !other.contains(&g.node_id)).cloned().collect())
     }
 
     /// Every region's name, sorted.

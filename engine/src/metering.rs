@@ -326,6 +326,8 @@ impl Engine {
                         .iter()
                         .map(|g| (g.gpu_index as u32, g.mig_enabled.then_some((g.slice_lo as u8, g.slice_hi as u8))))
                         .collect(),
+                    // Utilization is read-only; nothing node-wide is done.
+                    dedicated: false,
                 };
                 let measured = match self.driver.utilization(&target, workload, at).await {
                     Ok(m) => m,

@@ -366,9 +366,13 @@ impl Engine {
             window: window.with_turnaround(self.config.turnaround),
             placement: Placement::Any,
         };
+        let options = default_options(&offering);
         let pieces = self
             .index
-            .read(|s| placement::place(&s.gpus, &availability::holds_in(&s.holds, &request.window), &request))
+            .read(|s| {
+                let gpus = s.gpus_for(None, &request, &options.cuda_driver);
+                placement::place(&gpus, &availability::holds_in(&s.holds, &request.window), &request)
+            })
             .map_err(|e| {
                 EngineError::Conflict(format!(
                     "only {} of {} units of {} are free for the next {} hours",
@@ -387,7 +391,7 @@ impl Engine {
             // It starts now: provisioning runs at once and hands it over when its nodes pass.
             state: ReservationState::Provisioning,
             first_job: Some((tenantry_domain::provisioning::JobKind::Provision, now)),
-            options: default_options(&offering),
+            options,
             price,
             rate: offering.on_demand_cents_per_hour,
             allocations: pieces.clone(),

@@ -244,8 +244,9 @@ impl Engine {
                 }
             }
             Step::Wipe => {
+                let tenant = &tenant;
                 let wiped = join_all(nodes.iter().map(|n| async move {
-                    let report = driver.wipe(&key(Some(n)), n).await?;
+                    let report = driver.wipe(&key(Some(n)), tenant, n).await?;
                     Ok::<_, StepError>((n, report))
                 }))
                 .await;
@@ -258,14 +259,37 @@ impl Engine {
                 StepResult::done(joined(&lines))
             }
             Step::MigReset => {
-                let mig_nodes: Vec<&NodeTarget> =
-                    nodes.iter().filter(|n| n.gpus.iter().any(|g| g.1.is_some())).collect();
-                if mig_nodes.is_empty() {
+                // MIG mode is per GPU: it goes off only on GPUs no one else holds a slice of now
+                // or soon; on the others the tenant's instances were destroyed by the wipe.
+                let soon = now + self.config.provision_lead;
+                let shared = self.store.gpus_shared_with_others(id, now, soon).await?;
+                let mut lines = Vec::new();
+                let mut resets = Vec::new();
+                for n in &nodes {
+                    let (kept, free): (Vec<_>, Vec<_>) = n
+                        .gpus
+                        .iter()
+                        .filter(|(_, slices)| slices.is_some())
+                        .partition(|(gpu, _)| shared.contains(&(n.node_id, *gpu)));
+                    if !kept.is_empty() {
+                        let kept: Vec<String> = kept.iter().map(|(gpu, _)| gpu.to_string()).collect();
+                        lines.push(format!(
+                            "{}: MIG left on for GPU {} (another reservation holds slices there)",
+                            n.hostname,
+                            kept.join(", ")
+                        ));
+                    }
+                    if !free.is_empty() {
+                        resets.push(NodeTarget { gpus: free, ..n.clone() });
+                    }
+                }
+                if lines.is_empty() && resets.is_empty() {
                     return Ok(StepResult::done("MIG was off"));
                 }
                 let reset =
-                    join_all(mig_nodes.iter().map(|n| async move { driver.reset_mig(&key(Some(n)), n).await })).await;
-                StepResult::done(joined(&reset.into_iter().collect::<Result<Vec<_>, _>>()?))
+                    join_all(resets.iter().map(|n| async move { driver.reset_mig(&key(Some(n)), n).await })).await;
+                lines.extend(reset.into_iter().collect::<Result<Vec<_>, _>>()?);
+                StepResult::done(joined(&lines))
             }
             Step::HealthCheck => self.health_step(job, &r, tenant_id, &nodes).await?,
             Step::ReturnNodes => {
@@ -393,7 +417,7 @@ impl Engine {
                     s.gpus.iter().find(|g| g.node_id == node.node_id).map(|g| g.fabric_domain_id)
                 });
                 let gpus: Vec<_> = s
-                    .gpus
+                    .gpus_for(None, &request, &r.options.cuda_driver)
                     .iter()
                     .filter(|g| g.schedulable && !used.contains(&g.node_id))
                     .filter(|g| domain_id.is_none_or(|d| g.fabric_domain_id == d))

@@ -648,3 +648,41 @@ store_test!(health_checks_are_one_at_a_time_and_limited_per_team, |store: Store|
     // An hour on, the team may ask again.
     engine.request_health_check(&lead, id, Utc::now() + Duration::minutes(61)).await.unwrap();
 });
+
+// Two teams on one A100 GPU (a 3g.40gb slice each): the first team's release wipes its scratch
+// volume and its MIG instances, not the node's disks, and leaves MIG on for the other team; the
+// last one out turns MIG off. A team with a whole node still has the node's disks formatted.
+store_test!(a_release_on_a_shared_node_touches_only_what_was_the_tenants, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let acme = who(&engine, "lead@acme.example").await;
+    let globex = who(&engine, "lead@globex.example").await;
+    let first = book_now(&engine, &acme, starting_now("a100-3g.40gb", 1, 4, "any")).await.unwrap().detail;
+    let second = book_now(&engine, &globex, starting_now("a100-3g.40gb", 1, 4, "any")).await.unwrap().detail;
+    let (a, g) = (&first.allocations[0], &second.allocations[0]);
+    assert_eq!((&a.node, a.gpu_index), (&g.node, g.gpu_index), "best fit puts both slices on one GPU");
+    run_until(&engine, Utc::now()).await;
+    assert_eq!(state(&engine, &globex, second.reservation.id).await, ReservationState::Active);
+
+    engine.cancel(&acme, first.reservation.id, Utc::now()).await.unwrap();
+    run_until(&engine, Utc::now()).await;
+    let released = engine.timeline(&acme, first.reservation.id, 0).await.unwrap();
+    let devices = &released.wipe_certificates[0].devices;
+    assert!(devices.iter().any(|d| d.contains(&format!("/scratch/acme-r{}", first.reservation.id))), "{devices:?}");
+    assert!(devices.iter().all(|d| !d.contains("nvme")), "the shared node's disks are not the team's: {devices:?}");
+    let reset = released.items.iter().find(|e| e.step == Step::MigReset && e.status == StepStatus::Done).unwrap();
+    assert!(reset.detail.contains("MIG left on"), "{}", reset.detail);
+    assert_eq!(state(&engine, &globex, second.reservation.id).await, ReservationState::Active, "globex runs on");
+
+    engine.cancel(&globex, second.reservation.id, Utc::now()).await.unwrap();
+    run_until(&engine, Utc::now()).await;
+    let last = engine.timeline(&globex, second.reservation.id, 0).await.unwrap();
+    let reset = last.items.iter().find(|e| e.step == Step::MigReset && e.status == StepStatus::Done).unwrap();
+    assert!(reset.detail.contains("MIG disabled"), "the last one out resets MIG: {}", reset.detail);
+
+    let node = book_now(&engine, &acme, starting_now("h100-node", 1, 2, "any")).await.unwrap().detail.reservation.id;
+    run_until(&engine, Utc::now()).await;
+    engine.cancel(&acme, node, Utc::now()).await.unwrap();
+    run_until(&engine, Utc::now()).await;
+    let whole = engine.timeline(&acme, node, 0).await.unwrap();
+    assert!(whole.wipe_certificates[0].devices.iter().any(|d| d.contains("nvme")), "a dedicated node is formatted");
+});

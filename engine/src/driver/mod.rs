@@ -41,6 +41,10 @@ pub struct NodeTarget {
     pub fabric_domain: String,
     /// (GPU index, MIG slice range when the GPU is in MIG mode).
     pub gpus: Vec<(u32, Option<(u8, u8)>)>,
+    /// The reservation holds every slice of every GPU of the node: the node is its alone, so
+    /// node-wide operations (formatting its NVMe) are its to do. Otherwise the node is shared
+    /// with other tenants and only what was this reservation's may be touched.
+    pub dedicated: bool,
 }
 
 /// The tenant-side context of a step.
@@ -149,10 +153,13 @@ pub trait FleetDriver: Send + Sync {
 
     async fn revoke_credentials(&self, key: &EffectKey, tenant: &TenantTarget, username: &str) -> DriverResult<String>;
 
-    /// Erases the node's local storage and proves it.
-    async fn wipe(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<WipeReport>;
+    /// Erases what the tenant had on the node and proves it: on a `dedicated` node its local
+    /// storage; on a shared one only the tenant's scratch volume and its GPUs' memory (or MIG
+    /// instances), never what other tenants on the node hold.
+    async fn wipe(&self, key: &EffectKey, tenant: &TenantTarget, node: &NodeTarget) -> DriverResult<WipeReport>;
 
-    /// Turns MIG off again on the node's GPUs.
+    /// Turns MIG off again on the GPUs listed in `node` (the caller lists only GPUs no one else
+    /// holds a slice of).
     async fn reset_mig(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<String>;
 
     async fn health(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<HealthReport>;

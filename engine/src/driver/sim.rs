@@ -299,14 +299,29 @@ impl FleetDriver for SimDriver {
         .await
     }
 
-    async fn wipe(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<WipeReport> {
+    async fn wipe(&self, key: &EffectKey, tenant: &TenantTarget, node: &NodeTarget) -> DriverResult<WipeReport> {
         let seconds = real_seconds(Step::Wipe, None, None);
         let started_at = Utc::now();
         let speed = self.config.speed.max(f64::MIN_POSITIVE);
+        let (method, devices) = if node.dedicated {
+            (
+                "NVMe Format with Secure Erase Settings = 2 (cryptographic erase), then read-back verify",
+                vec![format!("{}:/dev/nvme0n1", node.hostname), format!("{}:/dev/nvme1n1", node.hostname)],
+            )
+        } else {
+            let scratch = format!("{}:/scratch/{}-r{}", node.hostname, tenant.tenant, tenant.reservation_id);
+            let gpus = node.gpus.iter().map(|(gpu, slices)| match slices {
+                Some((lo, hi)) => format!("{}:GPU {gpu} MIG instances on slices {lo}-{}", node.hostname, hi - 1),
+                None => format!("{}:GPU {gpu} memory", node.hostname),
+            });
+            (
+                "scratch volume cryptographic erase and GPU memory clear (the node is shared: nothing else touched)",
+                std::iter::once(scratch).chain(gpus).collect(),
+            )
+        };
         self.effect(key, Step::Wipe, Some(node.node_id), seconds, Fault::Error, |_| WipeReport {
-            method: "NVMe Format with Secure Erase Settings = 2 (cryptographic erase), then read-back verify"
-                .to_owned(),
-            devices: vec![format!("{}:/dev/nvme0n1", node.hostname), format!("{}:/dev/nvme1n1", node.hostname)],
+            method: method.to_owned(),
+            devices,
             started_at,
             finished_at: started_at + chrono::Duration::milliseconds((seconds * 1000.0 / speed) as i64),
             verified: true,

@@ -8,6 +8,7 @@ use crate::driver::{IssuedCredential, NodeTarget, WipeReport};
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
+use tenantry_domain::fleet::MIG_SLICES;
 use tenantry_domain::placement::Placed;
 use tenantry_domain::provisioning::{CredentialView, CreditView, ReservationNode, WipeCertificate};
 use tenantry_domain::{Cents, GpuModel};
@@ -22,6 +23,8 @@ struct TargetRow {
     mig_enabled: bool,
     slice_lo: i64,
     slice_hi: i64,
+    /// How many GPUs the node has, to tell a dedicated node from a shared one.
+    node_gpus: i64,
 }
 
 impl Store {
@@ -31,7 +34,7 @@ impl Store {
         let rows: Vec<TargetRow> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "select n.node_id, n.hostname, n.gpu_model, f.name as fabric_domain, g.gpu_index, g.mig_enabled,
-                        a.slice_lo, a.slice_hi
+                        a.slice_lo, a.slice_hi, (select count(*) from gpu n_g where n_g.node_id = n.node_id) as node_gpus
                  from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
                  join rack k on k.rack_id = n.rack_id join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
                  where a.reservation_id = $1 and a.replaced_at is null
@@ -42,7 +45,9 @@ impl Store {
             .await?
         });
         let mut nodes: Vec<NodeTarget> = Vec::new();
+        let mut node_gpus = std::collections::HashMap::new();
         for r in rows {
+            node_gpus.insert(r.node_id, r.node_gpus);
             let Ok(gpu_model) = r.gpu_model.parse::<GpuModel>() else { continue };
             if nodes.last().is_none_or(|n| n.node_id != r.node_id) {
                 nodes.push(NodeTarget {
@@ -51,14 +56,43 @@ impl Store {
                     gpu_model,
                     fabric_domain: r.fabric_domain,
                     gpus: Vec::new(),
+                    dedicated: true,
                 });
             }
             let range = r.mig_enabled.then_some((r.slice_lo as u8, r.slice_hi as u8));
             if let Some(node) = nodes.last_mut() {
+                node.dedicated &= range.is_none_or(|whole| whole == (0, MIG_SLICES));
                 node.gpus.push((r.gpu_index as u32, range));
             }
         }
+        // Dedicated: each GPU held whole (above), and every GPU of the node held.
+        for node in &mut nodes {
+            node.dedicated &= node_gpus.get(&node.node_id).is_some_and(|&n| n == node.gpus.len() as i64);
+        }
         Ok(nodes)
+    }
+
+    /// The GPUs (node, GPU index) of a reservation of which another reservation holds a slice at
+    /// some time in `[now, until)`: a MIG reset there would destroy someone else's instances.
+    pub async fn gpus_shared_with_others(
+        &self,
+        reservation_id: i64,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> EngineResult<Vec<(i64, u32)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64)>(
+                "select distinct a.node_id, g.gpu_index from allocation a join gpu g on g.gpu_id = a.gpu_id
+                 where a.live and a.reservation_id <> $1 and a.start_at < $3 and a.hold_until > $2
+                   and a.gpu_id in (select m.gpu_id from allocation m where m.reservation_id = $1)",
+            )
+            .bind(reservation_id)
+            .bind(now)
+            .bind(until)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows.into_iter().map(|(node, gpu)| (node, gpu as u32)).collect())
     }
 
     /// Provisioning begins: a scheduled reservation is `provisioning` and its available nodes

@@ -279,9 +279,53 @@ impl Store {
 /// The PostgreSQL channel on which a commit announces the GPUs it touched (comma-separated ids).
 pub const ALLOCATION_CHANNEL: &str = "tenantry_allocations";
 
-/// Whether an error is the database refusing an overlapping allocation: PostgreSQL's exclusion
-/// violation (or a deadlock between two such inserts), or SQLite's trigger.
+/// What a write answers when it would put a second CUDA driver branch on a node (see
+/// [`driver_clash!`]); [`is_overlap`] treats it like an overlap, so the booking re-plans.
+const DRIVER_CLASH: &str = "node driver branch clash";
+
+/// Inside a write transaction that has just written allocations of reservation `$id` on the
+/// nodes `$nodes` for `[$start, $hold_until)`: whether another reservation holds part of those
+/// nodes then with
+/// another CUDA driver branch than `$driver` (a node-wide setting, so tenants sharing a node
+/// share it). On PostgreSQL the nodes' rows are locked first, so two instances booking the same
+/// node check one after the other; SQLite's single writer does that already.
+macro_rules! driver_clash {
+    ($store:expr, $tx:ident, $id:expr, $nodes:expr, $start:expr, $hold_until:expr, $driver:expr) => {{
+        let nodes: std::collections::BTreeSet<i64> = $nodes;
+        if $store.backend() == super::Backend::Postgres {
+            let mut lock = sqlx::QueryBuilder::<Db>::new("select node_id from node where node_id in (");
+            let mut list = lock.separated(", ");
+            for node in &nodes {
+                list.push_bind(*node);
+            }
+            lock.push(") order by node_id for update");
+            lock.build().execute(&mut *$tx).await?;
+        }
+        let mut q = sqlx::QueryBuilder::<Db>::new(
+            "select count(*) from allocation a join reservation o on o.reservation_id = a.reservation_id
+             where a.live and a.reservation_id <> ",
+        );
+        q.push_bind($id).push(" and a.start_at < ").push_bind($hold_until);
+        q.push(" and a.hold_until > ").push_bind($start);
+        q.push(" and o.cuda_driver <> ").push_bind($driver);
+        q.push(" and a.gpu_id in (select g.gpu_id from gpu g where g.node_id in (");
+        let mut list = q.separated(", ");
+        for node in &nodes {
+            list.push_bind(*node);
+        }
+        q.push("))");
+        let clashes: i64 = q.build_query_scalar().fetch_one(&mut *$tx).await?;
+        clashes > 0
+    }};
+}
+
+/// Whether an error is the database refusing an overlapping allocation (PostgreSQL's exclusion
+/// violation, a deadlock between two such inserts, or SQLite's trigger), or a write refusing a
+/// second CUDA driver branch on a node: either way another booking got there first.
 pub fn is_overlap(err: &sqlx::Error) -> bool {
+    if matches!(err, sqlx::Error::Protocol(m) if m == DRIVER_CLASH) {
+        return true;
+    }
     match err {
         sqlx::Error::Database(db) => {
             matches!(db.code().as_deref(), Some("23P01") | Some("40P01")) || db.message().contains("allocation_overlap")
@@ -339,6 +383,7 @@ struct HoldRow {
     start_at: DateTime<Utc>,
     hold_until: DateTime<Utc>,
     preemptible: bool,
+    cuda_driver: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -368,7 +413,7 @@ impl Store {
         let rows: Vec<HoldRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select a.gpu_id, a.slice_lo, a.slice_hi, a.start_at, a.hold_until,
-                        coalesce(r.kind = 'burst', false) as preemptible
+                        coalesce(r.kind = 'burst', false) as preemptible, r.cuda_driver
                  from allocation a left join reservation r on r.reservation_id = a.reservation_id
                  where a.live and a.hold_until > ",
             );
@@ -391,6 +436,7 @@ impl Store {
                 slice_hi: r.slice_hi as u8,
                 window: Window { start: r.start_at, end: r.hold_until },
                 preemptible: r.preemptible,
+                driver: r.cuda_driver.as_deref().map(tenantry_domain::placement::DriverBranch::of),
             })
             .collect())
     }
@@ -467,6 +513,10 @@ impl Store {
                     bind_allocation!(row, id, r, p);
                 });
                 builder.build().execute(&mut *tx).await?;
+                let nodes = r.allocations.iter().map(|p| p.node_id).collect();
+                if driver_clash!(self, tx, id, nodes, r.window.start, r.hold_until, &r.options.cuda_driver) {
+                    return Err(sqlx::Error::Protocol(DRIVER_CLASH.to_owned()));
+                }
                 if let Some((kind, run_at)) = r.first_job {
                     sqlx::query(INSERT_JOB)
                         .bind(kind.code())
@@ -632,6 +682,20 @@ impl Store {
             .rows_affected();
             if changed == 1 {
                 move_end!(tx, reservation_id, end, hold_until, end, now);
+                // A longer window must not meet another driver branch on its nodes either.
+                let (start, driver): (DateTime<Utc>, String) =
+                    sqlx::query_as("select start_at, cuda_driver from reservation where reservation_id = $1")
+                        .bind(reservation_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                let nodes: Vec<i64> =
+                    sqlx::query_scalar("select distinct node_id from allocation where reservation_id = $1 and live")
+                        .bind(reservation_id)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                if driver_clash!(self, tx, reservation_id, nodes.into_iter().collect(), start, hold_until, &driver) {
+                    return Err(sqlx::Error::Protocol(DRIVER_CLASH.to_owned()).into());
+                }
                 if end < previous_end {
                     // Metering charges the cancellation policy on time given back.
                     insert_cut!(tx, reservation_id, tenant_id, CutKind::Shortened, now, end, previous_end);

@@ -1,12 +1,13 @@
 //! Store tests, written once and run against SQLite and PostgreSQL (see `store_test!`).
 
+use super::reservations::is_overlap;
 use super::reservations::NewReservation;
 use super::Store;
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions, DEMO_USERS};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use tenantry_domain::placement::Placed;
+use tenantry_domain::placement::{GpuSlot, Placed};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
 use tenantry_domain::{Cents, NodeState, ReservationOptions, ReservationState, Window};
@@ -213,4 +214,31 @@ store_test!(an_unverified_or_unlinked_email_takes_over_no_one, |store: Store| as
     assert!(matches!(clash, Err(EngineError::Conflict(_))), "{clash:?}");
     // The rightful subject still signs in.
     engine.sso_sign_in("sub-a", "a@acme.example", true, "A", &acme_lead(), t0).await.unwrap();
+});
+
+store_test!(the_database_refuses_a_second_driver_branch_on_a_node, |store: Store| async move {
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+    let store = &engine.store;
+    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
+    let slots: Vec<GpuSlot> = store.list_gpu_slots().await.unwrap().into_iter().map(|(g, _)| g).collect();
+    let h100 = |node: i64| slots.iter().filter(move |g| g.node_id == node && !g.mig).map(|g| g.gpu_id);
+    let node = slots.iter().find(|g| g.gpu_model == tenantry_domain::GpuModel::H100Sxm80).unwrap().node_id;
+    let other_node = slots.iter().find(|g| g.gpu_model == tenantry_domain::GpuModel::H100Sxm80 && g.node_id != node);
+    let gpus: Vec<i64> = h100(node).collect();
+    let on = |gpu: i64, node: i64, branch: &str| {
+        let mut b = booking(t, u, node, gpu, 10, 12);
+        b.options.cuda_driver = branch.into();
+        b
+    };
+    let now = now();
+    store.insert_booking(&on(gpus[0], node, "550"), None, None, now).await.unwrap();
+    match store.insert_booking(&on(gpus[1], node, "570"), None, None, now).await {
+        Err(EngineError::Store(e)) => assert!(is_overlap(&e), "{e:?}"),
+        other => panic!("a second branch on the node must be refused: {other:?}"),
+    }
+    store.insert_booking(&on(gpus[1], node, "550"), None, None, now).await.expect("the same branch shares the node");
+    let elsewhere = other_node.unwrap();
+    store.insert_booking(&on(elsewhere.gpu_id, elsewhere.node_id, "570"), None, None, now).await.expect("another node");
+    assert!(store.overlapping_allocations().await.unwrap().is_empty());
 });
