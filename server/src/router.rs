@@ -85,6 +85,11 @@ api_table! {
     get "/admin/tenants/{slug}/policy" Admin => api::admin::policy;
     patch "/admin/tenants/{slug}/policy" Admin => api::admin::patch_policy;
     get "/admin/reports/usage" Admin => api::chargeback::usage_report;
+    get "/admin/users" Admin => api::users::list;
+    get "/admin/users/{id}/tokens" Admin => api::users::tokens;
+    post "/admin/users/{id}/tokens/{token_id}/revoke" Admin => api::users::revoke_token;
+    post "/admin/users/{id}/disable" Admin => api::users::disable;
+    post "/admin/users/{id}/enable" Admin => api::users::enable;
     get "/chargeback" Tenant => api::chargeback::chargeback;
     get "/statements/{month}" Tenant => api::chargeback::statement;
 }

@@ -75,12 +75,18 @@ mod isolation {
         let w = world(db).await;
         let before = acme_view(&w).await;
         let id = w.acme_reservation;
+        // User routes name acme's lead and their token, so a hole would lock acme out (checked at
+        // the end through acme's token).
+        let acme_lead = w.app.engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+        let acme_token = w.app.engine.api_tokens(&acme_lead).await.unwrap()[0].id;
         for route in API_ROUTES {
+            let object = if route.path.starts_with("/admin/users/") { acme_lead.user_id } else { id };
             let path = format!(
                 "/api/v1{}",
                 route
                     .path
-                    .replace("{id}", &id.to_string())
+                    .replace("{id}", &object.to_string())
+                    .replace("{token_id}", &acme_token.to_string())
                     .replace("{slug}", "acme")
                     .replace("{hostname}", "h100-use1-0001")
                     .replace("{month}", &chrono::Utc::now().format("%Y-%m").to_string())
@@ -249,7 +255,9 @@ mod csrf {
         let mut mutating: Vec<(String, String)> = API_ROUTES
             .iter()
             .filter(|r| r.method != "get")
-            .map(|r| (r.method.to_uppercase(), format!("/api/v1{}", r.path.replace("{id}", &id))))
+            .map(|r| {
+                (r.method.to_uppercase(), format!("/api/v1{}", r.path.replace("{id}", &id).replace("{token_id}", "1")))
+            })
             .collect();
         mutating.push(("POST".into(), "/auth/demo".into()));
         mutating.push(("POST".into(), "/auth/logout".into()));

@@ -15,6 +15,7 @@ pub mod offerings;
 pub mod openapi;
 pub mod provisioning;
 pub mod reservations;
+pub mod users;
 
 use serde::Serialize;
 

@@ -203,7 +203,55 @@ pub fn document() -> Value {
             schemas.extend(extra.clone());
         }
     }
+    // And the user administration's.
+    if let Some(paths) = doc["paths"].as_object_mut() {
+        if let Some(extra) = user_paths().as_object() {
+            paths.extend(extra.clone());
+        }
+    }
+    if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
+        if let Some(extra) = user_schemas().as_object() {
+            schemas.extend(extra.clone());
+        }
+    }
     doc
+}
+
+fn user_paths() -> Value {
+    let token_id = json!({"name": "token_id", "in": "path", "required": true, "schema": {"type": "integer"}});
+    json!({
+        "/admin/users": {"get": {"summary": "Every user with team, role, admin flag, last sign-in, whether disabled and live API tokens (admins)",
+            "responses": with(json!({"200": ok("Users", "UserList")}), error_responses(&["401", "403"]))}},
+        "/admin/users/{id}/tokens": {"get": {"summary": "A user's API tokens, live first, then revoked (admins; never the secrets)", "parameters": [id_param()],
+            "responses": with(json!({"200": ok("Tokens", "ApiTokenList")}), error_responses(&["401", "403", "404"]))}},
+        "/admin/users/{id}/tokens/{token_id}/revoke": {"post": {"summary": "Revoke one of a user's API tokens (admins, audited); 409 when it was already revoked",
+            "parameters": [id_param(), token_id],
+            "responses": with(json!({"204": {"description": "Revoked"}}), error_responses(&["401", "403", "404", "409"]))}},
+        "/admin/users/{id}/disable": {"post": {"summary": "Disable a user: no sign-in, every session ends, every live API token is revoked (admins, audited); 409 when already disabled or for yourself",
+            "parameters": [id_param()],
+            "responses": with(json!({"200": ok("The disabled user", "User")}), error_responses(&["401", "403", "404", "409"]))}},
+        "/admin/users/{id}/enable": {"post": {"summary": "Let a disabled user sign in again; revoked tokens stay revoked (admins, audited); 409 when not disabled",
+            "parameters": [id_param()],
+            "responses": with(json!({"200": ok("The enabled user", "User")}), error_responses(&["401", "403", "404", "409"]))}}
+    })
+}
+
+fn user_schemas() -> Value {
+    let time = json!({"type": "string", "format": "date-time"});
+    let maybe_time = json!({"type": ["string", "null"], "format": "date-time"});
+    json!({
+        "User": {"type": "object", "required": ["id", "email", "name", "is_admin", "live_tokens"], "properties": {
+            "id": {"type": "integer"}, "email": {"type": "string"}, "name": {"type": "string"},
+            "tenant": {"type": ["object", "null"], "properties": {"tenant_id": {"type": "integer"}, "slug": {"type": "string"}, "name": {"type": "string"}}},
+            "role": {"type": ["string", "null"], "enum": ["lead", "member", null]}, "is_admin": {"type": "boolean"},
+            "last_sign_in_at": maybe_time, "disabled_at": maybe_time,
+            "live_tokens": {"type": "integer", "description": "API tokens neither revoked nor expired"}}},
+        "UserList": {"type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/components/schemas/User"}}}},
+        "ApiToken": {"type": "object", "required": ["id", "name", "created_at", "expires_at"], "properties": {
+            "id": {"type": "integer"}, "name": {"type": "string"}, "created_at": time, "last_used_at": maybe_time,
+            "revoked_at": maybe_time, "expires_at": time}},
+        "ApiTokenList": {"type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/components/schemas/ApiToken"}}}}
+    })
 }
 
 fn csv_or_json(schema: &str, what: &str) -> Value {
