@@ -384,3 +384,44 @@ pub async fn usage_report_view(days: u32) -> Result<ReportData, AppError> {
     let charts = crate::charts::report_charts(&report);
     Ok(ReportData { report, charts })
 }
+
+use tenantry_domain::identity::{UserAccount, UserView};
+
+/// Admin → Users: every user with all their tokens, and the server's clock, so the page tells
+/// expired tokens from live ones as the server does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsersOverview {
+    pub accounts: Vec<UserAccount>,
+    pub now: DateTime<Utc>,
+}
+
+#[server(prefix = "/sfn", endpoint = "admin_users")]
+pub async fn admin_users() -> Result<UsersOverview, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let now = Utc::now();
+    Ok(UsersOverview { accounts: server::engine()?.user_accounts(&who, now).await?, now })
+}
+
+/// Disables a user: their sessions end and their live tokens are revoked. A plain form post
+/// (before the page is hydrated) is sent back to the page.
+#[server(prefix = "/sfn", endpoint = "disable_user")]
+pub async fn disable_user(user_id: i64) -> Result<UserView, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.disable_user(&who, user_id, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "enable_user")]
+pub async fn enable_user(user_id: i64) -> Result<UserView, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.enable_user(&who, user_id, Utc::now()).await?)
+}
+
+#[server(prefix = "/sfn", endpoint = "revoke_user_token")]
+pub async fn revoke_user_token(user_id: i64, token_id: i64) -> Result<(), AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.revoke_user_token(&who, user_id, token_id, Utc::now()).await?)
+}

@@ -75,6 +75,7 @@ pub fn App() -> impl IntoView {
                     />
                     <Route path=path!("/admin/tenants") view=pages::admin::tenants::TenantsPage ssr=SsrMode::Async />
                     <Route path=path!("/admin/reports") view=pages::admin::reports::ReportsPage ssr=SsrMode::Async />
+                    <Route path=path!("/admin/users") view=pages::admin::users::UsersPage ssr=SsrMode::Async />
                     <Route
                         path=path!("/notifications")
                         view=pages::notifications::NotificationsPage

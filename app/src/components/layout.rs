@@ -14,6 +14,7 @@ const ADMIN_LINKS: &[(&str, &str)] = &[
     ("/admin/approvals", "Approvals"),
     ("/admin/tenants", "Tenants"),
     ("/admin/reports", "Reports"),
+    ("/admin/users", "Users"),
     ("/admin/audit", "Audit"),
 ];
 

@@ -6,3 +6,4 @@ pub mod fleet;
 pub mod operations;
 pub mod reports;
 pub mod tenants;
+pub mod users;
