@@ -55,6 +55,9 @@ pub struct Engine {
     pub(crate) queue_wakeup: std::sync::Arc<tokio::sync::Notify>,
     /// This instance's event counters, for `/metrics`.
     pub counters: std::sync::Arc<counters::Counters>,
+    /// Reservations whose timeline gained events (this instance's steps, and other instances'
+    /// through [`provisioning::follow_timelines`]): live timelines wake on it.
+    pub timeline_changes: tokio::sync::broadcast::Sender<i64>,
 }
 
 impl Engine {
@@ -72,6 +75,7 @@ impl Engine {
             driver,
             queue_wakeup: Default::default(),
             counters: Default::default(),
+            timeline_changes: tokio::sync::broadcast::channel(1024).0,
         }
     }
 

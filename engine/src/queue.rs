@@ -166,6 +166,7 @@ impl Engine {
                 }
             }
         };
+        self.announce_timelines(batch.iter().zip(&recorded).filter(|(_, ok)| **ok).map(|(c, _)| c));
         let mut next = Vec::new();
         let mut woke = false;
         for (c, ok) in batch.into_iter().zip(recorded) {
@@ -188,6 +189,17 @@ impl Engine {
         next
     }
 
+    /// Tells this instance's live timelines that recorded completions added events (other
+    /// instances hear of them through PostgreSQL, see `provisioning::follow_timelines`).
+    fn announce_timelines<'a>(&self, recorded: impl Iterator<Item = &'a Completion>) {
+        for c in recorded {
+            if let Some(id) = c.job.reservation_id {
+                // No live timeline listening is fine.
+                let _ = self.timeline_changes.send(id);
+            }
+        }
+    }
+
     /// Runs every job due at `now` to its end (or its next wait), one after another, in this
     /// task: tests and tools use it to drive the queue with an explicit clock.
     pub async fn run_due_jobs(&self, now: DateTime<Utc>) -> EngineResult<usize> {
@@ -206,6 +218,7 @@ impl Engine {
                     steps += 1;
                     let next = completion.next.clone();
                     self.store.finish_steps(std::slice::from_ref(&completion), &owner, lease_until, now).await?;
+                    self.announce_timelines(std::iter::once(&completion));
                     match next {
                         NextMove::Continue(step) => job = ClaimedJob { step, attempt: 1, resumed: false, ..job },
                         _ => break,

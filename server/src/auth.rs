@@ -26,18 +26,23 @@ fn session_unavailable(err: tower_sessions::session::Error) -> ApiError {
     ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "sessions are unavailable; try again")
 }
 
+/// The bearer token of an `Authorization` header, if it carries one.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let now = Utc::now();
-        let identity = if let Some(value) = parts.headers.get(header::AUTHORIZATION) {
-            let token = value
-                .to_str()
-                .ok()
-                .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-                .map(str::trim)
-                .ok_or_else(ApiError::unauthenticated)?;
+        let identity = if parts.headers.contains_key(header::AUTHORIZATION) {
+            let token = bearer(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
             state.engine.identity_for_token(token, now).await?
         } else {
             let session = Session::from_request_parts(parts, state).await.map_err(|_| ApiError::unauthenticated())?;

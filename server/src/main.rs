@@ -88,6 +88,10 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
     engine.load_index().await.map_err(|e| format!("cannot load availability: {e}"))?;
     // With several instances on one PostgreSQL, each follows the others' commits.
     tokio::spawn(tenantry_engine::index::follow_other_instances(engine.store.clone(), engine.index.clone()));
+    tokio::spawn(tenantry_engine::provisioning::follow_timelines(
+        engine.store.clone(),
+        engine.timeline_changes.clone(),
+    ));
     tokio::spawn(expire_approval_holds(engine.clone()));
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
     let workers: Vec<_> = (0..args.queue.queue_workers as usize)
@@ -125,6 +129,7 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         secure_cookies: secure,
         oidc,
         metrics_token: args.metrics_token.clone(),
+        event_streams: Default::default(),
     });
     let state = AppState { engine: engine.clone(), leptos, settings, web, http_metrics: Default::default() };
     let app = build_router(state, session_store);

@@ -23,18 +23,20 @@ pub enum DbSessionStore {
 impl DbSessionStore {
     /// The session store on the engine's database, its table created when missing.
     pub async fn open(store: &Store) -> Result<Self, sqlx::Error> {
-        Ok(match store {
-            Store::Sqlite(pool) => {
-                let s = SqliteStore::new(pool.clone());
-                s.migrate().await?;
-                DbSessionStore::Sqlite(s)
-            }
-            Store::Postgres(pool) => {
-                let s = PostgresStore::new(pool.clone());
-                s.migrate().await?;
-                DbSessionStore::Postgres(s)
-            }
-        })
+        let sessions = Self::on(store);
+        match &sessions {
+            DbSessionStore::Sqlite(s) => s.migrate().await?,
+            DbSessionStore::Postgres(s) => s.migrate().await?,
+        }
+        Ok(sessions)
+    }
+
+    /// The session store on the engine's database, whose table [`DbSessionStore::open`] made.
+    pub fn on(store: &Store) -> Self {
+        match store {
+            Store::Sqlite(pool) => DbSessionStore::Sqlite(SqliteStore::new(pool.clone())),
+            Store::Postgres(pool) => DbSessionStore::Postgres(PostgresStore::new(pool.clone())),
+        }
     }
 }
 

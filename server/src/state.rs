@@ -27,6 +27,8 @@ pub struct WebSettings {
     pub oidc: Option<Arc<crate::oidc::Oidc>>,
     /// When set, `/metrics` answers only scrapes that send it as a bearer token.
     pub metrics_token: Option<String>,
+    /// Live timeline streams open on this instance, per user (capped).
+    pub event_streams: crate::api::provisioning::StreamSlots,
 }
 
 impl FromRef<AppState> for LeptosOptions {

@@ -5,6 +5,8 @@
 use leptos::prelude::*;
 
 /// Bumps `revision` on every `event` from the event stream at `url` while the page is mounted.
+/// An `end` event (the server has nothing more to send) closes the stream instead of letting the
+/// browser reconnect.
 pub fn follow_events(url: String, event: &'static str, revision: RwSignal<u64>) {
     #[cfg(feature = "hydrate")]
     Effect::new(move |_| {
@@ -14,6 +16,10 @@ pub fn follow_events(url: String, event: &'static str, revision: RwSignal<u64>) 
         let on_event = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| revision.update(|r| *r += 1));
         let _ = source.add_event_listener_with_callback(event, on_event.as_ref().unchecked_ref());
         on_event.forget();
+        let closer = source.clone();
+        let on_end = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |_| closer.close());
+        let _ = source.add_event_listener_with_callback("end", on_end.as_ref().unchecked_ref());
+        on_end.forget();
         let source = send_wrapper::SendWrapper::new(source);
         on_cleanup(move || source.close());
     });

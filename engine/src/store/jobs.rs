@@ -126,6 +126,10 @@ struct EventRow {
     detail: String,
 }
 
+/// The PostgreSQL channel on which a commit of timeline events names their reservations
+/// (comma-separated ids).
+pub const TIMELINE_CHANNEL: &str = "tenantry_timeline";
+
 pub(crate) const INSERT_JOB: &str =
     "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at)
     values ($1, $2, $3, 'queued', $4, $5, $5) on conflict do nothing";
@@ -500,9 +504,33 @@ impl Store {
                 });
                 q.build().execute(&mut *tx).await?;
             }
+            if self.backend() == Backend::Postgres && !events.is_empty() {
+                // Live timelines on every instance wake at commit instead of polling.
+                let mut ids: Vec<i64> = events.iter().filter_map(|(job, _)| job.reservation_id).collect();
+                ids.dedup();
+                let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+                sqlx::query("select pg_notify($1, $2)")
+                    .bind(TIMELINE_CHANNEL)
+                    .bind(ids.join(","))
+                    .execute(&mut *tx)
+                    .await?;
+            }
             recorded
         });
         Ok(recorded)
+    }
+
+    /// Jobs of a reservation still to run or running.
+    pub async fn pending_jobs(&self, reservation_id: i64) -> EngineResult<i64> {
+        let n = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from job where reservation_id = $1 and state in ('queued', 'running')",
+            )
+            .bind(reservation_id)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(n)
     }
 
     /// Puts jobs this worker holds back in the queue untouched (shutdown); the interrupted

@@ -1,11 +1,17 @@
 //! A reservation's provisioning as its team follows it: `GET /api/v1/reservations/{id}/events`
 //! (the timeline so far as JSON, or live as server-sent events for `Accept: text/event-stream`)
 //! and `POST /api/v1/reservations/{id}/health-checks`.
+//!
+//! A live timeline wakes when events are committed (this instance's steps, other instances'
+//! through PostgreSQL), proves its viewer again every few seconds (signing out, a revoked token
+//! or leaving the team ends it), ends when the reservation is over, and each user may hold a
+//! few open at once.
 
 use super::input;
 use super::Items;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::sessions::DbSessionStore;
 use crate::state::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -16,20 +22,94 @@ use chrono::Utc;
 use futures_util::stream::{self, StreamExt};
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tenantry_app::server::session_identity;
 use tenantry_domain::provisioning::StepEvent;
 use tenantry_domain::Identity;
 use tenantry_engine::Engine;
+use tokio::sync::broadcast;
+use tower_sessions::session::Id;
+use tower_sessions::Session;
 
-/// How often a live timeline looks for new events. Events are rows any instance may write, so
-/// each stream reads the store rather than an in-process channel.
-const POLL: Duration = Duration::from_millis(500);
+/// How often a live timeline re-checks, even when no event woke it: whether its viewer may
+/// still see it (signed out, token revoked, removed from the team) and whether the reservation
+/// is over. Events themselves wake it at once (see `Engine::timeline_changes`).
+const RECHECK: Duration = Duration::from_secs(5);
+
+/// Live timelines one user may hold open on one instance at a time.
+pub const STREAMS_PER_USER: usize = 8;
+
+/// Open live timelines per user on this instance.
+#[derive(Debug, Default)]
+pub struct StreamSlots(Arc<Mutex<HashMap<i64, usize>>>);
+
+/// One open stream's place; the slot is given back when the stream ends (or its client goes).
+struct StreamSlot {
+    slots: Arc<Mutex<HashMap<i64, usize>>>,
+    user_id: i64,
+}
+
+impl StreamSlots {
+    fn take(&self, user_id: i64) -> Option<StreamSlot> {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(user_id).or_default();
+        if *count >= STREAMS_PER_USER {
+            return None;
+        }
+        *count += 1;
+        Some(StreamSlot { slots: self.0.clone(), user_id })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.user_id) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.user_id);
+            }
+        }
+    }
+}
+
+/// How the viewer of a stream proved who they are, to prove it again while the stream lasts.
+enum Proof {
+    Token(String),
+    Session(Id),
+}
+
+impl Proof {
+    fn of(headers: &HeaderMap, session: &Session) -> Option<Proof> {
+        match crate::auth::bearer(headers) {
+            Some(token) => Some(Proof::Token(token.to_owned())),
+            None => session.id().map(Proof::Session),
+        }
+    }
+
+    /// Who the proof stands for now: `None` once signed out, expired, revoked, disabled or
+    /// removed, or once it stands for someone else.
+    async fn recheck(&self, engine: &Engine, user_id: i64) -> Option<Identity> {
+        let now = Utc::now();
+        let who = match self {
+            Proof::Token(token) => engine.identity_for_token(token, now).await.ok().flatten(),
+            Proof::Session(id) => {
+                let session = Session::new(Some(*id), Arc::new(DbSessionStore::on(&engine.store)), None);
+                session_identity(&session, engine, now).await.ok().flatten()
+            }
+        };
+        who.filter(|w| w.user_id == user_id)
+    }
+}
 
 /// `GET /api/v1/reservations/{id}/events[?after=N]`: JSON `{"items":[…]}`, or an event stream
-/// (`event: step`, `id:` the event id, resumable with `Last-Event-ID`).
+/// (`event: step`, `id:` the event id, resumable with `Last-Event-ID`; a last `event: end` when
+/// the reservation is over, after which a client should not reconnect).
 pub async fn events(
     State(state): State<AppState>,
     Caller(who): Caller,
+    session: Session,
     Path(id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
@@ -50,7 +130,17 @@ pub async fn events(
     if !wants_stream {
         return Ok(Json(Items::from(items)).into_response());
     }
-    Ok(Sse::new(live(state.engine.clone(), who, id, items)).keep_alive(KeepAlive::default()).into_response())
+    let proof = Proof::of(&headers, &session).ok_or_else(ApiError::unauthenticated)?;
+    let slot = state.web.event_streams.take(who.user_id).ok_or_else(|| ApiError {
+        retry_after: Some(RECHECK.as_secs()),
+        ..ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("you have {STREAMS_PER_USER} live timelines open; close one (or a browser tab) first"),
+        )
+    })?;
+    let stream = live(state.engine.clone(), who, proof, slot, id, items);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
 
 fn to_event(e: &StepEvent) -> Result<Event, Infallible> {
@@ -58,28 +148,62 @@ fn to_event(e: &StepEvent) -> Result<Event, Infallible> {
     Ok(Event::default().event("step").id(e.id.to_string()).data(data))
 }
 
-/// The events so far, then each new one as it is written.
+/// What a live timeline carries between wake-ups.
+struct Following {
+    engine: Engine,
+    who: Identity,
+    proof: Proof,
+    /// Held for as long as the stream lives.
+    _slot: StreamSlot,
+    changes: broadcast::Receiver<i64>,
+    last: i64,
+    /// The `end` event was sent: nothing more follows.
+    ended: bool,
+}
+
+/// The events so far, then each new one as it is written, until the reservation is over or the
+/// viewer may no longer see it.
 fn live(
     engine: Engine,
     who: Identity,
+    proof: Proof,
+    slot: StreamSlot,
     id: i64,
     first: Vec<StepEvent>,
 ) -> impl futures_util::Stream<Item = Result<Event, Infallible>> {
     let last = first.last().map_or(0, |e| e.id);
     let backlog = stream::iter(first.iter().map(to_event).collect::<Vec<_>>());
-    let updates = stream::unfold((engine, who, last), move |(engine, who, mut last)| async move {
+    let changes = engine.timeline_changes.subscribe();
+    let start = Following { engine, who, proof, _slot: slot, changes, last, ended: false };
+    let updates = stream::unfold(start, move |mut f| async move {
+        if f.ended {
+            return None;
+        }
         loop {
-            tokio::time::sleep(POLL).await;
-            match engine.timeline_events(&who, id, last).await {
-                Ok(items) if items.is_empty() => continue,
-                Ok(items) => {
-                    last = items.last().map_or(last, |e| e.id);
-                    let events: Vec<_> = items.iter().map(to_event).collect();
-                    return Some((stream::iter(events), (engine, who, last)));
+            // Wake on this reservation's events (a lagged receiver may have missed some: look),
+            // or after a while to re-check who is watching.
+            let _ = tokio::time::timeout(RECHECK, async {
+                loop {
+                    match f.changes.recv().await {
+                        Ok(changed) if changed != id => continue,
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => return,
+                        Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+                    }
                 }
-                // The reservation went away or the store failed: end the stream; the browser
-                // reconnects with Last-Event-ID.
-                Err(_) => return None,
+            })
+            .await;
+            f.who = f.proof.recheck(&f.engine, f.who.user_id).await?;
+            let items = f.engine.timeline_events(&f.who, id, f.last).await.ok()?;
+            if !items.is_empty() {
+                f.last = items.last().map_or(f.last, |e| e.id);
+                let events: Vec<_> = items.iter().map(to_event).collect();
+                return Some((stream::iter(events), f));
+            }
+            if f.engine.timeline_is_over(&f.who, id).await.unwrap_or(true) {
+                // Tells the browser not to reconnect: the timeline is complete.
+                f.ended = true;
+                let end = Ok(Event::default().event("end").data("the reservation is over"));
+                return Some((stream::iter(vec![end]), f));
             }
         }
     })
