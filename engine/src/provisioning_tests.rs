@@ -87,6 +87,15 @@ async fn run_until(engine: &Engine, until: DateTime<Utc>) {
     panic!("the queue did not settle");
 }
 
+/// Waits (at most 10 s) until some worker holds a running step.
+async fn until_a_step_runs(engine: &Engine) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while engine.store.queue_stats(Utc::now()).await.unwrap().running == 0 {
+        assert!(std::time::Instant::now() < deadline, "no worker started a step within 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 async fn state(engine: &Engine, lead: &Identity, id: i64) -> ReservationState {
     engine.reservation_detail(lead, id).await.unwrap().reservation.state
 }
@@ -300,8 +309,8 @@ store_test!(a_crashed_worker_is_resumed_and_each_effect_applies_once, |store: St
     doomed.load_index().await.unwrap();
     let (_stop, shutdown) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(async move { doomed.run_worker(crate::queue::worker_name(1), shutdown).await });
-    // Kill it mid-flight (the driver install alone takes 150 ms at this speed).
-    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    // Kill it mid-flight: as soon as it holds steps.
+    until_a_step_runs(&slow).await;
     worker.abort();
     let _ = worker.await;
     doomed_store.close().await;
@@ -356,7 +365,8 @@ store_test!(shutdown_hands_back_what_it_cannot_finish, |store: Store| async move
         let engine = engine.clone();
         async move { engine.run_worker(crate::queue::worker_name(1), shutdown).await }
     });
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    // Stop it while it holds a step (each takes seconds at this speed).
+    until_a_step_runs(&engine).await;
     stop.send(true).unwrap();
     worker.await.unwrap();
     let stats = engine.store.queue_stats(Utc::now()).await.unwrap();

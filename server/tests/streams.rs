@@ -141,8 +141,23 @@ async fn another_instances_steps_wake_a_live_timeline() {
     let id = app.engine.book(&lead, &input, None, start).await.unwrap().detail.reservation.id;
     let token = app.token("lead@acme.example").await;
     let stream = open(&app, &token, id).await;
-    // Let the listener connect, then another instance (its own pool and engine) runs the steps.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Wait until the listener hears a notification, then another instance (its own pool and
+    // engine) runs the steps.
+    let mut heard = app.engine.timeline_changes.subscribe();
+    let tenantry_engine::Store::Postgres(pool) = &app.engine.store else { unreachable!() };
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        sqlx::query("select pg_notify($1, '-1')")
+            .bind(tenantry_engine::store::jobs::TIMELINE_CHANNEL)
+            .execute(pool)
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_millis(200), heard.recv()).await;
+        if matches!(got, Ok(Ok(-1))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the timeline listener never connected");
+    }
     let other = tenantry_engine::Engine::new(app.engine.store.open_another().await.unwrap(), Default::default());
     let ran = Instant::now();
     let steps = tokio::spawn(async move { other.run_due_jobs(Utc::now()).await });
