@@ -11,7 +11,8 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::Router;
 use leptos::prelude::provide_context;
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use leptos_axum::{generate_route_list, AxumRouteListing, LeptosRoutes};
+use std::sync::OnceLock;
 use tenantry_app::{shell, App};
 use tower_http::trace::TraceLayer;
 
@@ -94,9 +95,19 @@ api_table! {
     get "/statements/{month}" Tenant => api::chargeback::statement;
 }
 
+/// The Leptos pages' routes, generated once per process. Generating them renders the app with
+/// Leptos's process-wide "suppress resource loads" flag set, so a page another router rendered
+/// at that moment waited forever for its data (leptos-rs/leptos#4773; every in-process test
+/// builds a router). The list depends only on the `App` component, never on state or settings,
+/// so one immutable copy serves every router of the process.
+fn page_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(App)).clone()
+}
+
 /// The whole application.
 pub fn build_router(state: AppState, sessions: sessions::DbSessionStore) -> Router {
-    let leptos_routes = generate_route_list(App);
+    let leptos_routes = page_routes();
     let context = {
         let engine = state.engine.clone();
         let settings = state.settings.clone();
