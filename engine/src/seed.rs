@@ -4,17 +4,23 @@
 //! Planning is pure and deterministic (a seeded SplitMix64, time as a parameter), so the same
 //! `--seed` gives the same data; `--nodes` and `--reservations` scale it for benchmarks while
 //! keeping the mix. Writing goes through the ordinary store, so the database's overlap guarantee
-//! checks every generated allocation.
+//! checks every generated allocation. Reservations already under way get the provisioning
+//! timeline they would have had (every step run once and passed, as the simulated fleet reports
+//! it), so their pages show how they were set up.
 
+use crate::driver::sim::real_seconds;
+use crate::driver::NodeTarget;
 use crate::error::{EngineError, EngineResult};
 use crate::store::fleet::{AddedNode, NewNode};
 use crate::store::identity::NewUser;
+use crate::store::jobs::StepRecord;
 use crate::store::reservations::NewReservation;
+use crate::store::seed_support::PastEvent;
 use crate::Engine;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::offering::Bounds;
 use tenantry_domain::placement::Placed;
-use tenantry_domain::provisioning::{provision_at, JobKind};
+use tenantry_domain::provisioning::{fabric_of, mig_layout, provision_at, JobKind, Step, StepStatus};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
 use tenantry_domain::{
@@ -478,6 +484,74 @@ pub fn plan_reservations(
     out
 }
 
+/// The provisioning timeline of a reservation that is under way when the seed runs: each step
+/// running, then done, one after the other with the simulated fleet's real durations and
+/// details, from the lead time before its window (or earlier, so that it ends by `now`).
+pub fn past_provisioning(
+    reservation_id: i64,
+    tenant: &str,
+    r: &NewReservation,
+    nodes: &[NodeTarget],
+    config: &crate::EngineConfig,
+    now: DateTime<Utc>,
+) -> Vec<PastEvent> {
+    let orchestrator = r.options.orchestrator;
+    let took = |step| {
+        Duration::milliseconds((real_seconds(step, Some(&config.acceptance), Some(orchestrator)) * 1000.0) as i64)
+    };
+    let total = JobKind::Provision.steps().iter().fold(Duration::zero(), |sum, &step| sum + took(step));
+    let hosts: Vec<&str> = nodes.iter().map(|n| n.hostname.as_str()).collect();
+    let per_node = |line: &dyn Fn(&NodeTarget) -> String| nodes.iter().map(line).collect::<Vec<_>>().join("; ");
+    let name = format!("{tenant}-r{reservation_id}");
+    let mut at = (r.window.start - config.provision_lead).min(now - total);
+    let mut events = Vec::new();
+    for &step in JobKind::Provision.steps() {
+        let detail = match step {
+            Step::ClaimNodes => format!("{} node(s): {}", hosts.len(), hosts.join(", ")),
+            Step::MigLayout if nodes.iter().all(|n| n.gpus.iter().all(|g| g.1.is_none())) => {
+                "whole GPUs: MIG stays off".to_owned()
+            }
+            Step::MigLayout => per_node(&|n| {
+                let layout = serde_json::to_string(&mig_layout(&n.gpus)).unwrap_or_default();
+                format!("mig-parted apply on {}: {layout}", n.hostname)
+            }),
+            Step::CudaDriver => {
+                per_node(&|n| format!("CUDA driver {} installed on {}", r.options.cuda_driver, n.hostname))
+            }
+            Step::Orchestrator => match orchestrator {
+                Orchestrator::Kubernetes => {
+                    format!("Kubernetes namespace {name} with {} node(s): {}", hosts.len(), hosts.join(", "))
+                }
+                Orchestrator::Slurm => format!(
+                    "Slurm partition {name} (account {tenant}) with {} node(s): {}",
+                    hosts.len(),
+                    hosts.join(", ")
+                ),
+                Orchestrator::None => format!("bare nodes: {}", hosts.join(", ")),
+            },
+            Step::Acceptance => per_node(&|n| {
+                let busbw = if fabric_of(n.gpu_model) == "pcie" { 21.5 } else { 438.0 };
+                format!("{}: passed ({busbw:.0} GB/s)", n.hostname)
+            }),
+            Step::Credentials => {
+                let kind = match orchestrator {
+                    Orchestrator::Kubernetes => "kubeconfig",
+                    Orchestrator::Slurm => "slurm",
+                    Orchestrator::None => "ssh",
+                };
+                format!("{kind} for {name}")
+            }
+            Step::Activate => "handed over to the team".to_owned(),
+            _ => String::new(),
+        };
+        let record = |status, duration_ms, detail| StepRecord { step, status, attempt: 1, duration_ms, detail };
+        events.push(PastEvent { at, record: record(StepStatus::Running, None, String::new()) });
+        at += took(step);
+        events.push(PastEvent { at, record: record(StepStatus::Done, Some(took(step).num_milliseconds()), detail) });
+    }
+    events
+}
+
 /// Seeds an empty database. Refuses to touch one that already has a fleet.
 pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc>) -> EngineResult<SeedSummary> {
     let store = &engine.store;
@@ -518,8 +592,16 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     let nodes: Vec<(NewNode, AddedNode)> = planned.into_iter().zip(added).collect();
     let reservations = plan_reservations(options, &nodes, &offerings, &bookers, now, &engine.config);
     let allocations = reservations.iter().map(|r| r.allocations.len()).sum();
-    store.insert_reservations(&reservations, now).await?;
+    let ids = store.insert_reservations(&reservations, now).await?;
     store.mark_nodes_in_use(now).await?;
+    for (r, &id) in reservations.iter().zip(&ids) {
+        if r.state == ReservationState::Active {
+            let tenant = tenant_ids.iter().find(|(_, t)| *t == r.tenant_id).map_or("", |(slug, _)| slug);
+            let nodes = store.reservation_targets(id).await?;
+            let events = past_provisioning(id, tenant, r, &nodes, &engine.config, now);
+            store.insert_finished_job(id, JobKind::Provision, &events, now).await?;
+        }
+    }
     engine.index.rebuild(store, now).await?;
     Ok(SeedSummary { nodes: nodes.len(), gpus, reservations: reservations.len(), allocations })
 }
@@ -527,6 +609,36 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
+    use crate::store_test;
+
+    store_test!(reservations_under_way_have_their_provisioning_timeline, |store: Store| async move {
+        let engine = Engine::new(store, crate::EngineConfig::default());
+        let now = Utc::now();
+        seed_demo(&engine, &SeedOptions::default(), now).await.unwrap();
+        let mut active = 0;
+        for (slug, _) in DEMO_TENANTS {
+            let tenant = engine.store.tenant_by_slug(slug).await.unwrap().unwrap();
+            for r in engine.store.list_reservations(tenant.tenant_id).await.unwrap() {
+                let events = engine.store.reservation_events(r.id, 0).await.unwrap();
+                if r.state != ReservationState::Active {
+                    assert!(events.is_empty(), "#{} ({}) has no timeline yet", r.id, r.state);
+                    continue;
+                }
+                active += 1;
+                let done: Vec<Step> = events.iter().filter(|e| e.status == StepStatus::Done).map(|e| e.step).collect();
+                assert_eq!(done, JobKind::Provision.steps(), "#{}: every step ran once and passed", r.id);
+                assert!(events.iter().all(|e| e.job == JobKind::Provision && e.at <= now), "#{}: {events:?}", r.id);
+                assert!(events[0].at <= r.start - engine.config.provision_lead, "#{} began in the lead time", r.id);
+                let claimed =
+                    &events.iter().find(|e| e.step == Step::ClaimNodes && !e.detail.is_empty()).unwrap().detail;
+                assert!(claimed.contains("node(s): "), "#{}: {claimed}", r.id);
+                // Provisioning is over (never queued again); only the release waits.
+                assert_eq!(engine.store.pending_jobs(r.id).await.unwrap(), 1, "#{}", r.id);
+            }
+        }
+        assert!(active > 0, "the demo has reservations under way");
+    });
 
     #[test]
     fn fleet_keeps_its_mix_at_every_size() {

@@ -82,6 +82,7 @@ pub mod offerings;
 pub mod policy;
 pub mod provisioning;
 pub mod reservations;
+pub mod seed_support;
 
 use crate::error::EngineResult;
 use sqlx::{PgPool, SqlitePool};
