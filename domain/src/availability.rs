@@ -24,6 +24,7 @@ pub struct Grid {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Bucket {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -33,6 +34,7 @@ pub struct Bucket {
 
 /// Free units of one offering over a grid.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Availability {
     pub offering: String,
     pub buckets: Vec<Bucket>,

@@ -17,23 +17,38 @@ pub const MAX_HORIZON: Duration = Duration::days(730);
 
 /// Options as a client sends them: every field optional, enums as their codes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct OptionsInput {
+    /// One of the offering's `orchestrators` (default: its first).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Orchestrator>))]
     pub orchestrator: Option<String>,
+    /// One of the offering's `cuda_drivers` (default: its first).
     pub cuda_driver: Option<String>,
+    /// Within the offering's `host_memory_gb` bounds (default: their `default`).
     pub host_memory_gb: Option<i64>,
+    /// Within the offering's `storage_tb` bounds (default: their `default`).
     pub storage_tb: Option<i64>,
+    /// Default: `compact` for whole nodes, `any` otherwise.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Placement>))]
     pub placement: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Workload>))]
     pub workload: Option<String>,
 }
 
 /// A booking or quote request as a client sends it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BookingInput {
+    /// The offering's id (`GET /api/v1/offerings`).
+    #[cfg_attr(feature = "openapi", schema(example = "h100-gpu"))]
     pub offering: String,
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 4096))]
     pub quantity: i64,
+    /// On a whole minute, from the current minute to two years ahead.
     pub start: DateTime<Utc>,
+    /// On a whole minute, after `start` and at most 30 days after it (less if the team's policy says so).
     pub end: DateTime<Utc>,
     /// Only place the booking in this region (any region when left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +69,7 @@ pub struct ValidBooking {
 
 /// Another offering that has room for the requested window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Alternative {
     pub offering: String,
     pub max_quantity: u32,
@@ -61,6 +77,7 @@ pub struct Alternative {
 
 /// What a booking would cost and whether it fits, before booking it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Quote {
     pub offering: String,
     pub quantity: u32,

@@ -15,8 +15,10 @@ macro_rules! coded_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident ($kind:literal) { $($(#[$vmeta:meta])* $variant:ident = $code:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         $vis enum $name {
-            $($(#[$vmeta])* #[serde(rename = $code)] $variant),+
+            // utoipa does not see through the macro's `$code` in `serde(rename)`; it does in its own.
+            $($(#[$vmeta])* #[serde(rename = $code)] #[cfg_attr(feature = "openapi", schema(rename = $code))] $variant),+
         }
 
         impl $name {

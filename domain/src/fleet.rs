@@ -78,6 +78,7 @@ crate::coded_enum! {
 
 /// One node as the fleet views and placement see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeSummary {
     pub node_id: i64,
     pub hostname: String,
@@ -98,6 +99,7 @@ pub struct NodeSummary {
 
 /// What the admin Fleet page shows about the queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueStats {
     /// Jobs due now and not yet finished (queued or running).
     pub depth: i64,
@@ -111,6 +113,7 @@ pub struct QueueStats {
 
 /// A job that ran out of attempts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FailedJob {
     pub job_id: i64,
     pub kind: JobKind,
@@ -124,6 +127,7 @@ pub struct FailedJob {
 
 /// A maintenance window as the admin Fleet page lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MaintenanceWindow {
     pub id: i64,
     pub node: String,
@@ -135,6 +139,7 @@ pub struct MaintenanceWindow {
 
 /// A reservation in the way of a maintenance window.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MaintenanceClash {
     pub reservation_id: i64,
     pub tenant: String,
@@ -145,6 +150,7 @@ pub struct MaintenanceClash {
 
 /// A maintenance window to schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MaintenanceInput {
     /// The node's hostname.
@@ -156,6 +162,7 @@ pub struct MaintenanceInput {
 
 /// The queue as the admin Fleet page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueOverview {
     #[serde(flatten)]
     pub stats: QueueStats,

@@ -16,6 +16,7 @@ crate::coded_enum! {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantRef {
     pub tenant_id: i64,
     pub slug: String,
@@ -24,6 +25,7 @@ pub struct TenantRef {
 
 /// A verified user, as resolved from a session or an API token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Identity {
     pub user_id: i64,
     pub email: String,
@@ -49,6 +51,7 @@ impl Identity {
 
 /// A user as a platform admin sees them on Admin → Users and `GET /api/v1/admin/users`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserView {
     pub id: i64,
     pub email: String,

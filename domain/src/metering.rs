@@ -177,6 +177,7 @@ crate::coded_enum! {
 
 /// One line of a bill: a reservation's or burst's time inside a span, a fee or a credit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChargeLine {
     pub reservation_id: Option<i64>,
     pub tenant: String,
@@ -299,6 +300,7 @@ pub fn lines(
 
 /// Sums of a set of lines, by kind and by basis.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Totals {
     pub reserved_cents: Cents,
     pub on_demand_cents: Cents,
@@ -339,6 +341,7 @@ crate::coded_enum! {
 
 /// A tenant's statement for one calendar month (UTC).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Statement {
     pub tenant: String,
     /// `2026-11`.
@@ -448,6 +451,7 @@ crate::coded_enum! {
 
 /// Lines added up under one key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChargeGroup {
     pub key: String,
     pub lines: usize,
@@ -585,6 +589,7 @@ pub fn forecast(month: Month, month_lines: &[ChargeLine], budget: Option<Cents>,
 /// reservation's GPUs: `reserved` counts GPU-sevenths × seconds, `used` and `memory` count
 /// per-mille of those (1,000 = fully busy), so sums stay exact integers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     pub reserved: i64,
     pub used: i64,
@@ -652,6 +657,7 @@ pub struct ReservationCost {
 
 /// One row of the admin reports: revenue and use of one tenant or one GPU model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReportRow {
     pub key: String,
     pub revenue_cents: Cents,
@@ -670,6 +676,7 @@ impl ReportRow {
 
 /// Fleet utilization by day and hour of day (UTC): busy GPU-hours over the fleet's GPU-hours.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Heatmap {
     pub days: Vec<NaiveDate>,
     /// `cells[day][hour]`, percent.
@@ -694,6 +701,7 @@ impl Heatmap {
 
 /// The chargeback API's answer: every line in the range and, when asked, the lines grouped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Chargeback {
     pub tenant: String,
     pub from: DateTime<Utc>,
@@ -741,6 +749,7 @@ pub struct ChargebackOverview {
 
 /// The admin usage report over a span.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageReport {
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,

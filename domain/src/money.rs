@@ -6,6 +6,7 @@ use std::fmt;
 
 /// An amount of money in US cents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(transparent)]
 pub struct Cents(pub i64);
 

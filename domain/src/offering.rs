@@ -73,6 +73,7 @@ impl GpuSevenths {
 
 /// An inclusive range a numeric option must fall in, and the value it takes when omitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Bounds {
     pub min: u32,
     pub max: u32,
@@ -86,6 +87,7 @@ impl Bounds {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Offering {
     /// A stable slug, e.g. `h100-node` or `a100-1g.10gb`.
     pub id: String,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 /// A soft limit (above it: approval) and a hard limit (above it: refused); `None` is no limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SoftHard {
     pub soft: Option<u32>,
     pub hard: Option<u32>,
@@ -22,6 +23,7 @@ pub struct SoftHard {
 
 /// A tenant's policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Policy {
     /// Bookings of more units than this wait for an admin.
     pub max_quantity_without_approval: Option<u32>,
@@ -49,6 +51,7 @@ pub struct Policy {
 
 /// A team's own price for an offering, in cents per unit-hour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RateOverride {
     pub reserved_cents_per_hour: i64,
     pub on_demand_cents_per_hour: i64,
@@ -89,6 +92,7 @@ impl Default for Policy {
 
 /// A partial policy: the fields named change, the rest stay.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PolicyPatch {
     #[serde(default, with = "double_option")]
@@ -109,9 +113,25 @@ pub struct PolicyPatch {
     pub burst_max_hours: Option<Option<u32>>,
     /// Per offering: a team rate, or `null` to go back to the list rate.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = rate_overrides_patch_schema))]
     pub rate_overrides: Option<BTreeMap<String, Option<RateOverride>>>,
     #[serde(default, with = "double_option")]
     pub monthly_budget_dollars: Option<Option<u32>>,
+}
+
+/// The OpenAPI schema of [`PolicyPatch::rate_overrides`] (utoipa cannot derive a map of optional
+/// references): an object whose values are a [`RateOverride`] or `null`.
+#[cfg(feature = "openapi")]
+fn rate_overrides_patch_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Ref, Schema, Type};
+    let rate_or_null = OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .item(Ref::from_schema_name("RateOverride"));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(Schema::OneOf(rate_or_null.build())))
+        .description(Some("Per offering: a team rate, or `null` to go back to the list rate."))
+        .build()
 }
 
 /// `null` means "no limit", a missing field means "unchanged".
@@ -233,6 +253,7 @@ pub struct Ask {
 
 /// What the request does to the team's quota.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QuotaEffect {
     pub gpu_model: GpuModel,
     /// Most GPUs of this model the team would hold at once during the window.
@@ -244,6 +265,7 @@ pub struct QuotaEffect {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "outcome", content = "reasons", rename_all = "snake_case")]
 pub enum Decision {
     Scheduled,
@@ -261,6 +283,7 @@ pub fn counting_range(window: &Window) -> Window {
 
 /// A reservation waiting for an admin, with what an admin needs to decide.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalItem {
     pub reservation: crate::Reservation,
     pub tenant_name: String,
@@ -278,6 +301,7 @@ pub struct ApprovalItem {
 
 /// A tenant with its effective policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TenantPolicy {
     pub slug: String,
     pub name: String,
@@ -286,10 +310,17 @@ pub struct TenantPolicy {
 
 /// An on-demand burst request: some units of an offering from now for a number of hours.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BurstInput {
+    /// The offering's id (`GET /api/v1/offerings`).
+    #[cfg_attr(feature = "openapi", schema(example = "l40s-gpu"))]
     pub offering: String,
+    /// Units (the team's burst limit may allow fewer).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 4096))]
     pub quantity: i64,
+    /// Hours from now (the team's burst limit may allow fewer).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 720))]
     pub hours: i64,
 }
 

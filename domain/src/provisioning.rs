@@ -137,6 +137,7 @@ crate::coded_enum! {
 
 /// One line of a reservation's provisioning timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StepEvent {
     /// Increasing: a live timeline asks for events after the last one it has.
     pub id: i64,

@@ -70,6 +70,7 @@ crate::coded_enum! {
 
 /// The à-la-carte options of a reservation, after defaults are applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReservationOptions {
     pub orchestrator: Orchestrator,
     pub cuda_driver: String,
@@ -100,6 +101,7 @@ mod tests {
 
 /// One GPU's slice range held by a reservation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AllocationView {
     pub node: String,
     pub gpu_index: u32,
@@ -125,6 +127,7 @@ impl AllocationView {
 
 /// A reservation as its tenant sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Reservation {
     pub id: i64,
     pub kind: ReservationKind,
@@ -148,6 +151,7 @@ pub struct Reservation {
 
 /// A reservation with the slices it holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReservationDetail {
     #[serde(flatten)]
     pub reservation: Reservation,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// A half-open UTC interval `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Window {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,

@@ -5,7 +5,9 @@ mod common;
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use common::{Auth, Db, TestApp};
-use serde_json::Value;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use tenantry_server::router::API_ROUTES;
 
 fn json(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
@@ -238,14 +240,22 @@ app_test!(availability_buckets_and_openapi, |app: TestApp| async move {
         let (status, body) = app.get(&format!("/api/v1/availability?{query}"), Some(&lead)).await;
         assert_eq!((status, json(&body)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some(field)));
     }
+    // The document is served as derived, and documents every route of the router's table and
+    // nothing else.
     let (status, doc) = app.get("/api/v1/openapi.json", None).await;
     assert_eq!(status, StatusCode::OK);
-    let paths = json(&doc)["paths"].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
-    for route in tenantry_server::router::API_ROUTES {
-        let methods = &json(&doc)["paths"][route.path];
-        assert!(methods[route.method].is_object(), "{} {} is documented", route.method, route.path);
-    }
-    assert!(paths.len() >= 20);
+    let doc = json(&doc);
+    assert_eq!(doc, tenantry_server::api::openapi::document());
+    let routes: BTreeSet<(String, String)> =
+        API_ROUTES.iter().map(|r| (r.method.to_owned(), r.path.to_owned())).collect();
+    let documented: BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| item.as_object().unwrap().keys().map(move |m| (m.clone(), path.clone())))
+        .collect();
+    assert_eq!(documented, routes, "the document and `API_ROUTES` list the same operations");
+    assert!(routes.len() >= 40);
 });
 
 app_test!(state_changes_are_audited_and_only_admins_read_the_log, |app: TestApp| async move {
@@ -331,3 +341,221 @@ async fn lead_patch(app: &TestApp, auth: &Auth, body: &str) -> (StatusCode, Valu
     let (status, _, body) = app.send(req).await;
     (status, json(&body))
 }
+
+// --- the OpenAPI document against the handlers ------------------------------------------------
+
+/// Every operation of the document: (method, path, operation).
+fn operations(doc: &Value) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            out.push((method.clone(), path.clone(), operation.clone()));
+        }
+    }
+    out
+}
+
+/// A concrete path for a documented one, with ids that exist for nobody.
+fn concrete(path: &str) -> String {
+    format!(
+        "/api/v1{}",
+        path.replace("{id}", "999999")
+            .replace("{token_id}", "999999")
+            .replace("{hostname}", "no-such-node")
+            .replace("{slug}", "acme")
+            .replace("{month}", "2026-11")
+    )
+}
+
+#[test]
+fn the_document_declares_what_every_handler_can_answer() {
+    use tenantry_server::router::Access;
+    let doc = tenantry_server::api::openapi::document();
+    let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
+    assert_eq!(schemes["bearer"]["scheme"], "bearer");
+    assert_eq!((&schemes["cookie"]["type"], &schemes["cookie"]["in"]), (&json!("apiKey"), &json!("cookie")));
+    for (method, path, operation) in operations(&doc) {
+        let what = format!("{method} {path}");
+        let route = API_ROUTES.iter().find(|r| r.method == method && r.path == path).unwrap();
+        let declares = |status: &str| operation["responses"].get(status).is_some();
+        let writes = method != "get";
+        let reads_query = operation["parameters"].as_array().is_some_and(|p| p.iter().any(|p| p["in"] == "query"));
+        let has_body = operation.get("requestBody").is_some();
+        let templated = path.contains('{');
+        if route.access == Access::Public {
+            assert_eq!(operation["security"], json!([{}]), "{what} needs no credentials");
+            continue;
+        }
+        assert!(declares("401"), "{what}: no credentials is a 401");
+        assert!(declares("5XX"), "{what}: a failure on our side");
+        // A foreign `Origin` on a write (CSRF), a non-admin on an admin route.
+        assert_eq!(declares("403"), writes || route.access != Access::SignedIn, "{what}: 403");
+        // `ApiJson` answers 415 for a body without a JSON content type, and 422 for a bad one.
+        assert_eq!(declares("415"), has_body, "{what}: 415 exactly when it reads a body");
+        if has_body || reads_query {
+            assert!(declares("422"), "{what}: a bad body or query parameter is a 422");
+        }
+        // A path segment that is not UTF-8, or an id that is not a number, names nothing.
+        if templated {
+            assert!(declares("404"), "{what}: an unknown or undecodable path segment is a 404");
+        }
+    }
+}
+
+#[test]
+fn the_document_carries_the_constraints_the_handlers_enforce() {
+    use tenantry_domain::metering::GroupBy;
+    use tenantry_domain::policy::{BURST_MAX_HOURS, BURST_MAX_QUANTITY};
+    use tenantry_domain::reservation::{Orchestrator, ReservationState};
+    let doc = tenantry_server::api::openapi::document();
+    let schemas = &doc["components"]["schemas"];
+    let codes = |all: Vec<&str>| json!(all);
+    assert_eq!(schemas["BurstInput"]["properties"]["quantity"]["maximum"], json!(BURST_MAX_QUANTITY));
+    assert_eq!(schemas["BurstInput"]["properties"]["hours"]["maximum"], json!(BURST_MAX_HOURS));
+    assert_eq!(schemas["BurstInput"]["properties"]["hours"]["minimum"], 1);
+    assert_eq!(schemas["BookingInput"]["properties"]["quantity"]["minimum"], 1);
+    assert_eq!(schemas["BookingInput"]["properties"]["start"]["format"], "date-time");
+    assert_eq!(schemas["BookingInput"]["additionalProperties"], false, "unknown fields are refused");
+    assert_eq!(schemas["GroupBy"]["enum"], codes(GroupBy::ALL.iter().map(|g| g.code()).collect()));
+    assert_eq!(schemas["ReservationState"]["enum"], codes(ReservationState::ALL.iter().map(|s| s.code()).collect()));
+    assert_eq!(schemas["Orchestrator"]["enum"], codes(Orchestrator::ALL.iter().map(|o| o.code()).collect()));
+    assert_eq!(schemas["Grain"]["enum"], json!(["node", "gpu", "mig"]));
+    let param = |path: &str, name: &str| {
+        let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap().clone();
+        params.into_iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{path} has no `{name}`"))
+    };
+    assert_eq!(param("/availability", "step")["schema"]["pattern"], "^[0-9]+[mhd]$");
+    assert_eq!(param("/availability", "from")["schema"]["format"], "date-time");
+    assert_eq!(param("/availability", "from")["required"], true);
+    assert_eq!(param("/chargeback", "group_by")["schema"]["$ref"], "#/components/schemas/GroupBy");
+    assert_eq!(param("/reservations", "state")["schema"]["$ref"], "#/components/schemas/ReservationState");
+    assert_eq!(param("/statements/{month}", "month")["schema"]["pattern"], "^[0-9]{4}-[0-9]{2}$");
+    let limit = param("/admin/audit", "limit")["schema"].clone();
+    assert_eq!((&limit["minimum"], &limit["maximum"]), (&json!(1), &json!(1000)));
+}
+
+app_test!(the_documents_bounds_are_the_handlers_bounds, |app: TestApp| async move {
+    let doc = tenantry_server::api::openapi::document();
+    let max = |schema: &str, field: &str| {
+        doc["components"]["schemas"][schema]["properties"][field]["maximum"].as_i64().unwrap()
+    };
+    let lead = app.token("lead@acme.example").await;
+    // One past the document's maximum is refused naming the field; the maximum itself is not
+    // refused for that field (it may be for capacity or policy).
+    let mut booking: Value = serde_json::from_str(&booking_body("h100-gpu", 1, (1, 2))).unwrap();
+    for (quantity, refused) in [(max("BookingInput", "quantity") + 1, true), (max("BookingInput", "quantity"), false)] {
+        booking["quantity"] = json!(quantity);
+        let (status, body) = post_json(&app, "/api/v1/quotes", &lead, booking.to_string(), None).await;
+        assert_eq!(
+            status == StatusCode::UNPROCESSABLE_ENTITY && body["error"]["field"] == "quantity",
+            refused,
+            "{body}"
+        );
+    }
+    for field in ["quantity", "hours"] {
+        for (value, refused) in [(max("BurstInput", field) + 1, true), (max("BurstInput", field), false)] {
+            let mut burst = json!({"offering": "l40s-gpu", "quantity": 1, "hours": 1});
+            burst[field] = json!(value);
+            let (status, body) = post_json(&app, "/api/v1/bursts", &lead, burst.to_string(), None).await;
+            assert_eq!(
+                status == StatusCode::UNPROCESSABLE_ENTITY && body["error"]["field"] == field,
+                refused,
+                "{body}"
+            );
+        }
+    }
+});
+
+app_test!(every_route_that_reads_a_body_refuses_one_that_is_not_json, |app: TestApp| async move {
+    use tenantry_server::router::Access;
+    let doc = tenantry_server::api::openapi::document();
+    let lead = app.token("lead@acme.example").await;
+    let admin = app.token("admin@tenantry.example").await;
+    let mut checked = 0;
+    for (method, path, operation) in operations(&doc) {
+        if operation.get("requestBody").is_none() {
+            continue;
+        }
+        let route = API_ROUTES.iter().find(|r| r.method == method && r.path == path).unwrap();
+        let auth = if route.access == Access::Admin { &admin } else { &lead };
+        let req = auth
+            .apply(Request::builder().method(method.to_uppercase().as_str()).uri(concrete(&path)))
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from("{}"))
+            .unwrap();
+        let (status, _, body) = app.send(req).await;
+        assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{method} {path}: {body}");
+        assert_eq!(json(&body)["error"]["code"], "invalid");
+        checked += 1;
+    }
+    assert!(checked >= 8, "{checked} routes read a body");
+
+    // The cookie security scheme names the session cookie the portal sets.
+    let Auth::Cookie(cookie) = app.demo_session("lead@acme.example").await else { unreachable!() };
+    let name = doc["components"]["securitySchemes"]["cookie"]["name"].as_str().unwrap();
+    assert!(cookie.starts_with(&format!("{name}=")), "{cookie}");
+});
+
+/// The harness's checker refuses an answer the document does not declare, naming it.
+#[tokio::test]
+async fn the_checker_refuses_undeclared_answers() {
+    use axum::routing::get;
+    use tower::ServiceExt;
+    async fn panic_of(router: axum::Router, path: &str) -> Option<String> {
+        let request = Request::get(path).body(Body::empty()).unwrap();
+        let answer = tokio::spawn(common::openapi_check::checked(router).oneshot(request)).await;
+        answer.err().map(|e| {
+            let payload = e.into_panic();
+            payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default()
+        })
+    }
+    let teapot = axum::Router::new().route("/api/v1/me", get(|| async { StatusCode::IM_A_TEAPOT }));
+    let refused = panic_of(teapot, "/api/v1/me").await.expect("an undeclared status fails the test");
+    assert!(refused.contains("GET /api/v1/me answered 418"), "{refused}");
+
+    let wrong_shape = axum::Router::new().route("/api/v1/me", get(|| async { axum::Json(json!({"user_id": "7"})) }));
+    let refused = panic_of(wrong_shape, "/api/v1/me").await.expect("a body off its schema fails the test");
+    assert!(refused.contains("/user_id") && refused.contains("`email` is required"), "{refused}");
+
+    let templated = axum::Router::new()
+        .route("/api/v1/reservations/{id}/cancel", axum::routing::post(|| async { StatusCode::ACCEPTED }));
+    let request = Request::post("/api/v1/reservations/12/cancel").body(Body::empty()).unwrap();
+    let answer = tokio::spawn(common::openapi_check::checked(templated).oneshot(request)).await;
+    let message = answer.err().map(|e| format!("{e:?}")).unwrap_or_default();
+    assert!(!message.is_empty(), "a 202 is not declared for POST /reservations/{{id}}/cancel");
+
+    // The API's fallback: a 404 with the error body anywhere the document has no path.
+    let fallback = axum::Router::new().fallback(|| async {
+        (StatusCode::NOT_FOUND, axum::Json(json!({"error": {"code": "not_found", "message": "x"}})))
+    });
+    assert_eq!(panic_of(fallback, "/api/v1/nope").await, None);
+}
+
+app_test!(a_path_segment_that_is_not_utf8_is_not_found, |app: TestApp| async move {
+    use tenantry_server::router::Access;
+    let doc = tenantry_server::api::openapi::document();
+    let lead = app.token("lead@acme.example").await;
+    let admin = app.token("admin@tenantry.example").await;
+    for (method, path, _) in operations(&doc).into_iter().filter(|(_, path, _)| path.contains('{')) {
+        let route = API_ROUTES.iter().find(|r| r.method == method && r.path == path).unwrap();
+        let auth = if route.access == Access::Admin { &admin } else { &lead };
+        // `%FF` decodes to a byte that is not UTF-8: every parameter of the path gets it.
+        let uri = format!("/api/v1{path}")
+            .split('/')
+            .map(|s| if s.starts_with('{') { "%FF" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        let req = auth
+            .apply(Request::builder().method(method.to_uppercase().as_str()).uri(&uri))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from("{}"))
+            .unwrap();
+        let (status, _, body) = app.send(req).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {uri}: {body}");
+        assert_eq!(json(&body)["error"]["code"], "not_found");
+    }
+});

@@ -29,6 +29,7 @@ pub struct HoldingRow {
 
 /// A notification as its user reads it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NotificationRow {
     pub notification_id: i64,
     pub at: DateTime<Utc>,

@@ -1,37 +1,85 @@
 //! `GET /api/v1/availability` (free units per bucket) and `GET /api/v1/availability/events`
 //! (server-sent events whenever availability may have changed, for live calendars).
 
-use super::input;
+use super::input::{self, ApiQuery};
+use super::openapi::{Invalid, ServerError, Unauthenticated};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Json;
 use futures_util::Stream;
-use std::collections::HashMap;
+use serde::Deserialize;
 use std::convert::Infallible;
 use tenantry_domain::availability::Availability;
 use tenantry_domain::availability::Grid;
 use tokio_stream::wrappers::WatchStream;
 use tokio_stream::StreamExt;
 
+/// The query of `GET /api/v1/availability`. Values are read as text and checked one by one, so
+/// a wrong one is a 422 naming it.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct GridQuery {
+    /// The offering's id (`GET /api/v1/offerings`).
+    #[param(required = true, value_type = String, example = "l40s-gpu")]
+    pub offering: Option<String>,
+    /// Start of the first bucket.
+    #[param(required = true, value_type = String, format = DateTime)]
+    pub from: Option<String>,
+    /// End of the last bucket.
+    #[param(required = true, value_type = String, format = DateTime)]
+    pub to: Option<String>,
+    /// Bucket length: a whole number and `m`, `h` or `d`, from 15 minutes to 1 day (default `1h`).
+    #[param(value_type = Option<String>, pattern = "^[0-9]+[mhd]$", example = "1h")]
+    pub step: Option<String>,
+    /// Only this region's capacity (every region when left out or empty).
+    pub region: Option<String>,
+}
+
+/// Free units of an offering per time bucket
+#[utoipa::path(
+    get,
+    path = "/availability",
+    tag = "availability",
+    params(GridQuery),
+    responses(
+        (status = 200, description = "Buckets", body = Availability),
+        (status = 401, response = Unauthenticated),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn grid(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Query(params): Query<HashMap<String, String>>,
+    ApiQuery(query): ApiQuery<GridQuery>,
 ) -> ApiResult<Json<Availability>> {
-    let offering = params.get("offering").ok_or_else(|| input::invalid("offering", "`offering` is required"))?;
-    let from = input::timestamp("from", params.get("from").map(String::as_str))?;
-    let to = input::timestamp("to", params.get("to").map(String::as_str))?;
-    let step = input::step(params.get("step").map(String::as_str))?;
+    let offering = query.offering.as_deref().ok_or_else(|| input::invalid("offering", "`offering` is required"))?;
+    let from = input::timestamp("from", query.from.as_deref())?;
+    let to = input::timestamp("to", query.to.as_deref())?;
+    let step = input::step(query.step.as_deref())?;
     let grid = Grid::new(from, to, step).map_err(|e| input::invalid(e.field(), e.to_string()))?;
-    let region = params.get("region").map(String::as_str).filter(|r| !r.is_empty());
+    let region = query.region.as_deref().filter(|r| !r.is_empty());
     Ok(Json(state.engine.availability(&who, offering, grid, region).await?))
 }
 
-/// One `availability` event per change (coalesced: a burst of bookings is one event), with the
-/// index revision as data.
+/// Live availability changes
+///
+/// Server-sent events: one `availability` event (its data the index revision) whenever free
+/// capacity may have changed; a burst of bookings is one event.
+#[utoipa::path(
+    get,
+    path = "/availability/events",
+    operation_id = "availability_events",
+    tag = "availability",
+    responses(
+        (status = 200, description = "An event stream that stays open", content_type = "text/event-stream", body = String),
+        (status = 401, response = Unauthenticated),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn events(
     State(state): State<AppState>,
     Caller(_): Caller,

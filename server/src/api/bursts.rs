@@ -3,6 +3,7 @@
 //! naming its field.
 
 use super::input::ApiJson;
+use super::openapi::{ErrorBody, Invalid, ServerError, Unauthenticated, UnsupportedMediaType};
 use crate::auth::Caller;
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -12,7 +13,30 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
 use tenantry_domain::policy::BurstInput;
+use tenantry_domain::reservation::ReservationDetail;
 
+/// Burst now
+///
+/// On-demand capacity from now for some hours, within the team's burst limit, at the on-demand
+/// rate and without an admin. It is a reservation of kind `burst` that starts provisioning at
+/// once; a reservation may end it early, with at least 15 minutes' warning.
+#[utoipa::path(
+    post,
+    path = "/bursts",
+    operation_id = "burst",
+    tag = "reservations",
+    request_body = BurstInput,
+    responses(
+        (status = 201, description = "The burst (kind `burst`)", body = ReservationDetail,
+            headers(("Location" = String, description = "The burst's URL"))),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Cross-site request, not a team lead, or past the team's burst limit (the message says which)", body = ErrorBody),
+        (status = 409, description = "Not enough capacity is free for the whole burst", body = ErrorBody),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     Caller(who): Caller,

@@ -4,33 +4,102 @@
 //! for `Accept: text/csv` (or `?format=csv`, for plain download links); CSV has the same lines
 //! and numbers as the JSON.
 
-use super::input;
+use super::input::{self, ApiPath, ApiQuery};
+use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated};
 use crate::auth::{Admin, Caller};
 use crate::error::ApiResult;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
-use std::collections::HashMap;
+use serde::Deserialize;
 use tenantry_domain::metering::UsageReport;
-use tenantry_domain::metering::{self, ChargeGroup, ChargeLine, Month};
-use tenantry_domain::Window;
+use tenantry_domain::metering::{self, ChargeGroup, ChargeLine, Chargeback, GroupBy, Month, Statement};
 
-/// `GET /api/v1/chargeback?from&to&group_by`: `from`/`to` default to this month.
+/// How an answer is wanted: JSON (the default) or CSV.
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Json,
+    Csv,
+}
+
+/// The query of `GET /api/v1/chargeback`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ChargebackQuery {
+    /// Start of the range (default: the first of this month, UTC).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub from: Option<String>,
+    /// End of the range, exclusive (default: the first of next month); at most 400 days after
+    /// `from`.
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub to: Option<String>,
+    /// Add `groups`: the lines added up per key (weeks and months cut lines at their boundaries).
+    /// With CSV, the groups are the rows.
+    #[param(value_type = Option<GroupBy>)]
+    pub group_by: Option<String>,
+    /// `csv` for CSV (like `Accept: text/csv`); anything else is JSON.
+    #[param(value_type = Option<Format>)]
+    pub format: Option<String>,
+}
+
+/// The query of `GET /api/v1/statements/{month}`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StatementQuery {
+    /// `csv` for CSV (like `Accept: text/csv`); anything else is JSON.
+    #[param(value_type = Option<Format>)]
+    pub format: Option<String>,
+}
+
+/// The query of `GET /api/v1/admin/reports/usage`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReportQuery {
+    /// Start of the range (default: 13 days before today, UTC).
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub from: Option<String>,
+    /// End of the range, exclusive (default: the end of today); at most 92 days after `from`.
+    #[param(value_type = Option<String>, format = DateTime)]
+    pub to: Option<String>,
+}
+
+/// The team's charges
+///
+/// Every reservation and burst overlapping the range: past and running time as accrued,
+/// upcoming as committed; cancellation fees and credits dated when charged. Money in integer
+/// cents. CSV (the same lines and numbers) for `Accept: text/csv` or `format=csv`.
+#[utoipa::path(
+    get,
+    path = "/chargeback",
+    tag = "chargeback",
+    params(ChargebackQuery),
+    responses(
+        (status = 200, description = "Lines, optional groups and totals", content(
+            (Chargeback = "application/json"),
+            (String = "text/csv"),
+        )),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "The caller has no team", body = ErrorBody),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn chargeback(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Query(params): Query<HashMap<String, String>>,
+    ApiQuery(query): ApiQuery<ChargebackQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let now = Utc::now();
     let month = Month::of(now).window();
-    let span = range(&params, month)?;
-    let group_by = input::group_by(params.get("group_by").map(String::as_str))?;
+    let span = input::range(query.from.as_deref(), query.to.as_deref(), month)?;
+    let group_by = input::group_by(query.group_by.as_deref())?;
     let bill = state.engine.chargeback(&who, span, group_by, now).await?;
-    if wants_csv(&headers, &params) {
+    if wants_csv(&headers, query.format.as_deref()) {
         let name = format!("chargeback-{}-{}.csv", bill.tenant, span.start.format("%Y%m%d"));
         let body = if group_by.is_some() { groups_csv(&bill.groups) } else { lines_csv(&bill.lines) };
         return Ok(csv_response(&name, body));
@@ -38,41 +107,75 @@ pub async fn chargeback(
     Ok(Json(bill).into_response())
 }
 
-/// `GET /api/v1/statements/{month}` (`2026-11`).
+/// A monthly statement
+///
+/// The team's statement for a calendar month (UTC): `draft` while the month runs, `final` after.
+/// CSV of its lines for `Accept: text/csv` or `format=csv`.
+#[utoipa::path(
+    get,
+    path = "/statements/{month}",
+    tag = "chargeback",
+    params(
+        ("month" = String, Path, pattern = "^[0-9]{4}-[0-9]{2}$", example = "2026-11", description = "The month, `YYYY-MM`"),
+        StatementQuery,
+    ),
+    responses(
+        (status = 200, description = "The statement", content(
+            (Statement = "application/json"),
+            (String = "text/csv"),
+        )),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "The caller has no team", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn statement(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(month): Path<String>,
-    Query(params): Query<HashMap<String, String>>,
+    ApiPath(month): ApiPath<String>,
+    ApiQuery(query): ApiQuery<StatementQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let month = input::month(&month)?;
     let statement = state.engine.statement(&who, month, Utc::now()).await?;
-    if wants_csv(&headers, &params) {
+    if wants_csv(&headers, query.format.as_deref()) {
         let name = format!("statement-{}-{}-{}.csv", statement.tenant, statement.month, statement.status);
         return Ok(csv_response(&name, lines_csv(&statement.lines)));
     }
     Ok(Json(statement).into_response())
 }
 
-/// `GET /api/v1/admin/reports/usage?from&to`: the last 14 days by default.
+/// Usage and revenue (admins)
+///
+/// Revenue and measured utilization by tenant and by GPU model, idle reserved capacity, and the
+/// fleet's utilization by day and hour, over at most 92 days.
+#[utoipa::path(
+    get,
+    path = "/admin/reports/usage",
+    tag = "chargeback",
+    params(ReportQuery),
+    responses(
+        (status = 200, description = "The report", body = UsageReport),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = AdminOnly),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn usage_report(
     State(state): State<AppState>,
     Admin(who): Admin,
-    Query(params): Query<HashMap<String, String>>,
+    ApiQuery(query): ApiQuery<ReportQuery>,
 ) -> ApiResult<Json<UsageReport>> {
     let now = Utc::now();
-    let span = range(&params, metering::last_days(now, 14))?;
+    let span = input::range(query.from.as_deref(), query.to.as_deref(), metering::last_days(now, 14))?;
     Ok(Json(state.engine.usage_report(&who, span, now).await?))
 }
 
-/// `from`/`to` from the query string (see [`input::range`]).
-fn range(params: &HashMap<String, String>, default: Window) -> ApiResult<Window> {
-    input::range(params.get("from").map(String::as_str), params.get("to").map(String::as_str), default)
-}
-
-fn wants_csv(headers: &HeaderMap, params: &HashMap<String, String>) -> bool {
-    params.get("format").is_some_and(|f| f == "csv")
+fn wants_csv(headers: &HeaderMap, format: Option<&str>) -> bool {
+    format == Some("csv")
         || headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/csv"))
 }
 

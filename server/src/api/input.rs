@@ -1,12 +1,13 @@
 //! Request input that fails with the API's own 422 body instead of axum's plain-text rejections:
-//! a JSON body, query strings, timestamps, durations, months, groupings and path ids.
+//! a JSON body, a query string, timestamps, durations, months, groupings and path ids.
 //!
 //! Every parser here takes any text a client can send and answers a value or an error naming the
 //! field; none may panic (a panic drops the connection instead of answering). `server/tests/
 //! hardening.rs` checks that with arbitrary input.
 
 use crate::error::ApiError;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
 use serde::de::DeserializeOwned;
@@ -33,6 +34,41 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                     format!("the request body is not valid: {}", rejection.body_text()),
                 ))
             }
+        }
+    }
+}
+
+/// `Query<T>` whose rejections (a parameter given twice, say) are `{"error":{"code":"invalid",…}}`
+/// with a 422. Each handler's `T` lists every parameter it reads (as text, checked by the parsers
+/// below so a bad value names its field) and documents them with `utoipa::IntoParams`.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!("the query string is not valid: {}", rejection.body_text()),
+            )),
+        }
+    }
+}
+
+/// `Path<T>` whose rejection (a segment that is not UTF-8 once percent-decoded, which axum would
+/// answer with a plain-text 400) is the API's own 404: such a path names nothing.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(_) => Err(ApiError::not_found("path")),
         }
     }
 }

@@ -20,7 +20,7 @@ pub mod users;
 use serde::Serialize;
 
 /// A list response.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Items<T> {
     pub items: Vec<T>,
 }

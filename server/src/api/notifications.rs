@@ -1,5 +1,6 @@
 //! The caller's in-app notifications: approvals, rejections, expired holds, preempted bursts.
 
+use super::openapi::{CrossSite, ServerError, Unauthenticated};
 use super::Items;
 use crate::auth::Caller;
 use crate::error::ApiResult;
@@ -10,12 +11,36 @@ use axum::Json;
 use chrono::Utc;
 use tenantry_engine::store::policy::NotificationRow;
 
-/// `GET /api/v1/notifications`
+/// The caller's notifications
+///
+/// Approvals, rejections, lapsed holds and preempted bursts, newest first (the latest 100).
+#[utoipa::path(
+    get,
+    path = "/notifications",
+    operation_id = "list_notifications",
+    tag = "notifications",
+    responses(
+        (status = 200, description = "Notifications", body = Items<NotificationRow>),
+        (status = 401, response = Unauthenticated),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Items<NotificationRow>>> {
     Ok(Json(state.engine.notifications(&who).await?.into()))
 }
 
-/// `POST /api/v1/notifications/read`: marks them all read.
+/// Mark all notifications read
+#[utoipa::path(
+    post,
+    path = "/notifications/read",
+    tag = "notifications",
+    responses(
+        (status = 204, description = "Done"),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = CrossSite),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn mark_read(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<StatusCode> {
     state.engine.mark_notifications_read(&who, Utc::now()).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -7,19 +7,21 @@
 //! or leaving the team ends it), ends when the reservation is over, and each user may hold a
 //! few open at once.
 
-use super::input;
+use super::input::{self, ApiPath, ApiQuery};
+use super::openapi::{ErrorBody, Invalid, NotFound, RateLimited, ServerError, Unauthenticated};
 use super::Items;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::sessions::DbSessionStore;
 use crate::state::AppState;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
 use futures_util::stream::{self, StreamExt};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -103,25 +105,58 @@ impl Proof {
     }
 }
 
-/// `GET /api/v1/reservations/{id}/events[?after=N]`: JSON `{"items":[…]}`, or an event stream
-/// (`event: step`, `id:` the event id, resumable with `Last-Event-ID`; a last `event: end` when
-/// the reservation is over, after which a client should not reconnect).
+/// The query of `GET /api/v1/reservations/{id}/events`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only events after this event id (`Last-Event-ID` wins when both are sent).
+    #[param(value_type = Option<i64>)]
+    pub after: Option<String>,
+}
+
+/// The provisioning timeline
+///
+/// The reservation's provisioning and release steps as JSON `{"items":[…]}`, or, for
+/// `Accept: text/event-stream`, as server-sent events: `event: step` (data: one event as JSON,
+/// `id:` its id, resumable with `Last-Event-ID`) as they happen, and a last `event: end` once the
+/// reservation is over, after which a client should not reconnect. A stream ends when its viewer
+/// may no longer see the reservation; a user may hold 8 open per instance.
+#[utoipa::path(
+    get,
+    path = "/reservations/{id}/events",
+    operation_id = "reservation_events",
+    tag = "provisioning",
+    params(
+        ("id" = i64, Path, description = "The reservation's id"),
+        EventsQuery,
+        ("Last-Event-ID" = Option<i64>, Header, nullable = false, description = "Resume a stream after this event id"),
+    ),
+    responses(
+        (status = 200, description = "The timeline so far, or a live stream of it", content(
+            (Items<StepEvent> = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "The caller has no team", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 422, response = Invalid),
+        (status = 429, response = RateLimited),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn events(
     State(state): State<AppState>,
     Caller(who): Caller,
     session: Session,
-    Path(id): Path<String>,
-    Query(params): Query<HashMap<String, String>>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let id = input::id(&id, "reservation")?;
-    let after =
-        match headers.get("last-event-id").and_then(|v| v.to_str().ok()).or(params.get("after").map(String::as_str)) {
-            Some(v) => {
-                v.parse::<i64>().map_err(|_| input::invalid("after", "`after` is an event id (a whole number)"))?
-            }
-            None => 0,
-        };
+    let after = match headers.get("last-event-id").and_then(|v| v.to_str().ok()).or(query.after.as_deref()) {
+        Some(v) => v.parse::<i64>().map_err(|_| input::invalid("after", "`after` is an event id (a whole number)"))?,
+        None => 0,
+    };
     let items = state.engine.timeline_events(&who, id, after).await?;
     let wants_stream = headers
         .get(header::ACCEPT)
@@ -211,15 +246,46 @@ fn live(
     backlog.chain(updates)
 }
 
-/// `POST /api/v1/reservations/{id}/health-checks`: 202; the result appears on the timeline.
+/// A queued health check.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct HealthCheckQueued {
+    /// Always `queued`.
+    #[schema(example = "queued")]
+    pub status: &'static str,
+    /// Where the result will appear: the reservation's timeline.
+    #[schema(example = "/api/v1/reservations/42/events")]
+    pub events: String,
+}
+
+/// Check the nodes' health
+///
+/// Any member of the team may ask while the reservation's nodes are set up (provisioning, active
+/// or degraded). A failing node is quarantined and replaced; the result appears on the timeline.
+/// One queued or running check per reservation, and at most 20 a team per hour.
+#[utoipa::path(
+    post,
+    path = "/reservations/{id}/health-checks",
+    tag = "provisioning",
+    params(("id" = i64, Path, description = "The reservation's id")),
+    responses(
+        (status = 202, description = "Queued", body = HealthCheckQueued,
+            headers(("Location" = String, description = "The reservation's timeline"))),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Cross-site request, or the caller has no team", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 409, description = "The nodes are not set up, or a check is already queued or running", body = ErrorBody),
+        (status = 429, response = RateLimited),
+        (status = "5XX", response = ServerError),
+    )
+)]
 pub async fn health_check(
     State(state): State<AppState>,
     Caller(who): Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let id = input::id(&id, "reservation")?;
     state.engine.request_health_check(&who, id, Utc::now()).await?;
     let location = format!("/api/v1/reservations/{id}/events");
-    let body = serde_json::json!({"status": "queued", "events": location});
+    let body = HealthCheckQueued { status: "queued", events: location.clone() };
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, location)], Json(body)).into_response())
 }

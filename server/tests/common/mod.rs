@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod openapi_check;
+
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
@@ -107,7 +109,7 @@ impl TestApp {
             let (state, sessions) = (state.clone(), sessions.clone());
             Arc::new(move || build_router(state.clone(), sessions.clone()))
         };
-        TestApp { router: build_router(state, sessions), engine, rebuild }
+        TestApp { router: openapi_check::checked(build_router(state, sessions)), engine, rebuild }
     }
 
     /// Another router over this app's state (what every test of a suite does at its start).
