@@ -127,9 +127,10 @@ pub fn build_router(state: AppState, sessions: sessions::DbSessionStore) -> Rout
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::metrics::serve))
-        .leptos_routes_with_context(&state, leptos_routes, context, move || shell(options.clone()))
+        .leptos_routes_with_context(&state, leptos_routes, context.clone(), move || shell(options.clone()))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), crate::metrics::track))
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        // The 404 page is the app too: it needs the same context (demo banner, signed-in user).
+        .fallback(leptos_axum::file_and_error_handler_with_context::<AppState, _>(context, shell))
         .layer(axum::middleware::from_fn_with_state(state.clone(), csrf::guard))
         .layer(sessions::layer(sessions, secure))
         .layer(TraceLayer::new_for_http())

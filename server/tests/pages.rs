@@ -1,5 +1,5 @@
 //! Server-rendered pages (issue 12): a render never hangs while routers are built elsewhere in
-//! the process.
+//! the process; the 404 page keeps the shell (demo banner, signed-in user).
 
 mod common;
 
@@ -65,4 +65,35 @@ async fn page_renders_answer_while_routers_are_built() {
         built += builder.await.unwrap();
     }
     assert!(built > 0, "routers were built while the pages rendered");
+}
+
+async fn unknown_page_keeps_the_shell(db: Db) {
+    let app = TestApp::start(db).await;
+    let cookie = app.demo_session("lead@acme.example").await;
+    let (status, html) = app.get("/no-such-page", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(html.contains("Page not found"), "{html}");
+    assert!(html.contains(r#"data-testid="demo-banner""#), "the demo banner is shown: {html}");
+    assert!(html.contains("lead@acme.example"), "the signed-in user is shown: {html}");
+    assert!(!html.contains(">Sign in<"), "no sign-in link for a signed-in user: {html}");
+
+    // Signed out, it still says demo mode and offers to sign in.
+    let (status, html) = app.get("/no/such/page", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(html.contains(r#"data-testid="demo-banner""#), "{html}");
+    assert!(html.contains(">Sign in<"), "{html}");
+}
+
+mod unknown_page {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        unknown_page_keeps_the_shell(Db::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        unknown_page_keeps_the_shell(Db::Postgres).await;
+    }
 }

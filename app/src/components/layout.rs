@@ -18,6 +18,13 @@ const ADMIN_LINKS: &[(&str, &str)] = &[
     ("/admin/audit", "Audit"),
 ];
 
+const NAV_LINK: &str =
+    "rounded-md px-3 py-2 text-sm font-medium text-slate-600 hover:bg-slate-100 hover:text-slate-900 \
+                        focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-500 \
+                        aria-[current=page]:bg-indigo-50 aria-[current=page]:text-indigo-700 \
+                        dark:text-slate-300 dark:hover:bg-slate-800 dark:hover:text-white \
+                        dark:aria-[current=page]:bg-indigo-950 dark:aria-[current=page]:text-indigo-200";
+
 /// The current session, fetched once per page load and shared with every page.
 pub type SessionResource = Resource<Result<SessionInfo, AppError>>;
 
@@ -30,11 +37,6 @@ pub fn use_session() -> SessionResource {
 pub fn Layout(children: Children) -> impl IntoView {
     let session: SessionResource = Resource::new(|| (), |_| get_session());
     provide_context(session);
-    let nav_link = "rounded-md px-3 py-2 text-sm font-medium text-slate-600 hover:bg-slate-100 hover:text-slate-900 \
-                    focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-indigo-500 \
-                    aria-[current=page]:bg-indigo-50 aria-[current=page]:text-indigo-700 \
-                    dark:text-slate-300 dark:hover:bg-slate-800 dark:hover:text-white \
-                    dark:aria-[current=page]:bg-indigo-950 dark:aria-[current=page]:text-indigo-200";
     view! {
         <a
             href="#main"
@@ -42,68 +44,70 @@ pub fn Layout(children: Children) -> impl IntoView {
         >
             "Skip to content"
         </a>
-        <Suspense fallback=|| ()>
+        // The session is awaited once, for the banner and the whole top bar; until it is known
+        // the bar shows only the name.
+        <Suspense fallback=|| {
+            view! { <TopBar info=None /> }
+        }>
             {move || Suspend::new(async move {
-                let demo = session.await.map(|s| s.demo).unwrap_or(false);
-                demo.then(|| view! { <DemoBanner /> })
+                let info = session.await.ok();
+                view! { <TopBar info /> }
             })}
         </Suspense>
+        <main id="main" class="mx-auto max-w-7xl px-4 py-6">
+            {children()}
+        </main>
+    }
+}
+
+/// The demo banner and the top navigation for what is known of the session: `None` while it
+/// loads (or when it failed), then the links and user menu, or a sign-in link.
+#[component]
+fn TopBar(info: Option<SessionInfo>) -> impl IntoView {
+    let demo = info.as_ref().is_some_and(|s| s.demo);
+    let unread = info.as_ref().map(|s| s.unread).unwrap_or(0);
+    let known = info.is_some();
+    let user = info.and_then(|s| s.user);
+    let links = user.as_ref().map(|user| {
+        let links = TEAM_LINKS.iter().chain(if user.is_admin { ADMIN_LINKS } else { &[] });
+        view! {
+            <ul class="flex flex-wrap items-center gap-1">
+                {links
+                    .map(|(href, label)| {
+                        view! {
+                            <li>
+                                <A href=*href attr:class=NAV_LINK>
+                                    {*label}
+                                </A>
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        }
+    });
+    let account = match user {
+        Some(user) => view! { <UserMenu user unread /> }.into_any(),
+        None if known => view! {
+            <a href="/sign-in" class="rounded-md bg-indigo-600 px-3 py-2 font-medium text-white hover:bg-indigo-500">
+                "Sign in"
+            </a>
+        }
+        .into_any(),
+        None => ().into_any(),
+    };
+    view! {
+        {demo.then(|| view! { <DemoBanner /> })}
         <header class="border-b border-slate-200 bg-white dark:border-slate-800 dark:bg-slate-900">
             <nav aria-label="Main" class="mx-auto flex max-w-7xl flex-wrap items-center gap-x-2 gap-y-2 px-4 py-3">
                 <A href="/" attr:class="mr-4 flex items-center gap-2 text-lg font-semibold tracking-tight">
                     <span aria-hidden="true" class="inline-block h-6 w-6 rounded bg-indigo-600"></span>
                     "Tenantry"
                 </A>
-                <Suspense fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        let user = session.await.ok().and_then(|s| s.user);
-                        user.map(|user| {
-                            let links = TEAM_LINKS.iter().chain(if user.is_admin { ADMIN_LINKS } else { &[] });
-                            view! {
-                                <ul class="flex flex-wrap items-center gap-1">
-                                    {links
-                                        .map(|(href, label)| {
-                                            view! {
-                                                <li>
-                                                    <A href=*href attr:class=nav_link>
-                                                        {*label}
-                                                    </A>
-                                                </li>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </ul>
-                            }
-                        })
-                    })}
-                </Suspense>
-                <div class="ml-auto flex items-center gap-3 text-sm">
-                    <Suspense fallback=|| ()>
-                        {move || Suspend::new(async move {
-                            let info = session.await.ok();
-                            let unread = info.as_ref().map(|s| s.unread).unwrap_or(0);
-                            match info.and_then(|s| s.user) {
-                                Some(user) => view! { <UserMenu user unread /> }.into_any(),
-                                None => {
-                                    view! {
-                                        <a
-                                            href="/sign-in"
-                                            class="rounded-md bg-indigo-600 px-3 py-2 font-medium text-white hover:bg-indigo-500"
-                                        >
-                                            "Sign in"
-                                        </a>
-                                    }
-                                        .into_any()
-                                }
-                            }
-                        })}
-                    </Suspense>
-                </div>
+                {links}
+                <div class="ml-auto flex items-center gap-3 text-sm">{account}</div>
             </nav>
         </header>
-        <main id="main" class="mx-auto max-w-7xl px-4 py-6">
-            {children()}
-        </main>
     }
 }
 
