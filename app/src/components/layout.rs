@@ -1,9 +1,10 @@
-//! The app shell: skip link, demo banner, top navigation with the signed-in user, and the main
-//! landmark. The session is fetched once here and shared with pages through the context.
+//! The app shell: favicon, skip link, demo banner, top navigation with the signed-in user, and
+//! the main landmark. The session is fetched once here and shared with pages through the context.
 
 use crate::api::{get_session, SessionInfo};
 use crate::error::AppError;
 use leptos::prelude::*;
+use leptos_meta::Link;
 use leptos_router::components::A;
 
 /// Navigation for everyone signed in, then for platform admins.
@@ -38,6 +39,8 @@ pub fn Layout(children: Children) -> impl IntoView {
     let session: SessionResource = Resource::new(|| (), |_| get_session());
     provide_context(session);
     view! {
+        // Served from `public/` with the other static files; without it every load logged a 404.
+        <Link rel="icon" type_="image/svg+xml" href="/favicon.svg" />
         <a
             href="#main"
             class="sr-only focus:not-sr-only focus:absolute focus:left-2 focus:top-2 focus:z-50 focus:rounded focus:bg-white focus:px-3 focus:py-2 focus:text-indigo-700"
