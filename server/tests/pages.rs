@@ -1,5 +1,6 @@
 //! Server-rendered pages (issue 12): a render never hangs while routers are built elsewhere in
-//! the process; the 404 page keeps the shell (demo banner, signed-in user).
+//! the process; the 404 page keeps the shell (demo banner, signed-in user); a page sends the
+//! same resources every time.
 
 mod common;
 
@@ -95,5 +96,51 @@ mod unknown_page {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres() {
         unknown_page_keeps_the_shell(Db::Postgres).await;
+    }
+}
+
+/// The ids of the resources a server-rendered page sends to the browser, in order.
+fn resource_ids(html: &str) -> Vec<u32> {
+    html.match_indices("__RESOLVED_RESOURCES[")
+        .filter_map(|(at, marker)| html[at + marker.len()..].split(']').next()?.parse().ok())
+        .collect()
+}
+
+/// A page renders the same resources, under the same ids, every time. The browser numbers
+/// resources in the order it creates them and reads the server's data by that number; a page
+/// that created a resource inside a `Suspense` sometimes got more of them on the server (which
+/// may run a `Suspense`'s children more than once), so the browser read another resource's data
+/// and, when that was an aborted fetch's error, died of a hydration panic.
+async fn pages_send_the_same_resources_every_time(db: Db) {
+    let app = Arc::new(TestApp::start(db).await);
+    let cookie = Arc::new(app.demo_session("lead@acme.example").await);
+    for path in ["/availability", "/availability?view=month&offering=l40s-gpu", "/", "/sign-in"] {
+        let mut renders = tokio::task::JoinSet::new();
+        for _ in 0..60 {
+            let (app, cookie) = (app.clone(), cookie.clone());
+            renders.spawn(async move { app.get(path, Some(&cookie)).await });
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(render) = renders.join_next().await {
+            let (status, html) = render.unwrap();
+            assert_eq!(status, StatusCode::OK, "{path}: {html}");
+            assert!(!html.contains(r#"\"Err\":\"Internal\""#), "{path}: a fetch failed: {html}");
+            seen.insert(resource_ids(&html));
+        }
+        assert_eq!(seen.len(), 1, "{path} sent different resources: {seen:?}");
+    }
+}
+
+mod stable_resources {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        pages_send_the_same_resources_every_time(Db::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        pages_send_the_same_resources_every_time(Db::Postgres).await;
     }
 }

@@ -1,6 +1,11 @@
 //! Availability: pick an offering, see free units on an hourly heatmap (week or month), drag
 //! across it (or type a start and end) to choose a window, watch a live quote, book with a
 //! confirmation. The heatmap follows other people's bookings through server-sent events.
+//!
+//! Every resource of the page is created at its top, outside any `Suspense` ([`Plan`]): while it
+//! waits, the server may run a `Suspense`'s children more than once, so a resource created in
+//! there took a different id on the server than in the browser, which then hydrated against
+//! another resource's data (at worst an aborted fetch's error: an unrecoverable hydration panic).
 
 use super::{PageHeader, CARD};
 use crate::api::{availability_grid, book, get_quote, offerings, regions, start_burst, CalendarGrid};
@@ -11,7 +16,7 @@ use chrono::{DateTime, Duration, Utc};
 use leptos::prelude::*;
 use leptos_router::hooks::{use_navigate, use_query_map};
 use tenantry_domain::availability::Bucket;
-use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::booking::{BookingInput, OptionsInput, Quote};
 use tenantry_domain::policy::{BurstInput, Decision};
 use tenantry_domain::reservation::{Placement, Workload};
 use tenantry_domain::{Grain, Offering};
@@ -19,9 +24,66 @@ use tenantry_domain::{Grain, Offering};
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
                      focus:border-indigo-500 focus:outline-2 focus:outline-indigo-500 dark:border-slate-700 dark:bg-slate-800";
 
+/// The offering to show: the one asked for when the catalogue has it, else the catalogue's first.
+fn pick(list: &[Offering], asked: Option<&str>) -> Result<String, AppError> {
+    list.iter()
+        .find(|o| Some(o.id.as_str()) == asked)
+        .or_else(|| list.first())
+        .map(|o| o.id.clone())
+        .ok_or_else(|| AppError::NotFound("Offering".to_owned()))
+}
+
+/// The planner's state and data. Made once, at the top of the page (see the module docs); the
+/// resources that need the offering wait for the catalogue themselves.
+#[derive(Clone, Copy)]
+struct Plan {
+    catalogue: Resource<Result<Vec<Offering>, AppError>>,
+    /// The offering asked for (by the address, then the select); see [`pick`].
+    asked: RwSignal<Option<String>>,
+    month: RwSignal<bool>,
+    region: RwSignal<Option<String>>,
+    form: Form,
+    region_list: Resource<Result<Vec<String>, AppError>>,
+    grid: Resource<Result<CalendarGrid, AppError>>,
+    quote: Resource<Result<Option<Quote>, AppError>>,
+}
+
+impl Plan {
+    fn new(catalogue: Resource<Result<Vec<Offering>, AppError>>) -> Self {
+        let query = use_query_map();
+        let asked = RwSignal::new(query.with_untracked(|q| q.get("offering")));
+        let month = RwSignal::new(query.with_untracked(|q| q.get("view").as_deref() == Some("month")));
+        let region = RwSignal::new(query.with_untracked(|q| q.get("region")).filter(|r| !r.is_empty()));
+        // Bumped by every `availability` event, so the heatmap and the quote reload.
+        let revision = RwSignal::new(0u64);
+        follow_availability(revision);
+        let form = Form::new();
+        let region_list = Resource::new(|| (), |_| regions());
+        let grid = Resource::new(
+            move || (asked.get(), if month.get() { 30 } else { 7 }, region.get(), revision.get()),
+            move |(asked, days, region, _)| async move {
+                let offering = pick(&catalogue.await?, asked.as_deref())?;
+                availability_grid(offering, days, region).await
+            },
+        );
+        // The form's request with the offering left blank: it is filled in once the catalogue says
+        // which offering is shown.
+        let quote = Resource::new(
+            move || (asked.get(), form.input(String::new(), region.get()), revision.get()),
+            move |(asked, input, _)| async move {
+                let Some(mut input) = input else { return Ok(None) };
+                input.offering = pick(&catalogue.await?, asked.as_deref())?;
+                get_quote(input).await.map(Some)
+            },
+        );
+        Plan { catalogue, asked, month, region, form, region_list, grid, quote }
+    }
+}
+
 #[component]
 pub fn AvailabilityPage() -> impl IntoView {
     let catalogue = Resource::new(|| (), |_| offerings());
+    let plan = Plan::new(catalogue);
     view! {
         <PageHeader
             title="Availability"
@@ -31,10 +93,10 @@ pub fn AvailabilityPage() -> impl IntoView {
             view! { <p>"Loading offerings…"</p> }
         }>
             {move || Suspend::new(async move {
-                match catalogue.await {
+                match plan.catalogue.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
                     Ok(list) if list.is_empty() => view! { <p class=CARD>"No offerings yet."</p> }.into_any(),
-                    Ok(list) => view! { <Planner offerings=list /> }.into_any(),
+                    Ok(list) => view! { <Planner offerings=list plan /> }.into_any(),
                 }
             })}
         </Suspense>
@@ -110,26 +172,13 @@ impl Form {
     }
 }
 
+/// The planner over a loaded, non-empty catalogue. It creates no resources (see the module docs).
 #[component]
-fn Planner(offerings: Vec<Offering>) -> impl IntoView {
-    let query = use_query_map();
-    let initial = query
-        .with_untracked(|q| q.get("offering"))
-        .filter(|id| offerings.iter().any(|o| &o.id == id))
-        .unwrap_or_else(|| offerings[0].id.clone());
-    let offering_id = RwSignal::new(initial);
-    let month = RwSignal::new(query.with_untracked(|q| q.get("view").as_deref() == Some("month")));
-    let region = RwSignal::new(query.with_untracked(|q| q.get("region")).filter(|r| !r.is_empty()));
-    let region_list = Resource::new(|| (), |_| regions());
-    let revision = RwSignal::new(0u64);
-    follow_availability(revision);
-    let grid = Resource::new(
-        move || (offering_id.get(), if month.get() { 30 } else { 7 }, region.get(), revision.get()),
-        |(offering, days, region, _)| availability_grid(offering, days, region),
-    );
+fn Planner(offerings: Vec<Offering>, plan: Plan) -> impl IntoView {
+    let Plan { asked, month, region, form, region_list, grid, quote, .. } = plan;
     let catalogue = StoredValue::new(offerings);
-    let current = move || catalogue.with_value(|list| list.iter().find(|o| o.id == offering_id.get()).cloned());
-    let form = Form::new();
+    let offering_id = move || catalogue.with_value(|list| pick(list, asked.get().as_deref()).unwrap_or_default());
+    let current = move || catalogue.with_value(|list| list.iter().find(|o| o.id == offering_id()).cloned());
     let selection = RwSignal::new(None::<(usize, usize)>);
 
     view! {
@@ -141,14 +190,14 @@ fn Planner(offerings: Vec<Offering>) -> impl IntoView {
                         <select
                             class=INPUT
                             data-testid="offering-select"
-                            prop:value=move || offering_id.get()
+                            prop:value=offering_id
                             on:change=move |ev| {
-                                offering_id.set(event_target_value(&ev));
+                                asked.set(Some(event_target_value(&ev)));
                                 form.orchestrator.set(String::new());
                                 form.cuda_driver.set(String::new());
                             }
                         >
-                            {catalogue.with_value(|list| offering_options(list, &offering_id.get_untracked()))}
+                            {catalogue.with_value(|list| offering_options(list, &untrack(offering_id)))}
                         </select>
                     </label>
                     <label class="block text-sm font-medium">
@@ -207,7 +256,7 @@ fn Planner(offerings: Vec<Offering>) -> impl IntoView {
                 </Transition>
             </div>
             <div class="space-y-6">
-                <BookingPanel form offering=Signal::derive(current) region revision />
+                <BookingPanel form offering=Signal::derive(current) region quote />
                 <BurstPanel offering=Signal::derive(current) />
             </div>
         </div>
@@ -464,18 +513,9 @@ fn BookingPanel(
     form: Form,
     offering: Signal<Option<Offering>>,
     region: RwSignal<Option<String>>,
-    revision: RwSignal<u64>,
+    quote: Resource<Result<Option<Quote>, AppError>>,
 ) -> impl IntoView {
     let request = Memo::new(move |_| offering.get().and_then(|o| form.input(o.id, region.get())));
-    let quote = Resource::new(
-        move || (request.get(), revision.get()),
-        |(input, _)| async move {
-            match input {
-                Some(input) => get_quote(input).await.map(Some),
-                None => Ok(None),
-            }
-        },
-    );
     let confirming = RwSignal::new(None::<String>);
     let booking = Action::new(|(input, key): &(BookingInput, String)| {
         let (input, key) = (input.clone(), key.clone());

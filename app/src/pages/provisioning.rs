@@ -8,6 +8,7 @@ use crate::api::{reservation_timeline, run_health_check};
 use crate::components::badges::{HealthBadge, NodeStateBadge, StepStatusBadge};
 use crate::components::errors::ErrorPanel;
 use crate::components::live::follow_events;
+use crate::error::AppError;
 use crate::format;
 use leptos::prelude::*;
 use tenantry_domain::provisioning::{JobKind, StepEvent, StepStatus, Timeline};
@@ -64,12 +65,44 @@ fn duration(ms: Option<i64>) -> String {
     }
 }
 
-/// The panel; `on_state` is told the reservation's state whenever the timeline reloads.
+/// A reservation's timeline and the counter its event stream bumps to reload it. A page makes it
+/// at its top, outside any `Suspense`, and hands it to [`ProvisioningPanel`]: while it waits the
+/// server may run a `Suspense`'s children more than once, so a resource made in there can take a
+/// different id on the server than in the browser, which then hydrates against another
+/// resource's data (see `pages::availability`).
+#[derive(Clone, Copy)]
+pub struct LiveTimeline {
+    revision: RwSignal<u64>,
+    timeline: Resource<Result<Timeline, AppError>>,
+}
+
+impl LiveTimeline {
+    /// The timeline of the reservation `id` names (`None`: not a reservation id).
+    pub fn new(id: impl Fn() -> Option<i64> + Send + Sync + 'static) -> Self {
+        let revision = RwSignal::new(0u64);
+        let timeline = Resource::new(
+            move || (id(), revision.get()),
+            |(id, _)| async move {
+                match id {
+                    Some(id) => reservation_timeline(id).await,
+                    None => Err(AppError::NotFound("Reservation".to_owned())),
+                }
+            },
+        );
+        LiveTimeline { revision, timeline }
+    }
+}
+
+/// The panel; `on_state` is told the reservation's state whenever the timeline reloads. Without
+/// `live` it makes its own timeline, which is only safe outside a `Suspense` (see [`LiveTimeline`]).
 #[component]
-pub fn ProvisioningPanel(id: i64, on_state: impl Fn(ReservationState) + Copy + Send + Sync + 'static) -> impl IntoView {
-    let revision = RwSignal::new(0u64);
+pub fn ProvisioningPanel(
+    id: i64,
+    on_state: impl Fn(ReservationState) + Copy + Send + Sync + 'static,
+    #[prop(optional)] live: Option<LiveTimeline>,
+) -> impl IntoView {
+    let LiveTimeline { revision, timeline } = live.unwrap_or_else(|| LiveTimeline::new(move || Some(id)));
     follow_events(format!("/api/v1/reservations/{id}/events"), "step", revision);
-    let timeline = Resource::new(move || revision.get(), move |_| reservation_timeline(id));
     let check = Action::new(move |_: &()| run_health_check(id));
     view! {
         <section class=format!("{CARD} mt-6") aria-labelledby="provisioning-title">
@@ -94,7 +127,7 @@ pub fn ProvisioningPanel(id: i64, on_state: impl Fn(ReservationState) + Copy + S
 }
 
 #[component]
-fn TimelineView(timeline: Timeline, check: Action<(), Result<(), crate::error::AppError>>) -> impl IntoView {
+fn TimelineView(timeline: Timeline, check: Action<(), Result<(), AppError>>) -> impl IntoView {
     let rows = step_rows(&timeline.items);
     let checkable = matches!(
         timeline.state,
