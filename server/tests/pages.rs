@@ -1,6 +1,6 @@
 //! Server-rendered pages (issue 12): a render never hangs while routers are built elsewhere in
-//! the process; the 404 page keeps the shell (demo banner, signed-in user); a page sends the
-//! same resources every time.
+//! the process; the 404 page keeps the shell (demo banner, signed-in user); the burst panel
+//! states the configured warning; a page sends the same resources every time.
 
 mod common;
 
@@ -8,6 +8,9 @@ use axum::http::StatusCode;
 use common::{Db, TestApp};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use tenantry_engine::seed::{seed_demo, SeedOptions};
+use tenantry_engine::{Engine, EngineConfig};
+use tenantry_server::state::WebSettings;
 
 /// Stops the router builders however the test ends: the runtime waits for blocking tasks, so a
 /// failed assertion must not leave them looping.
@@ -96,6 +99,38 @@ mod unknown_page {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres() {
         unknown_page_keeps_the_shell(Db::Postgres).await;
+    }
+}
+
+/// The burst panel promises the warning the engine is configured to give, not a fixed 15 minutes.
+async fn burst_panel_states_the_configured_warning(db: Db) {
+    let store = common::database(db).await;
+    store.migrate().await.unwrap();
+    let config = EngineConfig { burst_warning: chrono::Duration::minutes(25), ..EngineConfig::default() };
+    let engine = Engine::new(store, config);
+    seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 0, seed: 3 }, chrono::Utc::now()).await.unwrap();
+    let app = TestApp::with_web(engine, WebSettings::default()).await;
+    let cookie = app.demo_session("lead@acme.example").await;
+    let (status, html) = app.get("/availability", Some(&cookie)).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(
+        html.contains("with at least 25 minutes&#x27; warning") || html.contains("with at least 25 minutes' warning"),
+        "{html}"
+    );
+    assert!(!html.contains("15 minutes"), "{html}");
+}
+
+mod burst_warning {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        burst_panel_states_the_configured_warning(Db::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        burst_panel_states_the_configured_warning(Db::Postgres).await;
     }
 }
 

@@ -24,6 +24,15 @@ use tenantry_domain::{Grain, Offering};
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
                      focus:border-indigo-500 focus:outline-2 focus:outline-indigo-500 dark:border-slate-700 dark:bg-slate-800";
 
+/// The least warning a preempted burst gets, in minutes: the engine's own setting
+/// (`TENANTRY_BURST_WARNING_MINUTES`), so the burst panel promises what preemption keeps.
+#[server(prefix = "/sfn")]
+pub async fn burst_warning_minutes() -> Result<i64, AppError> {
+    use crate::server;
+    server::require_identity().await?;
+    Ok(server::engine()?.config.burst_warning.num_minutes())
+}
+
 /// The offering to show: the one asked for when the catalogue has it, else the catalogue's first.
 fn pick(list: &[Offering], asked: Option<&str>) -> Result<String, AppError> {
     list.iter()
@@ -83,6 +92,7 @@ impl Plan {
 #[component]
 pub fn AvailabilityPage() -> impl IntoView {
     let catalogue = Resource::new(|| (), |_| offerings());
+    let burst_warning = Resource::new(|| (), |_| burst_warning_minutes());
     let plan = Plan::new(catalogue);
     view! {
         <PageHeader
@@ -93,10 +103,12 @@ pub fn AvailabilityPage() -> impl IntoView {
             view! { <p>"Loading offerings…"</p> }
         }>
             {move || Suspend::new(async move {
-                match plan.catalogue.await {
-                    Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(list) if list.is_empty() => view! { <p class=CARD>"No offerings yet."</p> }.into_any(),
-                    Ok(list) => view! { <Planner offerings=list plan /> }.into_any(),
+                match (plan.catalogue.await, burst_warning.await) {
+                    (Err(error), _) | (_, Err(error)) => view! { <ErrorPanel error /> }.into_any(),
+                    (Ok(list), _) if list.is_empty() => view! { <p class=CARD>"No offerings yet."</p> }.into_any(),
+                    (Ok(list), Ok(warning)) => {
+                        view! { <Planner offerings=list burst_warning=warning plan /> }.into_any()
+                    }
                 }
             })}
         </Suspense>
@@ -174,7 +186,7 @@ impl Form {
 
 /// The planner over a loaded, non-empty catalogue. It creates no resources (see the module docs).
 #[component]
-fn Planner(offerings: Vec<Offering>, plan: Plan) -> impl IntoView {
+fn Planner(offerings: Vec<Offering>, burst_warning: i64, plan: Plan) -> impl IntoView {
     let Plan { asked, month, region, form, region_list, grid, quote, .. } = plan;
     let catalogue = StoredValue::new(offerings);
     let offering_id = move || catalogue.with_value(|list| pick(list, asked.get().as_deref()).unwrap_or_default());
@@ -183,7 +195,9 @@ fn Planner(offerings: Vec<Offering>, plan: Plan) -> impl IntoView {
 
     view! {
         <div class="grid gap-6 lg:grid-cols-[1fr_22rem]">
-            <div>
+            // A grid item is at least as wide as its content unless told otherwise: without
+            // `min-w-0` the heatmap widened the whole page on a phone instead of scrolling in its card.
+            <div class="min-w-0">
                 <div class=format!("{CARD} mb-4 flex flex-wrap items-end gap-4")>
                     <label class="block min-w-64 flex-1 text-sm font-medium">
                         "Offering"
@@ -257,7 +271,7 @@ fn Planner(offerings: Vec<Offering>, plan: Plan) -> impl IntoView {
             </div>
             <div class="space-y-6">
                 <BookingPanel form offering=Signal::derive(current) region quote />
-                <BurstPanel offering=Signal::derive(current) />
+                <BurstPanel offering=Signal::derive(current) warning_minutes=burst_warning />
             </div>
         </div>
     }
@@ -800,7 +814,7 @@ fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoVie
 
 /// "Burst now": on-demand capacity from now, within the team's burst limit, preemptible.
 #[component]
-fn BurstPanel(offering: Signal<Option<Offering>>) -> impl IntoView {
+fn BurstPanel(offering: Signal<Option<Offering>>, warning_minutes: i64) -> impl IntoView {
     let quantity = RwSignal::new("1".to_owned());
     let hours = RwSignal::new("2".to_owned());
     let burst = Action::new(|input: &BurstInput| start_burst(input.clone()));
@@ -834,7 +848,7 @@ fn BurstPanel(offering: Signal<Option<Offering>>) -> impl IntoView {
                         .get()
                         .map(|o| {
                             format!(
-                                "Take free {} capacity from now, at the on-demand rate of {} per unit-hour, within your team's burst limit. Burst capacity is preemptible: if a reservation needs it, your burst ends early, with at least 15 minutes' warning.",
+                                "Take free {} capacity from now, at the on-demand rate of {} per unit-hour, within your team's burst limit. Burst capacity is preemptible: if a reservation needs it, your burst ends early, with at least {warning_minutes} minutes' warning.",
                                 o.name,
                                 o.on_demand_cents_per_hour,
                             )
