@@ -795,6 +795,16 @@ fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoVie
             }
                 .into_any()
         }}
+        {quote
+            .driver_note
+            .clone()
+            .map(|note| {
+                view! {
+                    <p class="mt-1 text-xs text-amber-700 dark:text-amber-300" data-testid="quote-driver-note">
+                        {note}
+                    </p>
+                }
+            })}
         {(!quote.alternatives.is_empty())
             .then(|| {
                 view! {
