@@ -86,6 +86,11 @@ fn upper(max: f64) -> f64 {
 
 /// Vertical bars, the series stacked per category, with a legend.
 pub fn stacked_bars(title: &str, categories: &[String], series: &[Series], y_desc: &str) -> String {
+    if categories.is_empty() {
+        // Nothing to draw (plotters' label layout overflows on an empty axis); the table beside
+        // it says so.
+        return String::new();
+    }
     draw(title, SIZE, |svg| {
         let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
         let n = last_segment(categories.len());
@@ -157,6 +162,11 @@ pub fn horizontal_bars(
     color: RGBColor,
     (x_desc, x_label): (&str, fn(&f64) -> String),
 ) -> String {
+    if labels.is_empty() {
+        // Nothing to draw (plotters' label layout overflows on an empty axis, as on the first of
+        // a month with no spend yet); the table beside it says so.
+        return String::new();
+    }
     draw(title, SIZE, |svg| {
         let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
         let n = last_segment(labels.len());
@@ -352,6 +362,12 @@ pub fn report_charts(r: &UsageReport) -> ReportCharts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn charts_without_data_are_empty_not_a_panic() {
+        assert_eq!(stacked_bars("Spend", &[], &[], "US dollars"), "");
+        assert_eq!(horizontal_bars("By offering", &[], &[], BLUE, ("US dollars", dollars_label)), "");
+    }
 
     #[test]
     fn charts_are_theme_aware_titled_svg() {
