@@ -1,7 +1,7 @@
 //! One reservation: state, window, options, price and the slices it holds, with its live
 //! provisioning panel; team leads can move its end or cancel it, each after a confirmation.
 
-use super::provisioning::ProvisioningPanel;
+use super::provisioning::{LiveTimeline, ProvisioningPanel};
 use super::{PageHeader, CARD};
 use crate::api::{cancel_reservation, change_reservation_end, get_reservation};
 use crate::components::badges::ReservationStateBadge;
@@ -24,6 +24,8 @@ pub fn ReservationPage() -> impl IntoView {
             None => Err(AppError::NotFound("Reservation".to_owned())),
         }
     });
+    // Made here, outside the Suspense, so the server and the browser give it the same id.
+    let live = LiveTimeline::new(id);
     let session = use_session();
     view! {
         <Suspense fallback=|| {
@@ -50,7 +52,7 @@ pub fn ReservationPage() -> impl IntoView {
                         // The panel follows the event stream; the details reload when the state moves.
                         view! {
                             <Detail detail=d can_book on_change=move || detail.refetch() />
-                            <ProvisioningPanel id on_state />
+                            <ProvisioningPanel id on_state live />
                         }
                             .into_any()
                     }

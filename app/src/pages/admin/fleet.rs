@@ -3,7 +3,7 @@
 //! quarantined node) and a drain or restore button. The page refreshes itself every few seconds. The filters are a plain GET form (they work before the wasm arrives and survive a
 //! reload or a shared link); once hydrated they also filter as you type.
 
-use super::operations::{MaintenancePanel, QueuePanel};
+use super::operations::{MaintenancePanel, Operations, QueuePanel};
 use crate::api::{fleet_nodes, set_node_service};
 use crate::components::badges::{HealthBadge, NodeStateBadge};
 use crate::components::errors::ErrorPanel;
@@ -63,6 +63,8 @@ pub fn FleetPage() -> impl IntoView {
     refresh_every(5, revision);
     let session = use_session();
     let nodes = Resource::new(move || revision.get(), |_| fleet_nodes());
+    // The panels' resources, made here rather than inside the Suspense below (see `Operations`).
+    let ops = Operations::new(revision);
     let service = Action::new(move |(host, on): &(String, bool)| set_node_service(host.clone(), *on));
     Effect::new(move |_| {
         if matches!(service.value().get(), Some(Ok(_))) {
@@ -81,8 +83,8 @@ pub fn FleetPage() -> impl IntoView {
                 admin
                     .then(|| {
                         view! {
-                            <QueuePanel revision />
-                            <MaintenancePanel revision />
+                            <QueuePanel revision ops />
+                            <MaintenancePanel revision ops />
                         }
                     })
             })}

@@ -8,16 +8,75 @@ use crate::error::AppError;
 use crate::format;
 use crate::pages::CARD;
 use leptos::prelude::*;
-use tenantry_domain::fleet::{MaintenanceInput, QueueOverview};
+use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, QueueOverview};
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
                      dark:border-slate-700 dark:bg-slate-800";
 const BUTTON: &str = "rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500";
 
+/// The panels' resources and form state. The page makes them at its top, outside any
+/// `Suspense`: while it waits the server may run a `Suspense`'s children more than once, so a
+/// resource made in there can take a different id on the server than in the browser, which then
+/// hydrates against another resource's data.
+#[derive(Clone, Copy)]
+pub struct Operations {
+    queue: Resource<Result<QueueOverview, AppError>>,
+    windows: Resource<Result<Vec<MaintenanceWindow>, AppError>>,
+    form: MaintenanceForm,
+    clashes: Resource<Result<Option<Vec<MaintenanceClash>>, AppError>>,
+}
+
+/// The maintenance form's fields.
+#[derive(Clone, Copy)]
+struct MaintenanceForm {
+    node: RwSignal<String>,
+    start: RwSignal<String>,
+    end: RwSignal<String>,
+    reason: RwSignal<String>,
+}
+
+impl MaintenanceForm {
+    /// The window the form describes, once its times parse.
+    fn input(self) -> Option<MaintenanceInput> {
+        Some(MaintenanceInput {
+            node: self.node.get().trim().to_owned(),
+            start: format::from_input(&self.start.get())?,
+            end: format::from_input(&self.end.get())?,
+            reason: self.reason.get(),
+        })
+    }
+}
+
+impl Operations {
+    /// Everything reloads when `revision` moves; the clash preview as the form changes.
+    pub fn new(revision: RwSignal<u64>) -> Self {
+        let form = MaintenanceForm {
+            node: RwSignal::new(String::new()),
+            start: RwSignal::new(String::new()),
+            end: RwSignal::new(String::new()),
+            reason: RwSignal::new(String::new()),
+        };
+        Operations {
+            queue: Resource::new(move || revision.get(), |_| admin_queue()),
+            windows: Resource::new(move || revision.get(), |_| list_maintenance()),
+            form,
+            clashes: Resource::new(
+                move || form.input(),
+                |i| async move {
+                    match i {
+                        Some(i) if !i.node.is_empty() => check_maintenance(i).await.map(Some),
+                        _ => Ok(None),
+                    }
+                },
+            ),
+        }
+    }
+}
+
 /// The queue's health; reloads when `revision` moves.
 #[component]
-pub fn QueuePanel(revision: RwSignal<u64>) -> impl IntoView {
-    let queue = Resource::new(move || revision.get(), |_| admin_queue());
+pub fn QueuePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoView {
+    let queue = ops.queue;
     let retry = Action::new(move |id: &i64| retry_job(*id));
     Effect::new(move |_| {
         if matches!(retry.value().get(), Some(Ok(()))) {
@@ -116,27 +175,10 @@ fn QueueView(q: QueueOverview, retry: Action<i64, Result<(), AppError>>) -> impl
 
 /// Maintenance windows: the list and a form that shows clashes before saving.
 #[component]
-pub fn MaintenancePanel(revision: RwSignal<u64>) -> impl IntoView {
-    let windows = Resource::new(move || revision.get(), |_| list_maintenance());
-    let node = RwSignal::new(String::new());
-    let start = RwSignal::new(String::new());
-    let end = RwSignal::new(String::new());
-    let reason = RwSignal::new(String::new());
-    let input = move || -> Option<MaintenanceInput> {
-        Some(MaintenanceInput {
-            node: node.get().trim().to_owned(),
-            start: format::from_input(&start.get())?,
-            end: format::from_input(&end.get())?,
-            reason: reason.get(),
-        })
-    };
-    // The clash preview reloads as the node and window change.
-    let clashes = Resource::new(input, |i| async move {
-        match i {
-            Some(i) if !i.node.is_empty() => check_maintenance(i).await.map(Some),
-            _ => Ok(None),
-        }
-    });
+pub fn MaintenancePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoView {
+    let Operations { windows, form, clashes, .. } = ops;
+    let MaintenanceForm { node, start, end, reason } = form;
+    let input = move || form.input();
     let save = Action::new(move |i: &MaintenanceInput| add_maintenance(i.clone()));
     let drop = Action::new(move |id: &i64| drop_maintenance(*id));
     Effect::new(move |_| {
