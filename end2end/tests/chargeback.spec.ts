@@ -66,6 +66,13 @@ test('a budget the forecast crosses raises an alert; admins read the fleet repor
 
   const lead = await (await browser.newContext()).newPage();
   await signIn(lead, 'lead@globex.example');
+  // Spend this month, whatever day of the month it is: a two-hour burst at $1.49 an hour.
+  await lead.goto('/availability?offering=l40s-gpu');
+  await hydrated(lead);
+  await lead.getByTestId('burst-quantity').fill('1');
+  await lead.getByTestId('burst-hours').fill('2');
+  await lead.getByRole('button', { name: 'Burst now' }).click();
+  await expect(lead).toHaveURL(/\/reservations\/\d+$/);
   await lead.goto('/chargeback');
   await expect(lead.getByTestId('budget').getByRole('alert')).toContainText(/Over budget|crosses the \$1\.00 budget/);
 

@@ -91,6 +91,11 @@ impl LiveTimeline {
         );
         LiveTimeline { revision, timeline }
     }
+
+    /// Loads the timeline again (the page changed the reservation).
+    pub fn reload(&self) {
+        self.revision.update(|r| *r += 1);
+    }
 }
 
 /// The panel; `on_state` is told the reservation's state whenever the timeline reloads. Without

@@ -49,9 +49,15 @@ pub fn ReservationPage() -> impl IntoView {
                                 detail.refetch();
                             }
                         };
-                        // The panel follows the event stream; the details reload when the state moves.
+                        let on_change = move || {
+                            detail.refetch();
+                            live.reload();
+                        };
+                        // The panel follows the event stream; the details reload when its state
+                        // differs from theirs, and the timeline (which outlives this render)
+                        // reloads when the details change.
                         view! {
-                            <Detail detail=d can_book on_change=move || detail.refetch() />
+                            <Detail detail=d can_book on_change />
                             <ProvisioningPanel id on_state live />
                         }
                             .into_any()
