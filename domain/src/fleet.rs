@@ -49,7 +49,9 @@ impl GpuModel {
 
 crate::coded_enum! {
     /// A node's lifecycle state. Only `available` nodes take new work; `in_use` and `provisioning`
-    /// nodes keep serving what they hold.
+    /// nodes keep serving what they hold. `enrolled` (found by the inventory, not yet admitted by
+    /// an admin) and `retired` are derived from the node's admission, which the store keeps
+    /// apart from its operational state; neither takes work.
     pub enum NodeState ("node state") {
         Available = "available",
         Provisioning = "provisioning",
@@ -57,6 +59,18 @@ crate::coded_enum! {
         Draining = "draining",
         Maintenance = "maintenance",
         Failed = "failed",
+        Enrolled = "enrolled",
+        Retired = "retired",
+    }
+}
+
+crate::coded_enum! {
+    /// Whether a node belongs to the bookable fleet: the reconciler enrolls what the inventory
+    /// reports, an admin admits it, and a retired node stays for history.
+    pub enum Admission ("admission") {
+        Enrolled = "enrolled",
+        Admitted = "admitted",
+        Retired = "retired",
     }
 }
 
@@ -74,6 +88,209 @@ crate::coded_enum! {
         Degraded = "degraded",
         Unhealthy = "unhealthy",
     }
+}
+
+/// One node as a fleet driver reports it. Location fields are `None` when the driver does not
+/// know them (an admin then places the node by hand).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InventoryNode {
+    pub hostname: String,
+    pub gpu_model: GpuModel,
+    pub gpu_count: u32,
+    /// GPUs in MIG mode (the first `mig` GPUs by index).
+    #[serde(default)]
+    pub mig: u32,
+    pub memory_gb: u32,
+    pub nvme_tb: u32,
+    pub cpu_cores: u32,
+    /// CUDA driver branches the node can run; empty = not reported (any).
+    #[serde(default)]
+    pub driver_branches: Vec<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub fabric_domain: Option<String>,
+    #[serde(default)]
+    pub rack: Option<String>,
+    /// Whether the node answers; an unreachable node is flagged missing like one that is gone.
+    #[serde(default = "reachable_default")]
+    pub reachable: bool,
+}
+
+fn reachable_default() -> bool {
+    true
+}
+
+impl InventoryNode {
+    /// The problem with a report, in words for the admin, or `None` when it can be enrolled.
+    pub fn problem(&self) -> Option<String> {
+        if self.hostname.trim().is_empty() || self.hostname.len() > 253 || self.hostname.contains(char::is_whitespace) {
+            return Some(format!("`{}` is not a hostname", self.hostname));
+        }
+        if self.gpu_count == 0 || self.gpu_count > 64 {
+            return Some(format!("{}: a node has 1 to 64 GPUs, not {}", self.hostname, self.gpu_count));
+        }
+        if self.mig > self.gpu_count {
+            return Some(format!("{}: {} GPUs in MIG mode but only {} GPUs", self.hostname, self.mig, self.gpu_count));
+        }
+        if self.mig > 0 && !self.gpu_model.mig_capable() {
+            return Some(format!("{}: {} cannot run MIG", self.hostname, self.gpu_model));
+        }
+        None
+    }
+
+    /// The facts of this report that differ from `accepted`. A location field the driver does
+    /// not report never differs; `pins` holds, for a location field an admin set by hand, what
+    /// the driver reported for it then: the field differs only when the driver reports a third
+    /// value (see docs/ARCHITECTURE.md, "Pinned placement").
+    pub fn changes_from(&self, accepted: &InventoryNode, pins: &PlacementPins) -> Vec<FactChange> {
+        let mut out = Vec::new();
+        let mut push = |field: &str, accepted: String, reported: String| {
+            if accepted != reported {
+                out.push(FactChange { field: field.to_owned(), accepted, reported });
+            }
+        };
+        push("gpu_model", accepted.gpu_model.code().to_owned(), self.gpu_model.code().to_owned());
+        push("gpu_count", accepted.gpu_count.to_string(), self.gpu_count.to_string());
+        push("mig", accepted.mig.to_string(), self.mig.to_string());
+        push("memory_gb", accepted.memory_gb.to_string(), self.memory_gb.to_string());
+        push("nvme_tb", accepted.nvme_tb.to_string(), self.nvme_tb.to_string());
+        push("cpu_cores", accepted.cpu_cores.to_string(), self.cpu_cores.to_string());
+        let mut ours = accepted.driver_branches.clone();
+        let mut theirs = self.driver_branches.clone();
+        ours.sort();
+        theirs.sort();
+        push("driver_branches", ours.join(","), theirs.join(","));
+        for (field, reported, current) in [
+            ("region", &self.region, &accepted.region),
+            ("fabric_domain", &self.fabric_domain, &accepted.fabric_domain),
+            ("rack", &self.rack, &accepted.rack),
+        ] {
+            let (Some(reported), Some(current)) = (reported, current) else { continue };
+            if let Some(pinned_from) = pins.get(field) {
+                if pinned_from.as_deref() == Some(reported.as_str()) {
+                    continue;
+                }
+            }
+            push(field, current.clone(), reported.clone());
+        }
+        out
+    }
+}
+
+/// For each placement field an admin set by hand, what the driver reported for it at that time
+/// (`None`: nothing).
+pub type PlacementPins = std::collections::BTreeMap<String, Option<String>>;
+
+/// One fact the inventory reports differently from what was accepted for the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FactChange {
+    /// `gpu_model`, `gpu_count`, `mig`, `memory_gb`, `nvme_tb`, `cpu_cores`, `driver_branches`,
+    /// `region`, `fabric_domain` or `rack`.
+    pub field: String,
+    pub accepted: String,
+    pub reported: String,
+}
+
+/// What one reconcile of the fleet with the driver's inventory did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ReconcileReport {
+    pub at: DateTime<Utc>,
+    /// The driver that answered (`sim`, `slurm`).
+    pub driver: String,
+    /// Whether the driver answered; when it did not, nothing was changed.
+    pub ok: bool,
+    /// Why the inventory could not be read, or which reports were skipped.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Nodes the inventory reported.
+    pub reported: u32,
+    /// New nodes, enrolled (not bookable until admitted).
+    pub enrolled: Vec<String>,
+    /// Nodes gone from the inventory or unreachable, flagged missing now.
+    pub missing: Vec<String>,
+    /// Nodes flagged missing before that are back.
+    pub returned: Vec<String>,
+    /// Nodes whose reported facts changed and wait for an admin to accept them.
+    pub drifted: Vec<String>,
+    /// Nodes retired now (a forced retire whose last reservation ended).
+    pub retired: Vec<String>,
+}
+
+impl ReconcileReport {
+    /// One line for logs and the admin page.
+    pub fn summary(&self) -> String {
+        if !self.ok {
+            return format!("inventory failed: {}", self.error.as_deref().unwrap_or("no answer"));
+        }
+        let mut parts = vec![format!("{} reported", self.reported)];
+        for (n, what) in [
+            (self.enrolled.len(), "enrolled"),
+            (self.missing.len(), "missing"),
+            (self.returned.len(), "back"),
+            (self.drifted.len(), "with new facts"),
+            (self.retired.len(), "retired"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        if let Some(e) = &self.error {
+            parts.push(e.clone());
+        }
+        parts.join(", ")
+    }
+}
+
+/// Which enrolled nodes to admit: some by hostname, or all of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AdmitInput {
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// Admit every enrolled node (then `hostnames` must be empty).
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// What admitting one node did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AdmitOutcome {
+    pub hostname: String,
+    pub admitted: bool,
+    /// Why it was not admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Where a node sits, as an admin sets it (absent fields stay as they are). Names are created on
+/// first use; an existing fabric domain must be in the region given, an existing rack in the
+/// fabric domain given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PlacementInput {
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub fabric_domain: Option<String>,
+    #[serde(default)]
+    pub rack: Option<String>,
+}
+
+/// Retire a node. Without `force` it is refused while reservations hold the node in the future;
+/// with it the node drains now and retires when the last of them ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RetireInput {
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// One node as the fleet views and placement see it.
@@ -95,6 +312,26 @@ pub struct NodeSummary {
     pub state: NodeState,
     pub health: Health,
     pub health_reason: Option<String>,
+    /// CUDA driver branches the node can run; empty = not reported (any).
+    #[serde(default)]
+    pub driver_branches: Vec<String>,
+    /// Since when the inventory no longer reports the node (or reports it unreachable); it
+    /// takes no new work meanwhile.
+    #[serde(default)]
+    pub missing_since: Option<DateTime<Utc>>,
+    /// Facts the inventory reports differently, waiting for an admin to accept them.
+    #[serde(default)]
+    pub drift: Vec<FactChange>,
+    /// An admin forced a retire: the node drains and retires when its last reservation ends.
+    #[serde(default)]
+    pub retire_requested: bool,
+}
+
+impl NodeSummary {
+    /// Whether the node may take new bookings: its state allows it and the inventory reports it.
+    pub fn takes_new_work(&self) -> bool {
+        self.state.schedulable() && self.missing_since.is_none()
+    }
 }
 
 /// What the admin Fleet page shows about the queue.
@@ -193,5 +430,60 @@ mod tests {
         assert!(!NodeState::Failed.schedulable());
         assert!(!NodeState::Maintenance.schedulable());
         assert!(!NodeState::Draining.schedulable());
+        assert!(!NodeState::Enrolled.schedulable());
+        assert!(!NodeState::Retired.schedulable());
+    }
+
+    fn report() -> InventoryNode {
+        InventoryNode {
+            hostname: "h100-0001".into(),
+            gpu_model: GpuModel::H100Sxm80,
+            gpu_count: 8,
+            mig: 0,
+            memory_gb: 2048,
+            nvme_tb: 30,
+            cpu_cores: 224,
+            driver_branches: vec!["570".into(), "550".into()],
+            region: Some("us-east-1".into()),
+            fabric_domain: Some("ib-a".into()),
+            rack: Some("ib-a-r01".into()),
+            reachable: true,
+        }
+    }
+
+    #[test]
+    fn drift_lists_what_changed_and_ignores_unknown_locations() {
+        let accepted = report();
+        let none = PlacementPins::new();
+        assert!(report().changes_from(&accepted, &none).is_empty());
+        // The order of driver branches does not matter.
+        let reordered = InventoryNode { driver_branches: vec!["550".into(), "570".into()], ..report() };
+        assert!(reordered.changes_from(&accepted, &none).is_empty());
+        let changed = InventoryNode { memory_gb: 1024, rack: Some("ib-a-r02".into()), ..report() };
+        let fields: Vec<_> = changed.changes_from(&accepted, &none).into_iter().map(|c| c.field).collect();
+        assert_eq!(fields, ["memory_gb", "rack"]);
+        let unknown = InventoryNode { region: None, fabric_domain: None, rack: None, ..report() };
+        assert!(unknown.changes_from(&accepted, &none).is_empty(), "a driver that does not know is no drift");
+    }
+
+    #[test]
+    fn a_pinned_location_shows_drift_only_for_news() {
+        // An admin moved the node to rack r09 while the driver said r01.
+        let accepted = InventoryNode { rack: Some("ib-a-r09".into()), ..report() };
+        let pins: PlacementPins = [("rack".to_owned(), Some("ib-a-r01".to_owned()))].into();
+        assert!(report().changes_from(&accepted, &pins).is_empty(), "the old report is no news");
+        let moved = InventoryNode { rack: Some("ib-a-r05".into()), ..report() };
+        let drift = moved.changes_from(&accepted, &pins);
+        assert_eq!(drift, [FactChange { field: "rack".into(), accepted: "ib-a-r09".into(), reported: "ib-a-r05".into() }]);
+    }
+
+    #[test]
+    fn reports_are_checked() {
+        assert!(report().problem().is_none());
+        assert!(InventoryNode { gpu_count: 0, ..report() }.problem().unwrap().contains("1 to 64"));
+        assert!(InventoryNode { mig: 9, ..report() }.problem().is_some());
+        let l40s = InventoryNode { gpu_model: GpuModel::L40s, mig: 1, ..report() };
+        assert!(l40s.problem().unwrap().contains("cannot run MIG"));
+        assert!(InventoryNode { hostname: "a b".into(), ..report() }.problem().is_some());
     }
 }

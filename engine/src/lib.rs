@@ -12,6 +12,7 @@ pub mod error;
 pub mod fleet;
 pub mod identity;
 pub mod index;
+pub mod inventory;
 pub mod metering;
 pub mod offerings;
 pub mod policy;

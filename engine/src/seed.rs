@@ -9,6 +9,7 @@
 //! it), so their pages show how they were set up.
 
 use crate::driver::sim::real_seconds;
+use crate::driver::sim_fleet::{NodeGroup, SimFleet};
 use crate::driver::NodeTarget;
 use crate::error::{EngineError, EngineResult};
 use crate::store::fleet::{AddedNode, NewNode};
@@ -261,25 +262,54 @@ const FAILURE_REASONS: [&str; 3] = [
     "ECC double-bit error on GPU 5",
 ];
 
-/// The fleet: half H100 nodes (in at least two fabric domains), a quarter A100 nodes in MIG mode,
-/// a quarter L40S nodes; about 3% failed and 3% in maintenance.
-pub fn plan_fleet(options: &SeedOptions) -> Vec<NewNode> {
-    let mut rng = Rng(options.seed ^ 0xF1EE7);
+/// The demo fleet as the simulated driver's inventory: half H100 nodes (in at least two fabric
+/// domains), a quarter A100 nodes in MIG mode, a quarter L40S nodes; one group of each, so the
+/// file stays short at any size. Their drivers do not report branches (any branch runs).
+pub fn demo_sim_fleet(options: &SeedOptions) -> SimFleet {
     let a100 = options.nodes / 4;
     let l40s = options.nodes / 4;
     let h100 = options.nodes - a100 - l40s;
-    let mut nodes = Vec::with_capacity(options.nodes as usize);
-    for (kind, count) in [(&H100, h100), (&A100, a100), (&L40S, l40s)] {
-        // At least two fabric domains for H100, so `compact` placement has a choice to make.
-        let min_domains = if kind.model == GpuModel::H100Sxm80 { 2 } else { 1 };
-        let domains = count.div_ceil(NODES_PER_DOMAIN).max(min_domains).min(count.max(1));
-        let per_domain = count.div_ceil(domains.max(1)).max(1);
-        for i in 0..count {
-            let domain = (b'a' + (i / per_domain) as u8 % 26) as char;
-            let domain_no = i / per_domain / 26;
-            let domain_suffix = if domain_no == 0 { String::new() } else { domain_no.to_string() };
-            let fabric_domain = format!("{}-{}-{}{domain}{domain_suffix}", kind.short_region, kind.prefix, kind.fabric);
-            let rack = format!("{fabric_domain}-r{:02}", (i % per_domain) / NODES_PER_RACK + 1);
+    let groups = [(&H100, h100), (&A100, a100), (&L40S, l40s)]
+        .into_iter()
+        .filter(|&(_, count)| count > 0)
+        .map(|(kind, count)| {
+            // At least two fabric domains for H100, so `compact` placement has a choice to make.
+            let min_domains = if kind.model == GpuModel::H100Sxm80 { 2 } else { 1 };
+            let domains = count.div_ceil(NODES_PER_DOMAIN).max(min_domains).min(count.max(1));
+            let per_domain = count.div_ceil(domains.max(1)).max(1);
+            let domain = format!("{}-{}-{}{{domain}}", kind.short_region, kind.prefix, kind.fabric);
+            NodeGroup {
+                count,
+                first: 1,
+                hostname: format!("{}-{}-{{n:04}}", kind.prefix, kind.short_region),
+                gpu_model: kind.model,
+                gpu_count: kind.model.gpus_per_node(),
+                mig: if kind.mig { kind.model.gpus_per_node() } else { 0 },
+                memory_gb: kind.memory_gb,
+                nvme_tb: kind.nvme_tb,
+                cpu_cores: kind.cpu_cores,
+                driver_branches: Vec::new(),
+                region: Some(kind.region.to_owned()),
+                rack: Some(format!("{domain}-r{{rack:02}}")),
+                fabric_domain: Some(domain),
+                nodes_per_domain: Some(per_domain),
+                nodes_per_rack: Some(NODES_PER_RACK),
+                reachable: true,
+            }
+        })
+        .collect();
+    SimFleet { groups, nodes: Vec::new() }
+}
+
+/// The demo fleet's nodes ([`demo_sim_fleet`]) with the demo's node states: about 3% failed and
+/// 3% in maintenance.
+pub fn plan_fleet(options: &SeedOptions) -> Vec<NewNode> {
+    let mut rng = Rng(options.seed ^ 0xF1EE7);
+    // The demo fleet is well-formed by construction (a test expands it at several sizes).
+    let inventory = demo_sim_fleet(options).expand().unwrap_or_default();
+    inventory
+        .into_iter()
+        .map(|node| {
             let (state, health, health_reason) = match rng.below(100) {
                 0..=2 => (
                     NodeState::Failed,
@@ -289,24 +319,23 @@ pub fn plan_fleet(options: &SeedOptions) -> Vec<NewNode> {
                 3..=5 => (NodeState::Maintenance, Health::Healthy, Some("Firmware upgrade".to_owned())),
                 _ => (NodeState::Available, Health::Healthy, None),
             };
-            nodes.push(NewNode {
-                region: kind.region.to_owned(),
-                fabric_domain,
-                rack,
-                hostname: format!("{}-{}-{:04}", kind.prefix, kind.short_region, i + 1),
-                gpu_model: kind.model,
-                gpu_count: kind.model.gpus_per_node(),
-                mig_enabled: kind.mig,
-                cpu_cores: kind.cpu_cores,
-                memory_gb: kind.memory_gb,
-                nvme_tb: kind.nvme_tb,
+            NewNode {
+                region: node.region.unwrap_or_default(),
+                fabric_domain: node.fabric_domain.unwrap_or_default(),
+                rack: node.rack.unwrap_or_default(),
+                hostname: node.hostname,
+                gpu_model: node.gpu_model,
+                gpu_count: node.gpu_count,
+                mig_enabled: node.mig > 0,
+                cpu_cores: node.cpu_cores,
+                memory_gb: node.memory_gb,
+                nvme_tb: node.nvme_tb,
                 state,
                 health,
                 health_reason,
-            });
-        }
-    }
-    nodes
+            }
+        })
+        .collect()
 }
 
 /// A lane is a slice range of one GPU that the planner fills with back-to-back bookings.
@@ -586,10 +615,41 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     for (i, offering) in offerings.iter().enumerate() {
         store.insert_offering(offering, i as i64).await?;
     }
-    let planned = plan_fleet(options);
-    let added = store.add_nodes(&planned, now).await?;
-    let gpus = added.iter().map(|a| a.gpu_ids.len()).sum();
-    let nodes: Vec<(NewNode, AddedNode)> = planned.into_iter().zip(added).collect();
+    // The fleet comes in the way a real install's does: the driver's inventory is reconciled
+    // (nodes enrolled), an admin admits them, then the demo's failures and maintenance are set.
+    // The simulated driver reports the demo fleet for these options, written to its fleet file
+    // (or the file already there, which then wins), so `serve` later finds the same fleet.
+    if let Some(sim) = engine.driver.as_sim() {
+        sim.provide_fleet(|| demo_sim_fleet(options))
+            .map_err(|e| EngineError::Conflict(format!("cannot prepare the simulated fleet: {e}")))?;
+    }
+    let report = engine.reconcile_fleet(None, now).await?;
+    if !report.ok {
+        return Err(EngineError::Conflict(format!(
+            "cannot seed the fleet: {}",
+            report.error.unwrap_or_else(|| "the inventory did not answer".to_owned())
+        )));
+    }
+    let admin = DEMO_USERS.iter().find(|u| u.is_admin).map_or("", |u| u.email);
+    let admin = store.identity_by_email(admin).await?.ok_or(EngineError::NotFound("demo admin"))?;
+    let admit = tenantry_domain::fleet::AdmitInput { hostnames: Vec::new(), all: true };
+    engine.admit_nodes(&admin, &admit, now).await?;
+    let known = store.node_ids_by_hostname().await?;
+    let nodes: Vec<(NewNode, AddedNode)> = plan_fleet(options)
+        .into_iter()
+        .filter_map(|n| {
+            let (node_id, gpu_ids) = known.get(&n.hostname)?.clone();
+            Some((n, AddedNode { node_id, gpu_ids }))
+        })
+        .collect();
+    let states: Vec<_> = nodes
+        .iter()
+        .filter(|(n, _)| n.state != NodeState::Available)
+        .map(|(n, a)| (a.node_id, n.state, n.health, n.health_reason.clone()))
+        .collect();
+    store.set_node_conditions(&states, now).await?;
+    let gpus = known.values().map(|(_, g)| g.len()).sum();
+    let node_count = known.len();
     let reservations = plan_reservations(options, &nodes, &offerings, &bookers, now, &engine.config);
     let allocations = reservations.iter().map(|r| r.allocations.len()).sum();
     let ids = store.insert_reservations(&reservations, now).await?;
@@ -603,7 +663,7 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
         }
     }
     engine.index.rebuild(store, now).await?;
-    Ok(SeedSummary { nodes: nodes.len(), gpus, reservations: reservations.len(), allocations })
+    Ok(SeedSummary { nodes: node_count, gpus, reservations: reservations.len(), allocations })
 }
 
 #[cfg(test)]

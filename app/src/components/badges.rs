@@ -36,6 +36,8 @@ pub fn NodeStateBadge(state: NodeState) -> impl IntoView {
         NodeState::Provisioning | NodeState::InUse => Tone::Busy,
         NodeState::Draining | NodeState::Maintenance => Tone::Warn,
         NodeState::Failed => Tone::Bad,
+        NodeState::Enrolled => Tone::Busy,
+        NodeState::Retired => Tone::Quiet,
     };
     badge(state.code(), kind)
 }

@@ -5,6 +5,7 @@
 //! the simulator records each effect under its key).
 
 pub mod sim;
+pub mod sim_fleet;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -112,14 +113,17 @@ impl DriverError {
 
 pub type DriverResult<T> = Result<T, DriverError>;
 
-/// Everything the lifecycle asks of the fleet.
+/// Everything the lifecycle asks of the fleet. (`Any`, so the demo seed can hand the simulated
+/// fleet its nodes: see [`FleetDriver::as_sim`].)
 #[async_trait::async_trait]
-pub trait FleetDriver: Send + Sync {
+pub trait FleetDriver: std::any::Any + Send + Sync {
     /// A short name for logs and the admin page (`sim`, `slurm`).
     fn name(&self) -> &'static str;
 
-    /// The hostnames the fleet reports and whether each answers.
-    async fn inventory(&self) -> DriverResult<Vec<(String, bool)>>;
+    /// Every node the fleet has, with its facts (GPUs, memory, storage, driver branches, where
+    /// it sits) and whether it answers: the source of truth the reconciler enrolls nodes from
+    /// (engine/src/inventory.rs). An error means "no answer", never "no nodes".
+    async fn inventory(&self) -> DriverResult<Vec<tenantry_domain::fleet::InventoryNode>>;
 
     /// Partitions the node's GPUs as `layout` says (mig-parted style).
     async fn apply_mig_layout(
@@ -171,4 +175,11 @@ pub trait FleetDriver: Send + Sync {
         workload: Workload,
         at: DateTime<Utc>,
     ) -> DriverResult<Vec<GpuSample>>;
+}
+
+impl dyn FleetDriver {
+    /// The simulated driver, when this is it.
+    pub fn as_sim(&self) -> Option<&sim::SimDriver> {
+        (self as &dyn std::any::Any).downcast_ref::<sim::SimDriver>()
+    }
 }

@@ -4,6 +4,9 @@
 //! utilization, and records every effect it applies in the store (`sim_effect`) under its
 //! [`EffectKey`]: a repeated call returns the recorded result without applying anything again,
 //! and tests read the record to check that each effect happened exactly once.
+//!
+//! Its inventory is a fleet file (`TENANTRY_SIM_FLEET`, see [`super::sim_fleet`]), read once per
+//! process when first asked for, or a fleet handed over in code (tests, the demo seed).
 
 use super::{
     DriverError, DriverResult, EffectKey, FleetDriver, GpuSample, HealthReport, IssuedCredential, NodeTarget,
@@ -14,8 +17,11 @@ use crate::store::Store;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use super::sim_fleet::{LoadedFleet, SimFleet};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use tenantry_domain::fleet::InventoryNode;
 use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig, Step};
 use tenantry_domain::reservation::{Orchestrator, Workload};
 
@@ -82,6 +88,10 @@ pub struct SimDriver {
     config: SimConfig,
     /// Runs per effect key in this process, so a retried step draws a fresh failure chance.
     runs: Mutex<HashMap<String, u64>>,
+    /// Where the fleet file is (`TENANTRY_SIM_FLEET`); `None` for a fleet given in code only.
+    fleet_file: Option<PathBuf>,
+    /// The fleet, once read (or given): fixed for the life of the driver.
+    fleet: OnceLock<LoadedFleet>,
 }
 
 /// What a simulated run that failed looks like to its step.
@@ -93,8 +103,67 @@ enum Fault {
 }
 
 impl SimDriver {
+    /// A simulated fleet with no inventory yet: give it a fleet file or a fleet.
     pub fn new(store: Store, config: SimConfig) -> Self {
-        SimDriver { store, config, runs: Mutex::new(HashMap::new()) }
+        SimDriver { store, config, runs: Mutex::new(HashMap::new()), fleet_file: None, fleet: OnceLock::new() }
+    }
+
+    /// Reads the inventory from this file (when first asked for it).
+    pub fn with_fleet_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.fleet_file = Some(path.into());
+        self
+    }
+
+    /// Reports this fleet (tests); an error says what is wrong with it.
+    pub fn with_fleet(self, fleet: &SimFleet) -> Result<Self, String> {
+        let loaded = LoadedFleet::new(fleet)?;
+        let _ = self.fleet.set(loaded);
+        Ok(self)
+    }
+
+    pub fn fleet_file(&self) -> Option<&Path> {
+        self.fleet_file.as_deref()
+    }
+
+    /// The fleet: the one given, or the fleet file read now. An error names the file it looked for.
+    pub fn fleet(&self) -> Result<&LoadedFleet, String> {
+        if let Some(fleet) = self.fleet.get() {
+            return Ok(fleet);
+        }
+        let Some(path) = &self.fleet_file else {
+            return Err("the simulated fleet has no inventory: no fleet file is set (TENANTRY_SIM_FLEET)".to_owned());
+        };
+        if !path.exists() {
+            return Err(format!(
+                "the simulated fleet has no inventory: {} does not exist (write one like \
+                 deploy/sim-fleet.example.toml there, point TENANTRY_SIM_FLEET at yours, or run `tenantry demo seed`)",
+                path.display()
+            ));
+        }
+        let loaded = LoadedFleet::new(&SimFleet::read(path)?).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(self.fleet.get_or_init(|| loaded))
+    }
+
+    /// The demo seed's road: the fleet this driver already has, or the fleet file when it exists,
+    /// or else `make()`'s fleet, written to the fleet file (when one is set) so that later runs
+    /// (`tenantry serve`) report the same nodes. Says whether it wrote the file.
+    pub fn provide_fleet(&self, make: impl FnOnce() -> SimFleet) -> Result<bool, String> {
+        if self.fleet.get().is_some() || self.fleet_file.as_ref().is_some_and(|p| p.exists()) {
+            return self.fleet().map(|_| false);
+        }
+        let fleet = make();
+        let loaded = LoadedFleet::new(&fleet)?;
+        if let Some(path) = &self.fleet_file {
+            fleet.write(path)?;
+        }
+        let _ = self.fleet.set(loaded);
+        Ok(self.fleet_file.is_some())
+    }
+
+    /// What the fleet reports about one node, for checks a step makes (is there that much memory
+    /// or NVMe on it?). `None` when the node is not in the fleet or there is no fleet.
+    pub fn fleet_node(&self, hostname: &str) -> Option<&InventoryNode> {
+        self.fleet().ok()?.node(hostname)
     }
 
     fn injects(&self, step: Step, key: &EffectKey) -> bool {
@@ -181,9 +250,9 @@ impl FleetDriver for SimDriver {
         "sim"
     }
 
-    async fn inventory(&self) -> DriverResult<Vec<(String, bool)>> {
-        let nodes = self.store.list_nodes().await.map_err(|e| DriverError::transient(e.to_string()))?;
-        Ok(nodes.into_iter().map(|n| (n.hostname, true)).collect())
+    async fn inventory(&self) -> DriverResult<Vec<InventoryNode>> {
+        let fleet = self.fleet().map_err(|message| DriverError { message, transient: false })?;
+        Ok(fleet.nodes.clone())
     }
 
     async fn apply_mig_layout(

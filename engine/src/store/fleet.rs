@@ -5,9 +5,24 @@ use crate::error::EngineResult;
 use crate::on_pool;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
-use tenantry_domain::fleet::NodeSummary;
+use tenantry_domain::fleet::{InventoryNode, NodeSummary, PlacementPins};
 use tenantry_domain::placement::GpuSlot;
 use tenantry_domain::{GpuModel, Health, NodeState};
+
+/// The state a node shows, in SQL over `node n`: its operational state once admitted, else its
+/// admission (`enrolled`, `retired`). Every query that shows a node's state or decides whether
+/// it takes new work uses this one snippet (a missing node takes none either: `missing_since`).
+macro_rules! node_state_sql {
+    () => {
+        "(case when n.admission = 'admitted' then n.state else n.admission end)"
+    };
+}
+pub(crate) use node_state_sql;
+
+/// Whether a node takes new work, from its shown state and its missing flag.
+pub(crate) fn takes_new_work(state: &str, missing: bool) -> bool {
+    !missing && state.parse::<NodeState>().is_ok_and(NodeState::schedulable)
+}
 
 #[derive(sqlx::FromRow)]
 struct NodeRow {
@@ -25,10 +40,38 @@ struct NodeRow {
     state: String,
     health: String,
     health_reason: Option<String>,
+    driver_branches: String,
+    missing_since: Option<DateTime<Utc>>,
+    reported_facts: Option<String>,
+    placement_pins: Option<String>,
+    retire_requested_at: Option<DateTime<Utc>>,
 }
 
 impl NodeRow {
     fn into_summary(self) -> Option<NodeSummary> {
+        let driver_branches: Vec<String> = serde_json::from_str(&self.driver_branches).unwrap_or_default();
+        let drift = match self.reported_facts.as_deref().map(serde_json::from_str::<InventoryNode>) {
+            Some(Ok(reported)) => {
+                let pins: PlacementPins =
+                    self.placement_pins.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+                let accepted = InventoryNode {
+                    hostname: self.hostname.clone(),
+                    gpu_model: self.gpu_model.parse().ok()?,
+                    gpu_count: u32::try_from(self.gpu_count).ok()?,
+                    mig: u32::try_from(self.mig_gpus).ok()?,
+                    memory_gb: u32::try_from(self.memory_gb).ok()?,
+                    nvme_tb: u32::try_from(self.nvme_tb).ok()?,
+                    cpu_cores: u32::try_from(self.cpu_cores).ok()?,
+                    driver_branches: driver_branches.clone(),
+                    region: Some(self.region.clone()),
+                    fabric_domain: Some(self.fabric_domain.clone()),
+                    rack: Some(self.rack.clone()),
+                    reachable: true,
+                };
+                reported.changes_from(&accepted, &pins)
+            }
+            _ => Vec::new(),
+        };
         Some(NodeSummary {
             node_id: self.node_id,
             hostname: self.hostname,
@@ -44,6 +87,10 @@ impl NodeRow {
             state: self.state.parse::<NodeState>().ok()?,
             health: self.health.parse::<Health>().ok()?,
             health_reason: self.health_reason,
+            driver_branches,
+            missing_since: self.missing_since,
+            drift,
+            retire_requested: self.retire_requested_at.is_some(),
         })
     }
 }
@@ -56,6 +103,7 @@ struct GpuSlotRow {
     gpu_model: String,
     mig_enabled: bool,
     state: String,
+    missing: bool,
     region: String,
 }
 
@@ -87,21 +135,40 @@ pub struct AddedNode {
 impl Store {
     /// Every node with its place in the fleet, ordered by region, fabric domain, rack, hostname.
     pub async fn list_nodes(&self) -> EngineResult<Vec<NodeSummary>> {
-        let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, NodeRow>(
+        self.nodes_where("", None).await
+    }
+
+    /// One node by hostname.
+    pub async fn node_summary(&self, hostname: &str) -> EngineResult<Option<NodeSummary>> {
+        Ok(self.nodes_where(" where n.hostname = $1", Some(hostname)).await?.pop())
+    }
+
+    async fn nodes_where(&self, filter: &str, hostname: Option<&str>) -> EngineResult<Vec<NodeSummary>> {
+        let sql = format!(
+            concat!(
                 "select n.node_id, n.hostname, r.name as region, f.name as fabric_domain,
                         k.name as rack, n.gpu_model,
-                        (select count(*) from gpu g where g.node_id = n.node_id) as gpu_count,
-                        (select count(*) from gpu g where g.node_id = n.node_id and g.mig_enabled) as mig_gpus,
-                        n.cpu_cores, n.memory_gb, n.nvme_tb, n.state, n.health, n.health_reason
+                        (select count(*) from gpu g where g.node_id = n.node_id and g.removed_at is null) as gpu_count,
+                        (select count(*) from gpu g where g.node_id = n.node_id and g.mig_enabled
+                            and g.removed_at is null) as mig_gpus,
+                        n.cpu_cores, n.memory_gb, n.nvme_tb, ",
+                node_state_sql!(),
+                " as state, n.health, n.health_reason,
+                        n.driver_branches, n.missing_since, n.reported_facts, n.placement_pins, n.retire_requested_at
                  from node n
                  join rack k on k.rack_id = n.rack_id
                  join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
-                 join region r on r.region_id = f.region_id
-                 order by r.name, f.name, k.name, n.hostname",
-            )
-            .fetch_all(pool)
-            .await?
+                 join region r on r.region_id = f.region_id{}
+                 order by r.name, f.name, k.name, n.hostname"
+            ),
+            filter
+        );
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::query_as::<_, NodeRow>(&sql);
+            if let Some(h) = hostname {
+                q = q.bind(h);
+            }
+            q.fetch_all(pool).await?
         });
         Ok(rows.into_iter().filter_map(NodeRow::into_summary).collect())
     }
@@ -109,15 +176,18 @@ impl Store {
     /// Every GPU as placement sees it, with the name of its region.
     pub async fn list_gpu_slots(&self) -> EngineResult<Vec<(GpuSlot, String)>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, GpuSlotRow>(
-                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, n.state, r.name as region
+            sqlx::query_as::<_, GpuSlotRow>(concat!(
+                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, ",
+                node_state_sql!(),
+                " as state, n.missing_since is not null as missing, r.name as region
                  from gpu g
                  join node n on n.node_id = g.node_id
                  join rack k on k.rack_id = n.rack_id
                  join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
                  join region r on r.region_id = f.region_id
-                 order by g.gpu_id",
-            )
+                 where g.removed_at is null
+                 order by g.gpu_id"
+            ))
             .fetch_all(pool)
             .await?
         });
@@ -130,7 +200,7 @@ impl Store {
                     fabric_domain_id: r.fabric_domain_id,
                     gpu_model: r.gpu_model.parse().ok()?,
                     mig: r.mig_enabled,
-                    schedulable: r.state.parse::<NodeState>().ok()?.schedulable(),
+                    schedulable: takes_new_work(&r.state, r.missing),
                 };
                 Some((slot, r.region))
             })
@@ -204,12 +274,16 @@ impl Store {
 }
 
 impl Store {
-    /// Whether each of some GPUs may take new bookings now (its node's state).
+    /// Whether each of some GPUs may take new bookings now (its node's state and missing flag;
+    /// a removed GPU takes none).
     pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<(i64, bool)>> {
-        let rows: Vec<(i64, String)> = on_pool!(self, |pool| {
-            let mut q = sqlx::QueryBuilder::<Db>::new(
-                "select g.gpu_id, n.state from gpu g join node n on n.node_id = g.node_id where g.gpu_id in (",
-            );
+        let rows: Vec<(i64, String, bool)> = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(concat!(
+                "select g.gpu_id, ",
+                node_state_sql!(),
+                ", n.missing_since is not null or g.removed_at is not null
+                 from gpu g join node n on n.node_id = g.node_id where g.gpu_id in ("
+            ));
             let mut list = q.separated(", ");
             for id in gpu_ids {
                 list.push_bind(*id);
@@ -219,7 +293,7 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(id, state)| (id, state.parse::<NodeState>().is_ok_and(NodeState::schedulable)))
+            .map(|(id, state, gone)| (id, takes_new_work(&state, gone)))
             .collect())
     }
 

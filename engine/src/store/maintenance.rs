@@ -178,9 +178,12 @@ impl Store {
             let mut q = sqlx::QueryBuilder::<Db>::new("update node set state = ");
             q.push_bind(to.code()).push(", updated_at = ").push_bind(now);
             if to == NodeState::Available {
-                q.push(", health = 'healthy', health_reason = null");
+                // Back in service: healthy, and a forced retire waiting for the node is called off.
+                q.push(", health = 'healthy', health_reason = null, retire_requested_at = null");
             }
-            q.push(" where node_id = ").push_bind(node_id).push(" and state in (");
+            // Only an admitted node has an operational state to change (enrolled and retired
+            // nodes show their admission instead).
+            q.push(" where admission = 'admitted' and node_id = ").push_bind(node_id).push(" and state in (");
             let mut list = q.separated(", ");
             for s in from {
                 list.push_bind(s.code());

@@ -75,6 +75,7 @@ mod sqlite;
 pub mod audit;
 pub mod fleet;
 pub mod identity;
+pub mod inventory;
 pub mod jobs;
 pub mod maintenance;
 pub mod metering;

@@ -356,6 +356,10 @@ mod tests {
             state,
             health: Health::Healthy,
             health_reason: None,
+            driver_branches: Vec::new(),
+            missing_since: None,
+            drift: Vec::new(),
+            retire_requested: false,
         }
     }
 

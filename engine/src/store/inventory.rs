@@ -1,0 +1,973 @@
+//! Fleet enrollment in the store: applying the driver's inventory (new nodes enrolled, gone ones
+//! flagged missing, changed facts kept for an admin to accept), admitting, placing by hand,
+//! retiring and accepting reported facts, and the last reconcile's outcome.
+//!
+//! Every write is conditional on the state it expects and writes its audit rows in the same
+//! transaction, so when several instances reconcile at once (PostgreSQL) each change happens and
+//! is recorded once: the reconcile also takes a transaction-scoped advisory lock, so they take
+//! turns, and inserts ignore a second copy regardless.
+
+use super::fleet::node_state_sql;
+use super::Store;
+use crate::error::{EngineError, EngineResult};
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeSet, HashMap};
+use tenantry_domain::fleet::{FactChange, InventoryNode, MaintenanceClash, PlacementPins, ReconcileReport};
+use tenantry_domain::{Health, NodeState};
+
+/// Where a node the driver does not place goes until an admin places it (it cannot be admitted
+/// there).
+pub const UNPLACED: &str = "unplaced";
+
+/// The advisory lock PostgreSQL reconciles take turns on.
+const RECONCILE_LOCK: i64 = 0x7e7a_f1ee;
+
+/// Who made a change, for the audit rows written with it (`None`: the system).
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    pub user_id: Option<i64>,
+    pub email: &'a str,
+    pub client_addr: Option<&'a str>,
+}
+
+impl Actor<'static> {
+    pub const SYSTEM: Actor<'static> = Actor { user_id: None, email: "system", client_addr: None };
+}
+
+/// One audit row to write inside a change's transaction.
+struct AuditRow {
+    action: &'static str,
+    hostname: String,
+    detail: String,
+}
+
+/// What applying an inventory changed: hostnames with their node ids.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InventoryChanges {
+    pub enrolled: Vec<(String, i64)>,
+    pub missing: Vec<(String, i64)>,
+    pub returned: Vec<(String, i64)>,
+    pub drifted: Vec<(String, i64)>,
+    /// Reports skipped because they make no sense (the reason for each).
+    pub skipped: Vec<String>,
+}
+
+impl InventoryChanges {
+    /// Nodes whose ability to take work changed (their GPUs need a fresh look).
+    pub fn touched_nodes(&self) -> Vec<i64> {
+        self.enrolled.iter().chain(&self.missing).chain(&self.returned).map(|(_, id)| *id).collect()
+    }
+}
+
+/// What retiring a node did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetireOutcome {
+    Retired,
+    /// Forced: the node drains and retires when these have ended.
+    Draining(Vec<MaintenanceClash>),
+    /// Refused: these reservations hold the node in the future.
+    InTheWay(Vec<MaintenanceClash>),
+    AlreadyRetired,
+}
+
+/// What accepting a node's reported facts did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcceptOutcome {
+    Applied(Vec<FactChange>),
+    /// Nothing waits to be accepted.
+    NothingReported,
+    /// Adding, removing or repartitioning GPUs would affect these.
+    InTheWay(Vec<String>),
+}
+
+/// A node's placement as an admin edits it (`None`: unchanged).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlacementChange<'a> {
+    pub region: Option<&'a str>,
+    pub fabric_domain: Option<&'a str>,
+    pub rack: Option<&'a str>,
+}
+
+#[derive(sqlx::FromRow)]
+struct KnownRow {
+    node_id: i64,
+    hostname: String,
+    admission: String,
+    gpu_model: String,
+    cpu_cores: i64,
+    memory_gb: i64,
+    nvme_tb: i64,
+    driver_branches: String,
+    region: String,
+    fabric_domain: String,
+    rack: String,
+    missing: bool,
+    reported_facts: Option<String>,
+    placement_pins: Option<String>,
+    gpu_count: i64,
+    mig_gpus: i64,
+}
+
+impl KnownRow {
+    fn accepted(&self) -> Option<InventoryNode> {
+        Some(InventoryNode {
+            hostname: self.hostname.clone(),
+            gpu_model: self.gpu_model.parse().ok()?,
+            gpu_count: u32::try_from(self.gpu_count).ok()?,
+            mig: u32::try_from(self.mig_gpus).ok()?,
+            memory_gb: u32::try_from(self.memory_gb).ok()?,
+            nvme_tb: u32::try_from(self.nvme_tb).ok()?,
+            cpu_cores: u32::try_from(self.cpu_cores).ok()?,
+            driver_branches: serde_json::from_str(&self.driver_branches).unwrap_or_default(),
+            region: Some(self.region.clone()),
+            fabric_domain: Some(self.fabric_domain.clone()),
+            rack: Some(self.rack.clone()),
+            reachable: true,
+        })
+    }
+
+    fn pins(&self) -> PlacementPins {
+        self.placement_pins.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default()
+    }
+
+    fn reported(&self) -> Option<InventoryNode> {
+        self.reported_facts.as_deref().and_then(|r| serde_json::from_str(r).ok())
+    }
+}
+
+const KNOWN_NODES: &str = "select n.node_id, n.hostname, n.admission, n.gpu_model, n.cpu_cores, n.memory_gb, n.nvme_tb,
+        n.driver_branches, r.name as region, f.name as fabric_domain, k.name as rack,
+        n.missing_since is not null as missing, n.reported_facts, n.placement_pins,
+        (select count(*) from gpu g where g.node_id = n.node_id and g.removed_at is null) as gpu_count,
+        (select count(*) from gpu g where g.node_id = n.node_id and g.removed_at is null and g.mig_enabled) as mig_gpus
+     from node n
+     join rack k on k.rack_id = n.rack_id
+     join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
+     join region r on r.region_id = f.region_id";
+
+/// Region, fabric domain and rack ids by name, as far as this transaction knows them.
+#[derive(Default)]
+struct Places {
+    regions: HashMap<String, i64>,
+    /// name → (id, region id)
+    domains: HashMap<String, (i64, i64)>,
+    /// name → (id, fabric domain id)
+    racks: HashMap<String, (i64, i64)>,
+}
+
+/// Loads every region, fabric domain and rack into a [`Places`].
+macro_rules! load_places {
+    ($tx:ident) => {{
+        let mut places = Places::default();
+        let regions: Vec<(i64, String)> =
+            sqlx::query_as("select region_id, name from region").fetch_all(&mut *$tx).await?;
+        places.regions.extend(regions.into_iter().map(|(id, name)| (name, id)));
+        let domains: Vec<(i64, String, i64)> =
+            sqlx::query_as("select fabric_domain_id, name, region_id from fabric_domain").fetch_all(&mut *$tx).await?;
+        places.domains.extend(domains.into_iter().map(|(id, name, region)| (name, (id, region))));
+        let racks: Vec<(i64, String, i64)> =
+            sqlx::query_as("select rack_id, name, fabric_domain_id from rack").fetch_all(&mut *$tx).await?;
+        places.racks.extend(racks.into_iter().map(|(id, name, domain)| (name, (id, domain))));
+        places
+    }};
+}
+
+/// The id of a region, fabric domain or rack by name, created under `$parent` on first use.
+/// Another instance may create it at the same moment: the insert ignores a second copy and the
+/// id is read back. Yields `(id, parent id)`; the parent is the existing one's when the name
+/// already exists elsewhere (the caller decides whether that is a conflict).
+macro_rules! ensure_place {
+    ($tx:ident, region, $name:expr) => {{
+        let name: &str = $name;
+        sqlx::query("insert into region (name) values ($1) on conflict (name) do nothing")
+            .bind(name)
+            .execute(&mut *$tx)
+            .await?;
+        let id: i64 = sqlx::query_scalar("select region_id from region where name = $1")
+            .bind(name)
+            .fetch_one(&mut *$tx)
+            .await?;
+        id
+    }};
+    ($tx:ident, $table:literal, $parent_col:literal, $name:expr, $parent:expr) => {{
+        let name: &str = $name;
+        sqlx::query(concat!(
+            "insert into ",
+            $table,
+            " (",
+            $parent_col,
+            ", name) values ($1, $2) on conflict (name) do nothing"
+        ))
+        .bind($parent)
+        .bind(name)
+        .execute(&mut *$tx)
+        .await?;
+        let row: (i64, i64) =
+            sqlx::query_as(concat!("select ", $table, "_id, ", $parent_col, " from ", $table, " where name = $1"))
+                .bind(name)
+                .fetch_one(&mut *$tx)
+                .await?;
+        row
+    }};
+}
+
+/// The rack id for a placement, creating names on first use; a name that exists under another
+/// parent keeps its parent (see [`ensure_place`]). Yields `(rack id, conflict)` where the
+/// conflict says which name already sits elsewhere.
+macro_rules! place_node {
+    ($tx:ident, $places:expr, $region:expr, $domain:expr, $rack:expr) => {{
+        let (region, domain, rack): (&str, &str, &str) = ($region, $domain, $rack);
+        let places: &mut Places = $places;
+        let mut conflict: Option<String> = None;
+        let region_id = match places.regions.get(region) {
+            Some(&id) => id,
+            None => {
+                let id = ensure_place!($tx, region, region);
+                places.regions.insert(region.to_owned(), id);
+                id
+            }
+        };
+        let (domain_id, domain_region) = match places.domains.get(domain) {
+            Some(&known) => known,
+            None => {
+                let row = ensure_place!($tx, "fabric_domain", "region_id", domain, region_id);
+                places.domains.insert(domain.to_owned(), row);
+                row
+            }
+        };
+        if domain_region != region_id {
+            let other = places.regions.iter().find(|(_, &id)| id == domain_region).map(|(n, _)| n.clone());
+            conflict = Some(format!(
+                "fabric domain {domain} is in region {}, not {region}",
+                other.unwrap_or_else(|| "another".to_owned())
+            ));
+        }
+        let (rack_id, rack_domain) = match places.racks.get(rack) {
+            Some(&known) => known,
+            None => {
+                let row = ensure_place!($tx, "rack", "fabric_domain_id", rack, domain_id);
+                places.racks.insert(rack.to_owned(), row);
+                row
+            }
+        };
+        if conflict.is_none() && rack_domain != domain_id {
+            let other = places.domains.iter().find(|(_, &(id, _))| id == rack_domain).map(|(n, _)| n.clone());
+            conflict = Some(format!(
+                "rack {rack} is in fabric domain {}, not {domain}",
+                other.unwrap_or_else(|| "another".to_owned())
+            ));
+        }
+        (rack_id, conflict)
+    }};
+}
+
+/// Writes audit rows in the caller's transaction, a few hundred per statement.
+macro_rules! audit_rows {
+    ($tx:ident, $actor:expr, $now:expr, $rows:expr) => {{
+        let actor: Actor<'_> = $actor;
+        let rows: &[AuditRow] = $rows;
+        for chunk in rows.chunks(500) {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "insert into audit_event (at, actor_user_id, actor_email, tenant_id, action, object_type, object_id,
+                    detail, client_addr) ",
+            );
+            q.push_values(chunk, |mut b, row| {
+                b.push_bind($now)
+                    .push_bind(actor.user_id)
+                    .push_bind(actor.email)
+                    .push_bind(None::<i64>)
+                    .push_bind(row.action)
+                    .push_bind("node")
+                    .push_bind(row.hostname.as_str())
+                    .push_bind(row.detail.as_str())
+                    .push_bind(actor.client_addr);
+            });
+            q.build().execute(&mut *$tx).await?;
+        }
+    }};
+}
+
+/// Reservations (and maintenance windows) holding any of these GPUs, or the node, after `now`.
+macro_rules! future_holders {
+    ($tx:ident, node = $node_id:expr, $now:expr) => {{
+        let rows: Vec<(i64, String, String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+            "select distinct r.reservation_id, t.slug, r.state, r.start_at, r.end_at
+             from allocation a join reservation r on r.reservation_id = a.reservation_id
+             join tenant t on t.tenant_id = r.tenant_id
+             where a.live and a.node_id = $1 and a.end_at > $2
+             order by r.start_at, r.reservation_id",
+        )
+        .bind($node_id)
+        .bind($now)
+        .fetch_all(&mut *$tx)
+        .await?;
+        rows.into_iter()
+            .map(|(reservation_id, tenant, state, start, end)| MaintenanceClash { reservation_id, tenant, state, start, end })
+            .collect::<Vec<_>>()
+    }};
+}
+
+fn describe(changes: &[FactChange]) -> String {
+    changes.iter().map(|c| format!("{}: {} → {}", c.field, c.accepted, c.reported)).collect::<Vec<_>>().join("; ")
+}
+
+/// The value of a placement field of a report.
+fn location<'a>(node: &'a InventoryNode, field: &str) -> Option<&'a str> {
+    match field {
+        "region" => node.region.as_deref(),
+        "fabric_domain" => node.fabric_domain.as_deref(),
+        "rack" => node.rack.as_deref(),
+        _ => None,
+    }
+}
+
+const PLACEMENT_FIELDS: [&str; 3] = ["region", "fabric_domain", "rack"];
+
+impl Store {
+    /// Applies the driver's inventory: new hostnames are inserted `enrolled` (with their GPUs),
+    /// nodes gone from it (or reported unreachable) are flagged missing, flagged nodes that are
+    /// back are cleared, and facts that differ from the accepted ones are kept as the node's
+    /// reported facts (cleared when they agree again). Retired nodes are left alone. Every change
+    /// is audited (as `actor`'s: the system's, or the admin who asked), in the same transaction.
+    pub async fn apply_inventory(
+        &self,
+        report: &[InventoryNode],
+        actor: Actor<'_>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<InventoryChanges> {
+        let changes = write_tx!(self, |tx| {
+            if self.backend() == super::Backend::Postgres {
+                sqlx::query("select pg_advisory_xact_lock($1)").bind(RECONCILE_LOCK).execute(&mut *tx).await?;
+            }
+            let known: Vec<KnownRow> = sqlx::query_as(KNOWN_NODES).fetch_all(&mut *tx).await?;
+            let known_by_host: HashMap<&str, &KnownRow> = known.iter().map(|k| (k.hostname.as_str(), k)).collect();
+            let mut places = load_places!(tx);
+            let mut changes = InventoryChanges::default();
+            let mut audit: Vec<AuditRow> = Vec::new();
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            for node in report {
+                if !seen.insert(node.hostname.as_str()) {
+                    changes.skipped.push(format!("{} reported twice", node.hostname));
+                    continue;
+                }
+                if let Some(problem) = node.problem() {
+                    changes.skipped.push(problem);
+                    continue;
+                }
+                let Some(row) = known_by_host.get(node.hostname.as_str()) else {
+                    // New: enrolled, placed where the driver says (or unplaced).
+                    let region = node.region.as_deref().unwrap_or(UNPLACED);
+                    let domain = node.fabric_domain.as_deref().unwrap_or(UNPLACED);
+                    let rack = node.rack.as_deref().unwrap_or(UNPLACED);
+                    let (rack_id, _) = place_node!(tx, &mut places, region, domain, rack);
+                    let inserted: Option<i64> = sqlx::query_scalar(
+                        "insert into node (rack_id, hostname, gpu_model, cpu_cores, memory_gb, nvme_tb, state, health,
+                                           updated_at, admission, driver_branches, missing_since)
+                         values ($1, $2, $3, $4, $5, $6, 'available', 'healthy', $7, 'enrolled', $8, $9)
+                         on conflict (hostname) do nothing returning node_id",
+                    )
+                    .bind(rack_id)
+                    .bind(&node.hostname)
+                    .bind(node.gpu_model.code())
+                    .bind(i64::from(node.cpu_cores))
+                    .bind(i64::from(node.memory_gb))
+                    .bind(i64::from(node.nvme_tb))
+                    .bind(now)
+                    .bind(serde_json::to_string(&node.driver_branches).unwrap_or_else(|_| "[]".into()))
+                    .bind((!node.reachable).then_some(now))
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    let Some(node_id) = inserted else { continue };
+                    let mut gpus = sqlx::QueryBuilder::<Db>::new("insert into gpu (node_id, gpu_index, mig_enabled) ");
+                    gpus.push_values(0..node.gpu_count, |mut b, index| {
+                        b.push_bind(node_id).push_bind(i64::from(index)).push_bind(index < node.mig);
+                    });
+                    gpus.build().execute(&mut *tx).await?;
+                    let place = if node.region.is_some() {
+                        format!("{region} / {domain} / {rack}")
+                    } else {
+                        "not placed (the driver does not say where it is)".to_owned()
+                    };
+                    audit.push(AuditRow {
+                        action: "node.enrolled",
+                        hostname: node.hostname.clone(),
+                        detail: format!(
+                            "{}× {}, {} GB memory, {} TB NVMe, {} cores; {place}",
+                            node.gpu_count, node.gpu_model, node.memory_gb, node.nvme_tb, node.cpu_cores
+                        ),
+                    });
+                    changes.enrolled.push((node.hostname.clone(), node_id));
+                    continue;
+                };
+                if row.admission == "retired" {
+                    continue;
+                }
+                // Reachability: flag or clear, each only if not already so.
+                if !node.reachable && !row.missing {
+                    let flagged = sqlx::query(
+                        "update node set missing_since = $1 where node_id = $2 and missing_since is null",
+                    )
+                    .bind(now)
+                    .bind(row.node_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if flagged == 1 {
+                        audit.push(AuditRow {
+                            action: "node.missing",
+                            hostname: row.hostname.clone(),
+                            detail: "reported unreachable: takes no new work".to_owned(),
+                        });
+                        changes.missing.push((row.hostname.clone(), row.node_id));
+                    }
+                } else if node.reachable && row.missing {
+                    let cleared = sqlx::query(
+                        "update node set missing_since = null where node_id = $1 and missing_since is not null",
+                    )
+                    .bind(row.node_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if cleared == 1 {
+                        audit.push(AuditRow {
+                            action: "node.returned",
+                            hostname: row.hostname.clone(),
+                            detail: "reported again".to_owned(),
+                        });
+                        changes.returned.push((row.hostname.clone(), row.node_id));
+                    }
+                }
+                let Some(accepted) = row.accepted() else { continue };
+                // A pinned field the driver now reports as accepted agrees again: the pin goes.
+                let mut pins = row.pins();
+                let pins_before = pins.clone();
+                pins.retain(|field, _| location(node, field) != location(&accepted, field));
+                if pins != pins_before {
+                    sqlx::query("update node set placement_pins = $1 where node_id = $2")
+                        .bind((!pins.is_empty()).then(|| serde_json::to_string(&pins).unwrap_or_default()))
+                        .bind(row.node_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let drift = node.changes_from(&accepted, &pins);
+                let facts = InventoryNode { reachable: true, ..node.clone() };
+                if drift.is_empty() {
+                    if row.reported_facts.is_some() {
+                        sqlx::query("update node set reported_facts = null where node_id = $1 and reported_facts is not null")
+                            .bind(row.node_id)
+                            .execute(&mut *tx)
+                            .await?;
+                        audit.push(AuditRow {
+                            action: "node.facts_agree",
+                            hostname: row.hostname.clone(),
+                            detail: "the inventory agrees with the accepted facts again".to_owned(),
+                        });
+                    }
+                } else if row.reported() != Some(facts.clone()) {
+                    let json = serde_json::to_string(&facts).unwrap_or_default();
+                    let changed = sqlx::query(
+                        "update node set reported_facts = $1
+                         where node_id = $2 and (reported_facts is null or reported_facts <> $1)",
+                    )
+                    .bind(&json)
+                    .bind(row.node_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if changed == 1 {
+                        audit.push(AuditRow {
+                            action: "node.drifted",
+                            hostname: row.hostname.clone(),
+                            detail: describe(&drift),
+                        });
+                        changes.drifted.push((row.hostname.clone(), row.node_id));
+                    }
+                }
+            }
+            // Gone from the inventory: flagged, never deleted.
+            for row in known.iter().filter(|k| k.admission != "retired" && !k.missing) {
+                if seen.contains(row.hostname.as_str()) {
+                    continue;
+                }
+                let flagged =
+                    sqlx::query("update node set missing_since = $1 where node_id = $2 and missing_since is null")
+                        .bind(now)
+                        .bind(row.node_id)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                if flagged == 1 {
+                    audit.push(AuditRow {
+                        action: "node.missing",
+                        hostname: row.hostname.clone(),
+                        detail: "gone from the inventory: takes no new work, keeps what it runs".to_owned(),
+                    });
+                    changes.missing.push((row.hostname.clone(), row.node_id));
+                }
+            }
+            audit_rows!(tx, actor, now, &audit);
+            for (_, node_id) in changes.missing.iter().chain(&changes.returned) {
+                allocations_changed!(self, tx, node = *node_id);
+            }
+            changes
+        });
+        Ok(changes)
+    }
+
+    /// How many nodes are not retired (the reconciler refuses an empty inventory against them).
+    pub async fn count_live_nodes(&self) -> EngineResult<i64> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>("select count(*) from node where admission <> 'retired'").fetch_one(pool).await?
+        }))
+    }
+
+    /// Retires the nodes whose forced retire is due: nothing holds them after `now`.
+    pub async fn finish_retirements(&self, now: DateTime<Utc>) -> EngineResult<Vec<(String, i64)>> {
+        let done = write_tx!(self, |tx| {
+            let done: Vec<(i64, String)> = sqlx::query_as(
+                "update node set admission = 'retired', retired_at = $1, updated_at = $1
+                 where retire_requested_at is not null and admission <> 'retired'
+                   and not exists (select 1 from allocation a
+                                   where a.node_id = node.node_id and a.live and a.reservation_id is not null
+                                     and a.end_at > $1)
+                 returning node_id, hostname",
+            )
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+            let audit: Vec<AuditRow> = done
+                .iter()
+                .map(|(_, hostname)| AuditRow {
+                    action: "node.retired",
+                    hostname: hostname.clone(),
+                    detail: "its last reservation ended (forced retire)".to_owned(),
+                })
+                .collect();
+            audit_rows!(tx, Actor::SYSTEM, now, &audit);
+            for (node_id, _) in &done {
+                allocations_changed!(self, tx, node = *node_id);
+            }
+            done.into_iter().map(|(id, host)| (host, id)).collect::<Vec<_>>()
+        });
+        Ok(done)
+    }
+
+    /// Admits enrolled nodes (by id); returns those it admitted. Others (not enrolled any more)
+    /// are left alone: the caller tells the admin why.
+    pub async fn admit_nodes(&self, nodes: &[(i64, String)], actor: Actor<'_>, now: DateTime<Utc>) -> EngineResult<Vec<i64>> {
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let admitted = write_tx!(self, |tx| {
+            let mut admitted = Vec::new();
+            let mut audit = Vec::new();
+            for (node_id, hostname) in nodes {
+                let changed = sqlx::query(
+                    "update node set admission = 'admitted', updated_at = $1 where node_id = $2 and admission = 'enrolled'",
+                )
+                .bind(now)
+                .bind(*node_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if changed == 1 {
+                    admitted.push(*node_id);
+                    audit.push(AuditRow { action: "node.admitted", hostname: hostname.clone(), detail: String::new() });
+                    allocations_changed!(self, tx, node = *node_id);
+                }
+            }
+            audit_rows!(tx, actor, now, &audit);
+            admitted
+        });
+        Ok(admitted)
+    }
+
+    /// Moves a node to another region, fabric domain or rack (created by name on first use) and
+    /// pins what changed (see docs/ARCHITECTURE.md, "Pinned placement"). A name that exists
+    /// under another parent is a conflict: `Err(message)` inside `Ok`.
+    pub async fn set_node_placement(
+        &self,
+        hostname: &str,
+        change: &PlacementChange<'_>,
+        actor: Actor<'_>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Option<Result<(), String>>> {
+        let outcome = write_tx!(self, |tx| {
+            let sql = format!("{KNOWN_NODES} where n.hostname = $1");
+            let row: Option<KnownRow> = sqlx::query_as(&sql).bind(hostname).fetch_optional(&mut *tx).await?;
+            let Some(row) = row else { return Ok(None) };
+            if self.backend() == super::Backend::Postgres {
+                sqlx::query("select 1 from node where node_id = $1 for update").bind(row.node_id).execute(&mut *tx).await?;
+            }
+            let region = change.region.unwrap_or(&row.region);
+            let domain = change.fabric_domain.unwrap_or(&row.fabric_domain);
+            let rack = change.rack.unwrap_or(&row.rack);
+            let mut places = load_places!(tx);
+            let (rack_id, conflict) = place_node!(tx, &mut places, region, domain, rack);
+            if let Some(conflict) = conflict {
+                return Ok(Some(Err(conflict)));
+            }
+            // What the driver last said about each field: its pending report, else (it agreed,
+            // or said nothing) the value accepted until now.
+            let reported = row.reported();
+            let mut pins = row.pins();
+            let mut moved = Vec::new();
+            for (field, old, new) in
+                [("region", &row.region, region), ("fabric_domain", &row.fabric_domain, domain), ("rack", &row.rack, rack)]
+            {
+                if old == new {
+                    continue;
+                }
+                moved.push(format!("{field}: {old} → {new}"));
+                let driver_said =
+                    reported.as_ref().and_then(|r| location(r, field)).map(str::to_owned).unwrap_or_else(|| old.clone());
+                let entry = pins.entry(field.to_owned()).or_insert(Some(driver_said));
+                if entry.as_deref() == Some(new) {
+                    pins.remove(field);
+                }
+            }
+            if moved.is_empty() {
+                return Ok(Some(Ok(())));
+            }
+            sqlx::query("update node set rack_id = $1, placement_pins = $2, updated_at = $3 where node_id = $4")
+                .bind(rack_id)
+                .bind((!pins.is_empty()).then(|| serde_json::to_string(&pins).unwrap_or_default()))
+                .bind(now)
+                .bind(row.node_id)
+                .execute(&mut *tx)
+                .await?;
+            let audit = [AuditRow { action: "node.placed", hostname: row.hostname.clone(), detail: moved.join("; ") }];
+            audit_rows!(tx, actor, now, &audit);
+            allocations_changed!(self, tx, node = row.node_id);
+            Some(Ok(()))
+        });
+        Ok(outcome)
+    }
+
+    /// Retires a node: at once when nothing holds it after `now`; refused (with what holds it)
+    /// otherwise, unless `force`, which drains it now and retires it when the last holder ends.
+    pub async fn retire_node(
+        &self,
+        node_id: i64,
+        hostname: &str,
+        force: bool,
+        actor: Actor<'_>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<RetireOutcome> {
+        let outcome = write_tx!(self, |tx| {
+            // The node's row first: a booking locks it too (shared-node driver check), so the two
+            // take turns and the check below sees a booking that committed first.
+            let admission: Option<String> = if self.backend() == super::Backend::Postgres {
+                sqlx::query_scalar("select admission from node where node_id = $1 for update")
+                    .bind(node_id)
+                    .fetch_optional(&mut *tx)
+                    .await?
+            } else {
+                sqlx::query_scalar("select admission from node where node_id = $1")
+                    .bind(node_id)
+                    .fetch_optional(&mut *tx)
+                    .await?
+            };
+            if admission.as_deref() != Some("enrolled") && admission.as_deref() != Some("admitted") {
+                return Ok(RetireOutcome::AlreadyRetired);
+            }
+            let holders = future_holders!(tx, node = node_id, now);
+            let outcome = if holders.is_empty() {
+                sqlx::query(
+                    "update node set admission = 'retired', retired_at = $1, retire_requested_at = null, updated_at = $1
+                     where node_id = $2 and admission <> 'retired'",
+                )
+                .bind(now)
+                .bind(node_id)
+                .execute(&mut *tx)
+                .await?;
+                let audit = [AuditRow { action: "node.retired", hostname: hostname.to_owned(), detail: String::new() }];
+                audit_rows!(tx, actor, now, &audit);
+                RetireOutcome::Retired
+            } else if force {
+                sqlx::query(
+                    "update node set retire_requested_at = coalesce(retire_requested_at, $1), updated_at = $1,
+                        state = case when state in ('available', 'provisioning', 'in_use') then 'draining' else state end
+                     where node_id = $2",
+                )
+                .bind(now)
+                .bind(node_id)
+                .execute(&mut *tx)
+                .await?;
+                let list: Vec<String> = holders.iter().map(|h| format!("#{}", h.reservation_id)).collect();
+                let audit = [AuditRow {
+                    action: "node.retire_requested",
+                    hostname: hostname.to_owned(),
+                    detail: format!("drained; retires after reservation {}", list.join(", ")),
+                }];
+                audit_rows!(tx, actor, now, &audit);
+                RetireOutcome::Draining(holders)
+            } else {
+                return Ok(RetireOutcome::InTheWay(holders));
+            };
+            allocations_changed!(self, tx, node = node_id);
+            outcome
+        });
+        Ok(outcome)
+    }
+
+    /// Applies a node's reported facts: sizes, driver branches, GPU model, where it sits (the
+    /// fields the driver reports) and its GPUs: rows added for new ones, removed ones marked
+    /// (history refers to them), MIG mode set on the first `mig`. Refused while a reservation or
+    /// maintenance window holds, after `now`, a GPU that would be removed or repartitioned (any
+    /// GPU, when the model changes).
+    pub async fn accept_node_facts(
+        &self,
+        hostname: &str,
+        actor: Actor<'_>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Option<AcceptOutcome>> {
+        let outcome = write_tx!(self, |tx| {
+            let sql = format!("{KNOWN_NODES} where n.hostname = $1");
+            let row: Option<KnownRow> = sqlx::query_as(&sql).bind(hostname).fetch_optional(&mut *tx).await?;
+            let Some(row) = row else { return Ok(None) };
+            if self.backend() == super::Backend::Postgres {
+                sqlx::query("select 1 from node where node_id = $1 for update").bind(row.node_id).execute(&mut *tx).await?;
+            }
+            let (Some(reported), Some(accepted)) = (row.reported(), row.accepted()) else {
+                return Ok(Some(AcceptOutcome::NothingReported));
+            };
+            let pins = row.pins();
+            let changes = reported.changes_from(&accepted, &pins);
+            if changes.is_empty() {
+                sqlx::query("update node set reported_facts = null where node_id = $1").bind(row.node_id).execute(&mut *tx).await?;
+                return Ok(Some(AcceptOutcome::NothingReported));
+            }
+            // The GPUs this touches: removed, or switched in or out of MIG mode (all on a new model).
+            let gpus: Vec<(i64, i64, bool, bool)> = sqlx::query_as(
+                "select gpu_id, gpu_index, mig_enabled, removed_at is null from gpu where node_id = $1 order by gpu_index",
+            )
+            .bind(row.node_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            let model_changes = reported.gpu_model != accepted.gpu_model;
+            let touched: Vec<i64> = gpus
+                .iter()
+                .filter(|&&(_, index, mig, present)| {
+                    let index = index as u32;
+                    let keeps = index < reported.gpu_count;
+                    present && (model_changes || !keeps || mig != (index < reported.mig))
+                })
+                .map(|g| g.0)
+                .collect();
+            if !touched.is_empty() {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "select distinct a.reservation_id, a.maintenance_window_id from allocation a
+                     where a.live and a.end_at > ",
+                );
+                q.push_bind(now).push(" and a.gpu_id in (");
+                let mut list = q.separated(", ");
+                for id in &touched {
+                    list.push_bind(*id);
+                }
+                q.push(") order by a.reservation_id, a.maintenance_window_id");
+                let holders: Vec<(Option<i64>, Option<i64>)> = q.build_query_as().fetch_all(&mut *tx).await?;
+                if !holders.is_empty() {
+                    let named = holders
+                        .into_iter()
+                        .map(|h| match h {
+                            (Some(r), _) => format!("reservation #{r}"),
+                            (None, Some(m)) => format!("maintenance window #{m}"),
+                            (None, None) => "an allocation".to_owned(),
+                        })
+                        .collect();
+                    return Ok(Some(AcceptOutcome::InTheWay(named)));
+                }
+            }
+            let mut rack_id: Option<i64> = None;
+            let mut pins = pins;
+            if changes.iter().any(|c| PLACEMENT_FIELDS.contains(&c.field.as_str())) {
+                let moved = |field: &str, current: &str| -> String {
+                    changes
+                        .iter()
+                        .find(|c| c.field == field)
+                        .map_or_else(|| current.to_owned(), |c| c.reported.clone())
+                };
+                let (region, domain, rack) =
+                    (moved("region", &row.region), moved("fabric_domain", &row.fabric_domain), moved("rack", &row.rack));
+                let mut places = load_places!(tx);
+                let (id, _) = place_node!(tx, &mut places, &region, &domain, &rack);
+                rack_id = Some(id);
+                for c in &changes {
+                    pins.remove(&c.field);
+                }
+            }
+            sqlx::query(
+                "update node set gpu_model = $1, cpu_cores = $2, memory_gb = $3, nvme_tb = $4, driver_branches = $5,
+                    rack_id = coalesce($6, rack_id), placement_pins = $7, reported_facts = null, updated_at = $8
+                 where node_id = $9",
+            )
+            .bind(reported.gpu_model.code())
+            .bind(i64::from(reported.cpu_cores))
+            .bind(i64::from(reported.memory_gb))
+            .bind(i64::from(reported.nvme_tb))
+            .bind(serde_json::to_string(&reported.driver_branches).unwrap_or_else(|_| "[]".into()))
+            .bind(rack_id)
+            .bind((!pins.is_empty()).then(|| serde_json::to_string(&pins).unwrap_or_default()))
+            .bind(now)
+            .bind(row.node_id)
+            .execute(&mut *tx)
+            .await?;
+            for index in 0..reported.gpu_count {
+                let mig = index < reported.mig;
+                let updated = sqlx::query(
+                    "update gpu set mig_enabled = $1, removed_at = null where node_id = $2 and gpu_index = $3",
+                )
+                .bind(mig)
+                .bind(row.node_id)
+                .bind(i64::from(index))
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if updated == 0 {
+                    sqlx::query("insert into gpu (node_id, gpu_index, mig_enabled) values ($1, $2, $3)")
+                        .bind(row.node_id)
+                        .bind(i64::from(index))
+                        .bind(mig)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            sqlx::query(
+                "update gpu set removed_at = $1 where node_id = $2 and gpu_index >= $3 and removed_at is null",
+            )
+            .bind(now)
+            .bind(row.node_id)
+            .bind(i64::from(reported.gpu_count))
+            .execute(&mut *tx)
+            .await?;
+            let audit = [AuditRow { action: "node.facts_accepted", hostname: row.hostname.clone(), detail: describe(&changes) }];
+            audit_rows!(tx, actor, now, &audit);
+            allocations_changed!(self, tx, node = row.node_id);
+            Some(AcceptOutcome::Applied(changes))
+        });
+        Ok(outcome)
+    }
+
+    /// Node ids and hostnames of every enrolled node, or of the named ones (unknown names left out).
+    pub async fn enrolled_nodes(&self) -> EngineResult<Vec<(i64, String)>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, String)>(
+                "select node_id, hostname from node where admission = 'enrolled' order by hostname",
+            )
+            .fetch_all(pool)
+            .await?
+        }))
+    }
+
+    /// Every node's id and GPU ids by hostname (GPUs in index order, removed ones left out).
+    pub async fn node_ids_by_hostname(&self) -> EngineResult<HashMap<String, (i64, Vec<i64>)>> {
+        let rows: Vec<(String, i64, Option<i64>)> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "select n.hostname, n.node_id, g.gpu_id from node n
+                 left join gpu g on g.node_id = n.node_id and g.removed_at is null
+                 order by n.node_id, g.gpu_index",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        let mut out: HashMap<String, (i64, Vec<i64>)> = HashMap::new();
+        for (hostname, node_id, gpu) in rows {
+            let entry = out.entry(hostname).or_insert((node_id, Vec::new()));
+            entry.1.extend(gpu);
+        }
+        Ok(out)
+    }
+
+    /// The GPU ids of some nodes (for index refreshes).
+    pub async fn gpus_of_nodes(&self, node_ids: &[i64]) -> EngineResult<Vec<i64>> {
+        if node_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for chunk in node_ids.chunks(5000) {
+            let ids: Vec<i64> = on_pool!(self, |pool| {
+                let mut q = sqlx::QueryBuilder::<Db>::new("select gpu_id from gpu where node_id in (");
+                let mut list = q.separated(", ");
+                for id in chunk {
+                    list.push_bind(*id);
+                }
+                q.push(") order by gpu_id");
+                q.build_query_scalar().fetch_all(pool).await?
+            });
+            out.extend(ids);
+        }
+        Ok(out)
+    }
+
+    /// The node's state as shown (admission folded in) and whether it is missing.
+    pub async fn node_admission(&self, hostname: &str) -> EngineResult<Option<(i64, String, String, bool, String)>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, String, String, bool, String)>(concat!(
+                "select n.node_id, n.admission, ",
+                node_state_sql!(),
+                ", n.missing_since is not null, r.name
+                 from node n join rack k on k.rack_id = n.rack_id
+                 join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
+                 join region r on r.region_id = f.region_id
+                 where n.hostname = $1"
+            ))
+            .bind(hostname)
+            .fetch_optional(pool)
+            .await?
+        }))
+    }
+
+    /// Sets nodes' operational state and health as given (the demo seed's failed and maintained
+    /// nodes, after they were admitted).
+    pub async fn set_node_conditions(
+        &self,
+        nodes: &[(i64, NodeState, Health, Option<String>)],
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        write_tx!(self, |tx| {
+            for (node_id, state, health, reason) in nodes {
+                sqlx::query("update node set state = $1, health = $2, health_reason = $3, updated_at = $4 where node_id = $5")
+                    .bind(state.code())
+                    .bind(health.code())
+                    .bind(reason)
+                    .bind(now)
+                    .bind(*node_id)
+                    .execute(&mut *tx)
+                    .await?;
+                allocations_changed!(self, tx, node = *node_id);
+            }
+        });
+        Ok(())
+    }
+
+    /// Records the outcome of a reconcile (the one row every instance reads).
+    pub async fn save_reconcile(&self, report: &ReconcileReport) -> EngineResult<()> {
+        let json = serde_json::to_string(report).unwrap_or_default();
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "insert into fleet_reconcile (id, at, ok, report) values (1, $1, $2, $3)
+                 on conflict (id) do update set at = excluded.at, ok = excluded.ok, report = excluded.report",
+            )
+            .bind(report.at)
+            .bind(report.ok)
+            .bind(json)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// The last reconcile, if any ran.
+    pub async fn last_reconcile(&self) -> EngineResult<Option<ReconcileReport>> {
+        let json: Option<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("select report from fleet_reconcile where id = 1").fetch_optional(pool).await?
+        });
+        json.map(|j| serde_json::from_str(&j).map_err(|e| EngineError::Store(sqlx::Error::Decode(Box::new(e)))))
+            .transpose()
+    }
+}
