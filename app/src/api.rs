@@ -332,6 +332,71 @@ pub async fn set_node_service(hostname: String, in_service: bool) -> Result<Node
     })
 }
 
+use tenantry_domain::fleet::{AdmitInput, PlacementInput, ReconcileReport};
+
+/// What an admin does to the fleet's enrollment from Admin → Fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FleetAction {
+    /// Reconcile with the driver's inventory now.
+    Reconcile,
+    Admit(String),
+    AdmitMany(AdmitInput),
+    Place(String, PlacementInput),
+    /// Retire a node; `true` forces it (drain, then retire when its reservations end).
+    Retire(String, bool),
+    AcceptFacts(String),
+}
+
+/// Runs a [`FleetAction`]; answers what happened, in a sentence for the page.
+#[server(prefix = "/sfn", endpoint = "fleet_command", input = Json)]
+pub async fn fleet_command(command: FleetAction) -> Result<String, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let engine = server::engine()?;
+    let now = Utc::now();
+    Ok(match command {
+        FleetAction::Reconcile => {
+            let report = engine.reconcile_fleet(Some(&who), now).await?;
+            format!("Reconciled: {}", report.summary())
+        }
+        FleetAction::Admit(host) => format!("{} is {} now", host, engine.admit_node(&who, &host, now).await?.state),
+        FleetAction::AdmitMany(input) => {
+            let outcomes = engine.admit_nodes(&who, &input, now).await?;
+            let admitted = outcomes.iter().filter(|o| o.admitted).count();
+            let refused: Vec<String> = outcomes.into_iter().filter_map(|o| o.reason).collect();
+            if refused.is_empty() {
+                format!("{admitted} node(s) admitted")
+            } else {
+                format!("{admitted} node(s) admitted; not admitted: {}", refused.join("; "))
+            }
+        }
+        FleetAction::Place(host, input) => {
+            let n = engine.edit_node_placement(&who, &host, &input, now).await?;
+            format!("{host} is in {} / {} / {} now", n.region, n.fabric_domain, n.rack)
+        }
+        FleetAction::Retire(host, force) => {
+            let n = engine.retire_node(&who, &host, force, now).await?;
+            if n.state == tenantry_domain::NodeState::Retired {
+                format!("{host} is retired")
+            } else {
+                format!("{host} is draining and retires when its last reservation ends")
+            }
+        }
+        FleetAction::AcceptFacts(host) => {
+            engine.accept_node_facts(&who, &host, now).await?;
+            format!("{host}: the reported facts are accepted")
+        }
+    })
+}
+
+/// The last reconcile of the fleet with the driver's inventory, if any ran.
+#[server(prefix = "/sfn", endpoint = "last_reconcile")]
+pub async fn last_reconcile() -> Result<Option<ReconcileReport>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.last_reconcile(&who).await?)
+}
+
 use tenantry_domain::metering::{ChargebackOverview, UsageReport};
 
 /// Chart SVGs drawn on the server for the Chargeback page.

@@ -61,3 +61,22 @@ test('a team lead sees the team pages but not the admin area', async ({ page }) 
   await expect(page).toHaveURL(/\/sign-in$/);
   await expect(page.getByRole('link', { name: 'Sign in', exact: true })).toBeVisible();
 });
+
+test('an admin reconciles the fleet with its inventory, and a refused retire says why', async ({ page }) => {
+  await signIn(page, 'admin@tenantry.example');
+  await page.goto('/admin/fleet');
+  await expect(page.getByTestId('inventory-panel')).toBeVisible();
+  await expect(page.getByTestId('retire-form')).toBeVisible();
+  await hydrated(page);
+
+  // Reconciling changes nothing on a demo install, whose fleet file the seed wrote; the outcome
+  // and the stored last reconcile are shown either way.
+  await page.getByTestId('fleet-reconcile').click();
+  await expect(page.getByTestId('fleet-command-outcome')).toContainText('Reconciled: ');
+  await expect(page.getByTestId('last-reconcile')).toContainText('sim driver');
+
+  await page.getByTestId('retire-host').fill('no-such-node');
+  await page.getByTestId('retire-submit').click();
+  await expect(page.getByTestId('fleet-command-error')).toContainText('node not found');
+  await expect(page.getByTestId('fleet-node')).toHaveCount(40);
+});

@@ -14,11 +14,30 @@ use crate::identity::require_admin;
 use crate::store::inventory::{AcceptOutcome, Actor, PlacementChange, RetireOutcome, UNPLACED};
 use crate::Engine;
 use chrono::{DateTime, Utc};
-use tenantry_domain::fleet::{AdmitInput, AdmitOutcome, MaintenanceClash, NodeSummary, PlacementInput, ReconcileReport};
+use tenantry_domain::fleet::{
+    AdmitInput, AdmitOutcome, MaintenanceClash, NodeSummary, PlacementInput, ReconcileReport,
+};
 use tenantry_domain::{Identity, NodeState};
 
 fn actor(who: &Identity) -> Actor<'_> {
-    Actor { user_id: Some(who.user_id), email: &who.email, client_addr: who.client_addr.as_deref() }
+    // The command line's operator is no user (see `command_line_operator`).
+    let user_id = (who.user_id > 0).then_some(who.user_id);
+    Actor { user_id, email: &who.email, client_addr: who.client_addr.as_deref() }
+}
+
+/// Who the `tenantry admin` commands act as: whoever can run the binary against the database
+/// is trusted as a platform admin (like `tenantry migrate`). No user stands behind it, so the
+/// audit log records the actor as `cli` without a user.
+pub fn command_line_operator() -> Identity {
+    Identity {
+        user_id: 0,
+        email: "cli".to_owned(),
+        name: "command line".to_owned(),
+        tenant: None,
+        role: None,
+        is_admin: true,
+        client_addr: None,
+    }
 }
 
 /// The most hostnames one bulk admit names.
@@ -203,7 +222,9 @@ impl Engine {
                 Some(n) => not_admittable(n),
             };
             match reason {
-                Some(reason) => outcomes.push(AdmitOutcome { hostname: hostname.clone(), admitted: false, reason: Some(reason) }),
+                Some(reason) => {
+                    outcomes.push(AdmitOutcome { hostname: hostname.clone(), admitted: false, reason: Some(reason) })
+                }
                 None => {
                     let n = node.expect("known");
                     admit.push((n.node_id, n.hostname.clone()));
@@ -214,9 +235,7 @@ impl Engine {
         let admitted = self.store.admit_nodes(&admit, actor(who), now).await?;
         // A node another admin admitted (or retired) meanwhile is reported as such.
         let done: std::collections::HashSet<i64> = admitted.iter().copied().collect();
-        for ((node_id, hostname), outcome) in
-            admit.iter().zip(outcomes.iter_mut().filter(|o| o.admitted))
-        {
+        for ((node_id, hostname), outcome) in admit.iter().zip(outcomes.iter_mut().filter(|o| o.admitted)) {
             if !done.contains(node_id) {
                 outcome.admitted = false;
                 outcome.reason = Some(format!("{hostname} was changed meanwhile; look at it again"));
@@ -241,8 +260,11 @@ impl Engine {
         if region.is_none() && fabric_domain.is_none() && rack.is_none() {
             return Err(EngineError::invalid("region", "give a region, fabric_domain or rack to change"));
         }
-        let change =
-            PlacementChange { region: region.as_deref(), fabric_domain: fabric_domain.as_deref(), rack: rack.as_deref() };
+        let change = PlacementChange {
+            region: region.as_deref(),
+            fabric_domain: fabric_domain.as_deref(),
+            rack: rack.as_deref(),
+        };
         match self.store.set_node_placement(hostname, &change, actor(who), now).await? {
             None => return Err(EngineError::NotFound("node")),
             Some(Err(conflict)) => {
@@ -310,6 +332,23 @@ impl Engine {
         // GPUs may have come or gone, and sizes changed: the index starts over.
         self.index.rebuild(&self.store, now).await?;
         self.fleet_node(who, hostname).await
+    }
+
+    /// Makes someone a platform admin, creating their user (no team) if they never signed in, so
+    /// `tenantry token create --user EMAIL` works for them (`tenantry admin grant`). Returns
+    /// whether the user was created. An admin already is left as is.
+    pub async fn grant_admin(&self, by: &Identity, email: &str, now: DateTime<Utc>) -> EngineResult<bool> {
+        require_admin(by)?;
+        let email = email.trim();
+        let valid = email.len() <= 254
+            && !email.chars().any(char::is_whitespace)
+            && email.split_once('@').is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'));
+        if !valid {
+            return Err(EngineError::invalid("email", format!("`{email}` is not an e-mail address")));
+        }
+        let name = email.split('@').next().unwrap_or(email);
+        let (created, _) = self.store.grant_admin(email, name, &by.email, now).await?;
+        Ok(created)
     }
 
     /// Retires the nodes whose forced retire is due (after a release, and on every reconcile).

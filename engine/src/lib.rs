@@ -27,6 +27,8 @@ mod booking_tests;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
+mod inventory_tests;
+#[cfg(test)]
 mod metering_tests;
 #[cfg(test)]
 mod policy_tests;

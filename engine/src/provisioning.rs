@@ -295,6 +295,8 @@ impl Engine {
             Step::ReturnNodes => {
                 let returned = self.store.return_nodes(id, now).await?;
                 self.refresh_nodes(&nodes, now).await?;
+                // A node an admin force-retired retires once its last reservation is done.
+                self.finish_retirements(now).await?;
                 StepResult::Done {
                     detail: format!("{returned} node(s) back in the pool"),
                     effects: vec![JobEffect::Complete { reservation_id: id }],

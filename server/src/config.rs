@@ -12,6 +12,12 @@ pub struct Cli {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite://data/tenantry.db", global = true)]
     pub database_url: String,
 
+    /// The simulated fleet's inventory (TOML, see deploy/sim-fleet.example.toml): what the
+    /// simulated driver reports to the reconciler. `demo seed` writes the demo fleet there when
+    /// the file does not exist yet.
+    #[arg(long, env = "TENANTRY_SIM_FLEET", default_value = "data/sim-fleet.toml", global = true)]
+    pub sim_fleet: PathBuf,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -32,6 +38,54 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Platform administration for scripted installs (acts as the command line, audited).
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Make someone a platform admin, creating their user if they never signed in (the first
+    /// admin of a fresh install, before single sign-on groups are mapped).
+    Grant {
+        /// Their e-mail address (what they sign in with).
+        email: String,
+    },
+    /// The fleet's nodes: list, admit, retire, reconcile with the fleet driver's inventory.
+    Node {
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// List nodes (one per line: hostname, state, place, GPUs, flags).
+    List {
+        /// Only nodes in this state (e.g. `enrolled`).
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// Admit enrolled nodes, making them bookable.
+    Admit {
+        /// The nodes' hostnames.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        hostnames: Vec<String>,
+        /// Admit every enrolled node.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Retire a node (refused while reservations hold it in the future, unless forced).
+    Retire {
+        hostname: String,
+        /// Drain it now and retire it when its last reservation ends.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Reconcile the fleet with the driver's inventory now.
+    Reconcile,
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,6 +155,10 @@ pub struct ServeArgs {
     /// Least warning, in minutes, before a reservation preempts an on-demand burst.
     #[arg(long, env = "TENANTRY_BURST_WARNING_MINUTES", default_value_t = 15)]
     pub burst_warning_minutes: u32,
+    /// Minutes between reconciles of the fleet with the driver's inventory (one also runs at
+    /// start); 0 runs only the one at start.
+    #[arg(long, env = "TENANTRY_RECONCILE_MINUTES", default_value_t = 5)]
+    pub reconcile_minutes: u32,
     #[command(flatten)]
     pub oidc: OidcArgs,
     #[command(flatten)]

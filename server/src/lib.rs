@@ -5,6 +5,7 @@
 // The OpenAPI document is one `json!` literal, deeper than the default limit.
 #![recursion_limit = "256"]
 
+pub mod admin_cli;
 pub mod api;
 pub mod auth;
 pub mod config;

@@ -1,13 +1,14 @@
 //! The `tenantry` binary: parses the command line once and runs one command.
 
 use clap::Parser;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tenantry_app::server::PortalSettings;
-use tenantry_engine::driver::sim::SimDriver;
+use tenantry_engine::driver::sim::{SimConfig, SimDriver};
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
-use tenantry_server::config::{DemoCommand, FleetKind, SeedArgs, ServeArgs, TokenCommand};
+use tenantry_server::config::{AdminCommand, DemoCommand, FleetKind, NodeCommand, SeedArgs, ServeArgs, TokenCommand};
 use tenantry_server::state::WebSettings;
 use tenantry_server::{build_router, sessions, AppState, Cli, Command};
 use tracing_subscriber::EnvFilter;
@@ -34,6 +35,12 @@ async fn open(database_url: &str, config: EngineConfig) -> Result<Engine, String
     Ok(Engine::new(store, config))
 }
 
+/// The engine driving the simulated fleet whose inventory is the file at `sim_fleet`.
+fn with_sim_fleet(engine: Engine, sim: SimConfig, sim_fleet: &Path) -> Engine {
+    let driver = SimDriver::new(engine.store.clone(), sim).with_fleet_file(sim_fleet);
+    engine.with_driver(Arc::new(driver))
+}
+
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Migrate => {
@@ -43,7 +50,24 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Demo { command: DemoCommand::Seed(args) } => {
             let engine = open(&cli.database_url, EngineConfig::default()).await?;
-            seed(&engine, args).await
+            seed(&with_sim_fleet(engine, SimConfig::default(), &cli.sim_fleet), args).await
+        }
+        Command::Admin { command } => {
+            let engine = open(&cli.database_url, EngineConfig::default()).await?;
+            let engine = with_sim_fleet(engine, SimConfig::default(), &cli.sim_fleet);
+            let changes_fleet = matches!(
+                command,
+                AdminCommand::Node {
+                    command: NodeCommand::Admit { .. } | NodeCommand::Retire { .. } | NodeCommand::Reconcile
+                }
+            );
+            let result = tenantry_server::admin_cli::run(&engine, command, &mut std::io::stdout()).await;
+            if changes_fleet && engine.store.backend() == tenantry_engine::store::Backend::Sqlite {
+                // SQLite sends no notifications: a running server sees these changes at its next
+                // reconcile (TENANTRY_RECONCILE_MINUTES).
+                tracing::info!("a running server picks this up at its next fleet reconcile");
+            }
+            result
         }
         Command::Token { command: TokenCommand::Create { user, name } } => {
             let engine = open(&cli.database_url, EngineConfig::default()).await?;
@@ -51,13 +75,15 @@ async fn run(cli: Cli) -> Result<(), String> {
             println!("{token}");
             Ok(())
         }
-        Command::Serve(args) => serve(&cli.database_url, *args).await,
+        Command::Serve(args) => serve(&cli.database_url, &cli.sim_fleet, *args).await,
     }
 }
 
 async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
     let options = SeedOptions { nodes: args.nodes, reservations: args.reservations, seed: args.seed };
     let now = chrono::Utc::now();
+    // The fleet comes through the simulated driver's inventory (written to its fleet file when
+    // that does not exist yet), reconciled and admitted like a real install's.
     let summary = seed_demo(engine, &options, now).await.map_err(|e| e.to_string())?;
     // A month of utilization history, so the Chargeback page and admin reports have data.
     let samples = engine.backfill_usage(now - chrono::Duration::days(30), now).await.map_err(|e| e.to_string())?;
@@ -67,18 +93,19 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
         reservations = summary.reservations,
         allocations = summary.allocations,
         usage_samples = samples,
+        fleet_file = %engine.driver.as_sim().and_then(SimDriver::fleet_file).map(|p| p.display().to_string()).unwrap_or_default(),
         "demo data seeded"
     );
     Ok(())
 }
 
-async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
+async fn serve(database_url: &str, sim_fleet: &Path, args: ServeArgs) -> Result<(), String> {
     if args.fleet == FleetKind::Slurm {
         return Err("the Slurm fleet driver is not available in this build yet; use TENANTRY_FLEET=sim".to_owned());
     }
     let sim = args.sim_config()?;
     let engine = open(database_url, args.engine_config()).await?;
-    let engine = engine.clone().with_driver(Arc::new(SimDriver::new(engine.store.clone(), sim)));
+    let engine = with_sim_fleet(engine, sim, sim_fleet);
     if args.demo {
         tracing::warn!("DEMO MODE: anyone can sign in as any seeded user without a password");
         if engine.store.count_nodes().await.map_err(|e| e.to_string())? == 0 {
@@ -93,6 +120,9 @@ async fn serve(database_url: &str, args: ServeArgs) -> Result<(), String> {
         engine.timeline_changes.clone(),
     ));
     tokio::spawn(expire_approval_holds(engine.clone()));
+    let every =
+        (args.reconcile_minutes > 0).then(|| std::time::Duration::from_secs(u64::from(args.reconcile_minutes) * 60));
+    tokio::spawn(reconcile_fleet(engine.clone(), every));
     let (stop_workers, shutdown) = tokio::sync::watch::channel(false);
     let workers: Vec<_> = (0..args.queue.queue_workers as usize)
         .map(|i| {
@@ -161,6 +191,35 @@ async fn expire_approval_holds(engine: Engine) {
             Ok(n) => tracing::info!(released = n, "approval holds expired"),
             Err(e) => tracing::warn!(error = %e, "could not expire approval holds"),
         }
+    }
+}
+
+/// Reconciles the fleet with the driver's inventory now and then every `every` (see
+/// engine/src/inventory.rs; the engine logs what it found and stores the outcome). Safe with
+/// several instances: they take turns and each change is made once. On SQLite the admin CLI,
+/// another process, changes the fleet without telling this one: when the fleet changed since the
+/// last tick, the availability index is rebuilt.
+async fn reconcile_fleet(engine: Engine, every: Option<std::time::Duration>) {
+    let mut signature = None;
+    loop {
+        if let Err(e) = engine.reconcile_fleet(None, chrono::Utc::now()).await {
+            tracing::warn!(error = %e, "fleet reconcile failed");
+        }
+        if engine.store.backend() == tenantry_engine::store::Backend::Sqlite {
+            match engine.store.fleet_signature().await {
+                Ok(now) => {
+                    if signature.as_ref().is_some_and(|before| *before != now) {
+                        if let Err(e) = engine.load_index().await {
+                            tracing::warn!(error = %e, "cannot reload availability");
+                        }
+                    }
+                    signature = Some(now);
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot read the fleet's signature"),
+            }
+        }
+        let Some(every) = every else { return };
+        tokio::time::sleep(every).await;
     }
 }
 

@@ -72,6 +72,14 @@ api_table! {
     get "/admin/nodes" Admin => api::fleet::nodes;
     post "/admin/nodes/{hostname}/drain" Admin => api::fleet::drain;
     post "/admin/nodes/{hostname}/restore" Admin => api::fleet::restore;
+    get "/admin/nodes/{hostname}" Admin => api::fleet::node;
+    patch "/admin/nodes/{hostname}" Admin => api::fleet::edit_node;
+    post "/admin/nodes/{hostname}/admit" Admin => api::fleet::admit_node;
+    post "/admin/nodes/{hostname}/retire" Admin => api::fleet::retire_node;
+    post "/admin/nodes/{hostname}/accept-facts" Admin => api::fleet::accept_facts;
+    post "/admin/nodes/admit" Admin => api::fleet::admit_nodes;
+    get "/admin/fleet/reconcile" Admin => api::fleet::last_reconcile;
+    post "/admin/fleet/reconcile" Admin => api::fleet::reconcile;
     get "/admin/maintenance" Admin => api::fleet::maintenance;
     post "/admin/maintenance" Admin => api::fleet::schedule_maintenance;
     post "/admin/maintenance/check" Admin => api::fleet::check_maintenance;

@@ -113,7 +113,11 @@ fn fill(pattern: &str, n: u32, domain: u32, rack: u32) -> Result<String, String>
             "n" => out.push_str(&format!("{n:0width$}")),
             "rack" => out.push_str(&format!("{rack:0width$}")),
             "domain" if width == 0 => out.push_str(&domain_letter(domain)),
-            _ => return Err(format!("`{pattern}`: unknown placeholder `{{{inner}}}` (use {{n}}, {{domain}} or {{rack}})")),
+            _ => {
+                return Err(format!(
+                    "`{pattern}`: unknown placeholder `{{{inner}}}` (use {{n}}, {{domain}} or {{rack}})"
+                ))
+            }
         }
         rest = &rest[open + close + 1..];
     }

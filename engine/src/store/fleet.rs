@@ -17,7 +17,6 @@ macro_rules! node_state_sql {
         "(case when n.admission = 'admitted' then n.state else n.admission end)"
     };
 }
-pub(crate) use node_state_sql;
 
 /// Whether a node takes new work, from its shown state and its missing flag.
 pub(crate) fn takes_new_work(state: &str, missing: bool) -> bool {
@@ -291,10 +290,7 @@ impl Store {
             q.push(")");
             q.build_query_as().fetch_all(pool).await?
         });
-        Ok(rows
-            .into_iter()
-            .map(|(id, state, gone)| (id, takes_new_work(&state, gone)))
-            .collect())
+        Ok(rows.into_iter().map(|(id, state, gone)| (id, takes_new_work(&state, gone))).collect())
     }
 
     /// Marks available nodes that hold a live allocation at `now` as in use.

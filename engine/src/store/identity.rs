@@ -467,3 +467,62 @@ impl Store {
         Ok(outcome)
     }
 }
+
+impl Store {
+    /// Makes the user with this e-mail a platform admin, creating the user (no team) when there is
+    /// none, and records who did it in the same transaction. Returns whether the user was created
+    /// and whether they were an admin already.
+    pub async fn grant_admin(
+        &self,
+        email: &str,
+        name: &str,
+        actor_email: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<(bool, bool)> {
+        let outcome = write_tx!(self, |tx| {
+            let existing: Option<(i64, bool)> =
+                sqlx::query_as("select user_id, is_admin from app_user where lower(email) = lower($1)")
+                    .bind(email)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let outcome = match existing {
+                Some((_, true)) => (false, true),
+                Some((id, false)) => {
+                    sqlx::query("update app_user set is_admin = $1 where user_id = $2")
+                        .bind(true)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    (false, false)
+                }
+                None => {
+                    sqlx::query(
+                        "insert into app_user (email, name, tenant_id, role, is_admin, created_at)
+                         values ($1, $2, null, null, $3, $4)",
+                    )
+                    .bind(email)
+                    .bind(name)
+                    .bind(true)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    (true, false)
+                }
+            };
+            if !outcome.1 {
+                sqlx::query(
+                    "insert into audit_event (at, actor_user_id, actor_email, tenant_id, action, object_type, object_id,
+                        detail, client_addr) values ($1, null, $2, null, 'user.admin_granted', 'user', $3, $4, null)",
+                )
+                .bind(now)
+                .bind(actor_email)
+                .bind(email)
+                .bind(if outcome.0 { "platform admin (new user)" } else { "platform admin" })
+                .execute(&mut *tx)
+                .await?;
+            }
+            outcome
+        });
+        Ok(outcome)
+    }
+}

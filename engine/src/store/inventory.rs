@@ -7,7 +7,6 @@
 //! is recorded once: the reconcile also takes a transaction-scoped advisory lock, so they take
 //! turns, and inserts ignore a second copy regardless.
 
-use super::fleet::node_state_sql;
 use super::Store;
 use crate::error::{EngineError, EngineResult};
 use crate::{on_pool, write_tx};
@@ -184,10 +183,8 @@ macro_rules! ensure_place {
             .bind(name)
             .execute(&mut *$tx)
             .await?;
-        let id: i64 = sqlx::query_scalar("select region_id from region where name = $1")
-            .bind(name)
-            .fetch_one(&mut *$tx)
-            .await?;
+        let id: i64 =
+            sqlx::query_scalar("select region_id from region where name = $1").bind(name).fetch_one(&mut *$tx).await?;
         id
     }};
     ($tx:ident, $table:literal, $parent_col:literal, $name:expr, $parent:expr) => {{
@@ -303,7 +300,13 @@ macro_rules! future_holders {
         .fetch_all(&mut *$tx)
         .await?;
         rows.into_iter()
-            .map(|(reservation_id, tenant, state, start, end)| MaintenanceClash { reservation_id, tenant, state, start, end })
+            .map(|(reservation_id, tenant, state, start, end)| MaintenanceClash {
+                reservation_id,
+                tenant,
+                state,
+                start,
+                end,
+            })
             .collect::<Vec<_>>()
     }};
 }
@@ -405,14 +408,13 @@ impl Store {
                 }
                 // Reachability: flag or clear, each only if not already so.
                 if !node.reachable && !row.missing {
-                    let flagged = sqlx::query(
-                        "update node set missing_since = $1 where node_id = $2 and missing_since is null",
-                    )
-                    .bind(now)
-                    .bind(row.node_id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
+                    let flagged =
+                        sqlx::query("update node set missing_since = $1 where node_id = $2 and missing_since is null")
+                            .bind(now)
+                            .bind(row.node_id)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
                     if flagged == 1 {
                         audit.push(AuditRow {
                             action: "node.missing",
@@ -454,10 +456,12 @@ impl Store {
                 let facts = InventoryNode { reachable: true, ..node.clone() };
                 if drift.is_empty() {
                     if row.reported_facts.is_some() {
-                        sqlx::query("update node set reported_facts = null where node_id = $1 and reported_facts is not null")
-                            .bind(row.node_id)
-                            .execute(&mut *tx)
-                            .await?;
+                        sqlx::query(
+                            "update node set reported_facts = null where node_id = $1 and reported_facts is not null",
+                        )
+                        .bind(row.node_id)
+                        .execute(&mut *tx)
+                        .await?;
                         audit.push(AuditRow {
                             action: "node.facts_agree",
                             hostname: row.hostname.clone(),
@@ -518,7 +522,9 @@ impl Store {
     /// How many nodes are not retired (the reconciler refuses an empty inventory against them).
     pub async fn count_live_nodes(&self) -> EngineResult<i64> {
         Ok(on_pool!(self, |pool| {
-            sqlx::query_scalar::<_, i64>("select count(*) from node where admission <> 'retired'").fetch_one(pool).await?
+            sqlx::query_scalar::<_, i64>("select count(*) from node where admission <> 'retired'")
+                .fetch_one(pool)
+                .await?
         }))
     }
 
@@ -555,7 +561,12 @@ impl Store {
 
     /// Admits enrolled nodes (by id); returns those it admitted. Others (not enrolled any more)
     /// are left alone: the caller tells the admin why.
-    pub async fn admit_nodes(&self, nodes: &[(i64, String)], actor: Actor<'_>, now: DateTime<Utc>) -> EngineResult<Vec<i64>> {
+    pub async fn admit_nodes(
+        &self,
+        nodes: &[(i64, String)],
+        actor: Actor<'_>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Vec<i64>> {
         if nodes.is_empty() {
             return Ok(Vec::new());
         }
@@ -598,7 +609,10 @@ impl Store {
             let row: Option<KnownRow> = sqlx::query_as(&sql).bind(hostname).fetch_optional(&mut *tx).await?;
             let Some(row) = row else { return Ok(None) };
             if self.backend() == super::Backend::Postgres {
-                sqlx::query("select 1 from node where node_id = $1 for update").bind(row.node_id).execute(&mut *tx).await?;
+                sqlx::query("select 1 from node where node_id = $1 for update")
+                    .bind(row.node_id)
+                    .execute(&mut *tx)
+                    .await?;
             }
             let region = change.region.unwrap_or(&row.region);
             let domain = change.fabric_domain.unwrap_or(&row.fabric_domain);
@@ -613,15 +627,20 @@ impl Store {
             let reported = row.reported();
             let mut pins = row.pins();
             let mut moved = Vec::new();
-            for (field, old, new) in
-                [("region", &row.region, region), ("fabric_domain", &row.fabric_domain, domain), ("rack", &row.rack, rack)]
-            {
+            for (field, old, new) in [
+                ("region", &row.region, region),
+                ("fabric_domain", &row.fabric_domain, domain),
+                ("rack", &row.rack, rack),
+            ] {
                 if old == new {
                     continue;
                 }
                 moved.push(format!("{field}: {old} → {new}"));
-                let driver_said =
-                    reported.as_ref().and_then(|r| location(r, field)).map(str::to_owned).unwrap_or_else(|| old.clone());
+                let driver_said = reported
+                    .as_ref()
+                    .and_then(|r| location(r, field))
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| old.clone());
                 let entry = pins.entry(field.to_owned()).or_insert(Some(driver_said));
                 if entry.as_deref() == Some(new) {
                     pins.remove(field);
@@ -728,7 +747,10 @@ impl Store {
             let row: Option<KnownRow> = sqlx::query_as(&sql).bind(hostname).fetch_optional(&mut *tx).await?;
             let Some(row) = row else { return Ok(None) };
             if self.backend() == super::Backend::Postgres {
-                sqlx::query("select 1 from node where node_id = $1 for update").bind(row.node_id).execute(&mut *tx).await?;
+                sqlx::query("select 1 from node where node_id = $1 for update")
+                    .bind(row.node_id)
+                    .execute(&mut *tx)
+                    .await?;
             }
             let (Some(reported), Some(accepted)) = (row.reported(), row.accepted()) else {
                 return Ok(Some(AcceptOutcome::NothingReported));
@@ -736,7 +758,10 @@ impl Store {
             let pins = row.pins();
             let changes = reported.changes_from(&accepted, &pins);
             if changes.is_empty() {
-                sqlx::query("update node set reported_facts = null where node_id = $1").bind(row.node_id).execute(&mut *tx).await?;
+                sqlx::query("update node set reported_facts = null where node_id = $1")
+                    .bind(row.node_id)
+                    .execute(&mut *tx)
+                    .await?;
                 return Ok(Some(AcceptOutcome::NothingReported));
             }
             // The GPUs this touches: removed, or switched in or out of MIG mode (all on a new model).
@@ -784,13 +809,13 @@ impl Store {
             let mut pins = pins;
             if changes.iter().any(|c| PLACEMENT_FIELDS.contains(&c.field.as_str())) {
                 let moved = |field: &str, current: &str| -> String {
-                    changes
-                        .iter()
-                        .find(|c| c.field == field)
-                        .map_or_else(|| current.to_owned(), |c| c.reported.clone())
+                    changes.iter().find(|c| c.field == field).map_or_else(|| current.to_owned(), |c| c.reported.clone())
                 };
-                let (region, domain, rack) =
-                    (moved("region", &row.region), moved("fabric_domain", &row.fabric_domain), moved("rack", &row.rack));
+                let (region, domain, rack) = (
+                    moved("region", &row.region),
+                    moved("fabric_domain", &row.fabric_domain),
+                    moved("rack", &row.rack),
+                );
                 let mut places = load_places!(tx);
                 let (id, _) = place_node!(tx, &mut places, &region, &domain, &rack);
                 rack_id = Some(id);
@@ -834,31 +859,22 @@ impl Store {
                         .await?;
                 }
             }
-            sqlx::query(
-                "update gpu set removed_at = $1 where node_id = $2 and gpu_index >= $3 and removed_at is null",
-            )
-            .bind(now)
-            .bind(row.node_id)
-            .bind(i64::from(reported.gpu_count))
-            .execute(&mut *tx)
-            .await?;
-            let audit = [AuditRow { action: "node.facts_accepted", hostname: row.hostname.clone(), detail: describe(&changes) }];
+            sqlx::query("update gpu set removed_at = $1 where node_id = $2 and gpu_index >= $3 and removed_at is null")
+                .bind(now)
+                .bind(row.node_id)
+                .bind(i64::from(reported.gpu_count))
+                .execute(&mut *tx)
+                .await?;
+            let audit = [AuditRow {
+                action: "node.facts_accepted",
+                hostname: row.hostname.clone(),
+                detail: describe(&changes),
+            }];
             audit_rows!(tx, actor, now, &audit);
             allocations_changed!(self, tx, node = row.node_id);
             Some(AcceptOutcome::Applied(changes))
         });
         Ok(outcome)
-    }
-
-    /// Node ids and hostnames of every enrolled node, or of the named ones (unknown names left out).
-    pub async fn enrolled_nodes(&self) -> EngineResult<Vec<(i64, String)>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, String)>(
-                "select node_id, hostname from node where admission = 'enrolled' order by hostname",
-            )
-            .fetch_all(pool)
-            .await?
-        }))
     }
 
     /// Every node's id and GPU ids by hostname (GPUs in index order, removed ones left out).
@@ -901,24 +917,6 @@ impl Store {
         Ok(out)
     }
 
-    /// The node's state as shown (admission folded in) and whether it is missing.
-    pub async fn node_admission(&self, hostname: &str) -> EngineResult<Option<(i64, String, String, bool, String)>> {
-        Ok(on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, String, String, bool, String)>(concat!(
-                "select n.node_id, n.admission, ",
-                node_state_sql!(),
-                ", n.missing_since is not null, r.name
-                 from node n join rack k on k.rack_id = n.rack_id
-                 join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
-                 join region r on r.region_id = f.region_id
-                 where n.hostname = $1"
-            ))
-            .bind(hostname)
-            .fetch_optional(pool)
-            .await?
-        }))
-    }
-
     /// Sets nodes' operational state and health as given (the demo seed's failed and maintained
     /// nodes, after they were admitted).
     pub async fn set_node_conditions(
@@ -931,18 +929,31 @@ impl Store {
         }
         write_tx!(self, |tx| {
             for (node_id, state, health, reason) in nodes {
-                sqlx::query("update node set state = $1, health = $2, health_reason = $3, updated_at = $4 where node_id = $5")
-                    .bind(state.code())
-                    .bind(health.code())
-                    .bind(reason)
-                    .bind(now)
-                    .bind(*node_id)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "update node set state = $1, health = $2, health_reason = $3, updated_at = $4 where node_id = $5",
+                )
+                .bind(state.code())
+                .bind(health.code())
+                .bind(reason)
+                .bind(now)
+                .bind(*node_id)
+                .execute(&mut *tx)
+                .await?;
                 allocations_changed!(self, tx, node = *node_id);
             }
         });
         Ok(())
+    }
+
+    /// Something that changes when the fleet does (nodes added, admitted, placed, retired, their
+    /// state changed), so an instance can tell another process (the admin CLI on SQLite, which
+    /// sends no notifications) changed it.
+    pub async fn fleet_signature(&self) -> EngineResult<(i64, Option<String>)> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, Option<String>)>("select count(*), cast(max(updated_at) as text) from node")
+                .fetch_one(pool)
+                .await?
+        }))
     }
 
     /// Records the outcome of a reconcile (the one row every instance reads).

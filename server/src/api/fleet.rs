@@ -1,7 +1,8 @@
-//! Admin fleet routes: nodes, drain and restore, maintenance windows (with a clash check before
-//! saving) and the provisioning queue.
+//! Admin fleet routes: nodes (enrolled by the reconciler from the fleet driver's inventory;
+//! admitted, placed, retired and their reported facts accepted by admins), drain and restore,
+//! maintenance windows (with a clash check before saving) and the provisioning queue.
 
-use super::input::{self, ApiJson, ApiPath};
+use super::input::{self, ApiJson, ApiPath, ApiQuery};
 use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
 use super::Items;
 use crate::auth::Admin;
@@ -11,22 +12,235 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::Utc;
-use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, NodeSummary, QueueOverview};
+use serde::Deserialize;
+use tenantry_domain::fleet::{
+    AdmitInput, AdmitOutcome, MaintenanceClash, MaintenanceInput, MaintenanceWindow, NodeSummary, PlacementInput,
+    QueueOverview, ReconcileReport, RetireInput,
+};
+use tenantry_domain::NodeState;
 
-/// Every node, with its state and health (admins)
+/// The query of `GET /api/v1/admin/nodes`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct NodesQuery {
+    /// Only nodes in this state (`enrolled` lists the nodes waiting to be admitted).
+    #[param(value_type = Option<NodeState>)]
+    pub state: Option<String>,
+}
+
+/// Every node, with its state, health, missing flag and reported facts (admins)
 #[utoipa::path(
     get,
     path = "/admin/nodes",
     tag = "fleet",
+    params(NodesQuery),
     responses(
         (status = 200, description = "Nodes", body = Items<NodeSummary>),
         (status = 401, response = Unauthenticated),
         (status = 403, response = AdminOnly),
+        (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
     )
 )]
-pub async fn nodes(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<Items<NodeSummary>>> {
-    Ok(Json(state.engine.fleet_nodes(&who).await?.into()))
+pub async fn nodes(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiQuery(query): ApiQuery<NodesQuery>,
+) -> ApiResult<Json<Items<NodeSummary>>> {
+    let wanted = query
+        .state
+        .as_deref()
+        .map(|s| {
+            s.parse::<NodeState>().map_err(|_| {
+                let codes: Vec<&str> = NodeState::ALL.iter().map(|s| s.code()).collect();
+                input::invalid("state", format!("`{s}` is not a node state; use one of {}", codes.join(", ")))
+            })
+        })
+        .transpose()?;
+    let mut nodes = state.engine.fleet_nodes(&who).await?;
+    if let Some(wanted) = wanted {
+        nodes.retain(|n| n.state == wanted);
+    }
+    Ok(Json(nodes.into()))
+}
+
+/// One node, with what its inventory reports differently (admins)
+#[utoipa::path(
+    get,
+    path = "/admin/nodes/{hostname}",
+    tag = "fleet",
+    params(("hostname" = String, Path, description = "The node's hostname")),
+    responses(
+        (status = 200, description = "The node", body = NodeSummary),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = AdminOnly),
+        (status = 404, response = NotFound),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn node(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiPath(hostname): ApiPath<String>,
+) -> ApiResult<Json<NodeSummary>> {
+    Ok(Json(state.engine.fleet_node(&who, &hostname).await?))
+}
+
+/// Admit an enrolled node: it becomes bookable (admins)
+#[utoipa::path(
+    post,
+    path = "/admin/nodes/{hostname}/admit",
+    tag = "fleet",
+    params(("hostname" = String, Path, description = "The node's hostname")),
+    responses(
+        (status = 200, description = "The node, admitted", body = NodeSummary),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 409, description = "Not enrolled, missing from the inventory, or not placed (the message says)", body = ErrorBody),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn admit_node(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiPath(hostname): ApiPath<String>,
+) -> ApiResult<Json<NodeSummary>> {
+    Ok(Json(state.engine.admit_node(&who, &hostname, Utc::now()).await?))
+}
+
+/// Admit several enrolled nodes, or all of them; says for each what happened (admins)
+#[utoipa::path(
+    post,
+    path = "/admin/nodes/admit",
+    tag = "fleet",
+    request_body = AdmitInput,
+    responses(
+        (status = 200, description = "One outcome per node", body = Items<AdmitOutcome>),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn admit_nodes(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiJson(body): ApiJson<AdmitInput>,
+) -> ApiResult<Json<Items<AdmitOutcome>>> {
+    Ok(Json(state.engine.admit_nodes(&who, &body, Utc::now()).await?.into()))
+}
+
+/// Set where a node sits: region, fabric domain, rack (created on first use) (admins)
+#[utoipa::path(
+    patch,
+    path = "/admin/nodes/{hostname}",
+    tag = "fleet",
+    params(("hostname" = String, Path, description = "The node's hostname")),
+    request_body = PlacementInput,
+    responses(
+        (status = 200, description = "The node", body = NodeSummary),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 409, description = "The fabric domain is in another region, or the rack in another fabric domain", body = ErrorBody),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn edit_node(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiPath(hostname): ApiPath<String>,
+    ApiJson(body): ApiJson<PlacementInput>,
+) -> ApiResult<Json<NodeSummary>> {
+    Ok(Json(state.engine.edit_node_placement(&who, &hostname, &body, Utc::now()).await?))
+}
+
+/// Retire a node; with `force`, drain it now and retire it when its last reservation ends (admins)
+#[utoipa::path(
+    post,
+    path = "/admin/nodes/{hostname}/retire",
+    tag = "fleet",
+    params(("hostname" = String, Path, description = "The node's hostname")),
+    request_body = RetireInput,
+    responses(
+        (status = 200, description = "The node: retired, or draining until it can be", body = NodeSummary),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 409, description = "Reservations (named in the message) hold it in the future, or it is retired already", body = ErrorBody),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn retire_node(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiPath(hostname): ApiPath<String>,
+    ApiJson(body): ApiJson<RetireInput>,
+) -> ApiResult<Json<NodeSummary>> {
+    Ok(Json(state.engine.retire_node(&who, &hostname, body.force, Utc::now()).await?))
+}
+
+/// Accept the facts a node's inventory reports differently (its `drift`) (admins)
+#[utoipa::path(
+    post,
+    path = "/admin/nodes/{hostname}/accept-facts",
+    tag = "fleet",
+    params(("hostname" = String, Path, description = "The node's hostname")),
+    responses(
+        (status = 200, description = "The node with the reported facts applied", body = NodeSummary),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 409, description = "Nothing to accept, or reservations (named) hold GPUs it would change", body = ErrorBody),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn accept_facts(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiPath(hostname): ApiPath<String>,
+) -> ApiResult<Json<NodeSummary>> {
+    Ok(Json(state.engine.accept_node_facts(&who, &hostname, Utc::now()).await?))
+}
+
+/// Reconcile the fleet with the driver's inventory now; `ok` false when the driver did not answer (admins)
+#[utoipa::path(
+    post,
+    path = "/admin/fleet/reconcile",
+    tag = "fleet",
+    responses(
+        (status = 200, description = "What the reconcile found and changed", body = ReconcileReport),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn reconcile(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<ReconcileReport>> {
+    Ok(Json(state.engine.reconcile_fleet(Some(&who), Utc::now()).await?))
+}
+
+/// The last reconcile's time and outcome, whichever instance ran it (admins)
+#[utoipa::path(
+    get,
+    path = "/admin/fleet/reconcile",
+    tag = "fleet",
+    responses(
+        (status = 200, description = "The last reconcile", body = ReconcileReport),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = AdminOnly),
+        (status = 404, description = "No reconcile has run yet", body = ErrorBody),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn last_reconcile(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<ReconcileReport>> {
+    let report = state.engine.last_reconcile(&who).await?;
+    Ok(Json(report.ok_or(tenantry_engine::EngineError::NotFound("reconcile"))?))
 }
 
 /// Drain a node: no new bookings, running ones continue (admins)

@@ -1,10 +1,13 @@
-//! Admin → Fleet: the provisioning queue and maintenance windows, then every node grouped by
+//! Admin → Fleet: the provisioning queue and maintenance windows, the fleet's enrollment (the
+//! last reconcile with the driver's inventory, enrolled nodes to admit, nodes missing or
+//! reporting new facts, placing and retiring a node: `enrollment.rs`), then every node grouped by
 //! region and fabric domain, with GPU model and count, state and health (with the reason for a
-//! quarantined node) and a drain or restore button. The page refreshes itself every few seconds. The filters are a plain GET form (they work before the wasm arrives and survive a
+//! quarantined node) and its actions (drain or restore, admit, edit its place, retire). The page refreshes itself every few seconds. The filters are a plain GET form (they work before the wasm arrives and survive a
 //! reload or a shared link); once hydrated they also filter as you type.
 
+use super::enrollment::{CommandOutcome, Enrollment, EnrollmentPanel, InventoryPanel, NodeForms};
 use super::operations::{MaintenancePanel, Operations, QueuePanel};
-use crate::api::{fleet_nodes, set_node_service};
+use crate::api::{fleet_nodes, set_node_service, FleetAction};
 use crate::components::badges::{HealthBadge, NodeStateBadge};
 use crate::components::errors::ErrorPanel;
 use crate::components::layout::use_session;
@@ -65,6 +68,7 @@ pub fn FleetPage() -> impl IntoView {
     let nodes = Resource::new(move || revision.get(), |_| fleet_nodes());
     // The panels' resources, made here rather than inside the Suspense below (see `Operations`).
     let ops = Operations::new(revision);
+    let enrollment = Enrollment::new(revision);
     let service = Action::new(move |(host, on): &(String, bool)| set_node_service(host.clone(), *on));
     Effect::new(move |_| {
         if matches!(service.value().get(), Some(Ok(_))) {
@@ -85,18 +89,27 @@ pub fn FleetPage() -> impl IntoView {
                         view! {
                             <QueuePanel revision ops />
                             <MaintenancePanel revision ops />
+                            <InventoryPanel enrollment />
+                            <NodeForms enrollment />
                         }
                     })
             })}
         </Suspense>
         {move || service.value().get().and_then(Result::err).map(|error| view! { <ErrorPanel error /> })}
+        <CommandOutcome enrollment />
         <Transition fallback=|| {
             view! { <p>"Loading the fleet…"</p> }
         }>
             {move || Suspend::new(async move {
                 match nodes.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(nodes) => view! { <FleetView nodes filter service /> }.into_any(),
+                    Ok(nodes) => {
+                        view! {
+                            <EnrollmentPanel nodes=nodes.clone() enrollment />
+                            <FleetView nodes filter service enrollment />
+                        }
+                            .into_any()
+                    }
                 }
             })}
         </Transition>
@@ -104,7 +117,12 @@ pub fn FleetPage() -> impl IntoView {
 }
 
 #[component]
-fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>, service: ServiceAction) -> impl IntoView {
+fn FleetView(
+    nodes: Vec<NodeSummary>,
+    filter: RwSignal<FleetFilter>,
+    service: ServiceAction,
+    enrollment: Enrollment,
+) -> impl IntoView {
     let nodes = StoredValue::new(nodes);
     let total = nodes.with_value(|n| n.len());
     let gpus: u32 = nodes.with_value(|n| n.iter().map(|n| n.gpu_count).sum());
@@ -219,6 +237,7 @@ fn FleetView(nodes: Vec<NodeSummary>, filter: RwSignal<FleetFilter>, service: Se
                                                     domain=domain.to_owned()
                                                     nodes=nodes.into_iter().cloned().collect()
                                                     service
+                                                    enrollment
                                                 />
                                             }
                                         })
@@ -247,7 +266,12 @@ fn Stat(label: &'static str, value: String) -> impl IntoView {
 type ServiceAction = Action<(String, bool), Result<NodeSummary, crate::error::AppError>>;
 
 #[component]
-fn DomainTable(domain: String, nodes: Vec<NodeSummary>, service: ServiceAction) -> impl IntoView {
+fn DomainTable(
+    domain: String,
+    nodes: Vec<NodeSummary>,
+    service: ServiceAction,
+    enrollment: Enrollment,
+) -> impl IntoView {
     let gpus: u32 = nodes.iter().map(|n| n.gpu_count).sum();
     view! {
         <div class=format!("{CARD} mb-4 overflow-x-auto p-0")>
@@ -299,6 +323,27 @@ fn DomainTable(domain: String, nodes: Vec<NodeSummary>, service: ServiceAction) 
                                     </td>
                                     <td class="px-4 py-2">
                                         <NodeStateBadge state=n.state />
+                                        {n
+                                            .missing_since
+                                            .is_some()
+                                            .then(|| {
+                                                view! {
+                                                    <span
+                                                        class="ml-2 text-xs text-amber-700 dark:text-amber-300"
+                                                        data-testid="missing-flag"
+                                                    >
+                                                        "missing"
+                                                    </span>
+                                                }
+                                            })}
+                                        {(!n.drift.is_empty())
+                                            .then(|| {
+                                                view! {
+                                                    <span class="ml-2 text-xs text-amber-700 dark:text-amber-300">
+                                                        "new facts"
+                                                    </span>
+                                                }
+                                            })}
                                     </td>
                                     <td class="px-4 py-2">
                                         <HealthBadge health=n.health />
@@ -307,23 +352,8 @@ fn DomainTable(domain: String, nodes: Vec<NodeSummary>, service: ServiceAction) 
                                             .clone()
                                             .map(|r| view! { <span class="ml-2 text-xs text-slate-500">{r}</span> })}
                                     </td>
-                                    <td class="px-4 py-2">
-                                        {
-                                            let host = n.hostname.clone();
-                                            let restore = !n.state.schedulable();
-                                            view! {
-                                                <button
-                                                    type="button"
-                                                    class="rounded-md border px-2 py-1 text-xs"
-                                                    data-testid="node-service"
-                                                    on:click=move |_| {
-                                                        service.dispatch((host.clone(), restore));
-                                                    }
-                                                >
-                                                    {if restore { "Restore" } else { "Drain" }}
-                                                </button>
-                                            }
-                                        }
+                                    <td class="px-4 py-2 whitespace-nowrap">
+                                        <NodeActions node=n.clone() service enrollment />
                                     </td>
                                 </tr>
                             }
@@ -332,6 +362,69 @@ fn DomainTable(domain: String, nodes: Vec<NodeSummary>, service: ServiceAction) 
                 </tbody>
             </table>
         </div>
+    }
+}
+
+/// A node's buttons: admit an enrolled node; drain or restore an admitted one; put it in the
+/// placement or retire form (a retired node has none).
+#[component]
+fn NodeActions(node: NodeSummary, service: ServiceAction, enrollment: Enrollment) -> impl IntoView {
+    let small = "rounded-md border px-2 py-1 text-xs";
+    let host = node.hostname.clone();
+    let first = match node.state {
+        NodeState::Retired => None,
+        NodeState::Enrolled => {
+            let admit = host.clone();
+            Some(
+                view! {
+                    <button
+                        type="button"
+                        class=small
+                        data-testid="admit-node"
+                        on:click=move |_| {
+                            enrollment.command.dispatch(FleetAction::Admit(admit.clone()));
+                        }
+                    >
+                        "Admit"
+                    </button>
+                }
+                .into_any(),
+            )
+        }
+        state => {
+            let restore = !state.schedulable();
+            let host = host.clone();
+            Some(
+                view! {
+                    <button
+                        type="button"
+                        class=small
+                        data-testid="node-service"
+                        on:click=move |_| {
+                            service.dispatch((host.clone(), restore));
+                        }
+                    >
+                        {if restore { "Restore" } else { "Drain" }}
+                    </button>
+                }
+                .into_any(),
+            )
+        }
+    };
+    let more = (node.state != NodeState::Retired).then(|| {
+        let retire = host.clone();
+        view! {
+            <button type="button" class=format!("{small} ml-2") on:click=move |_| enrollment.edit(&node)>
+                "Edit place"
+            </button>
+            <button type="button" class=format!("{small} ml-2") on:click=move |_| enrollment.retire(&retire)>
+                "Retire…"
+            </button>
+        }
+    });
+    view! {
+        {first}
+        {more}
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod enrollment;
 pub mod fleet;
 pub mod operations;
 pub mod reports;
