@@ -474,7 +474,10 @@ mod tests {
         assert!(report().changes_from(&accepted, &pins).is_empty(), "the old report is no news");
         let moved = InventoryNode { rack: Some("ib-a-r05".into()), ..report() };
         let drift = moved.changes_from(&accepted, &pins);
-        assert_eq!(drift, [FactChange { field: "rack".into(), accepted: "ib-a-r09".into(), reported: "ib-a-r05".into() }]);
+        assert_eq!(
+            drift,
+            [FactChange { field: "rack".into(), accepted: "ib-a-r09".into(), reported: "ib-a-r05".into() }]
+        );
     }
 
     #[test]
