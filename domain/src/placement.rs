@@ -82,6 +82,62 @@ pub fn nodes_with_other_driver(
         .collect()
 }
 
+/// What a node offers the options of a booking: the facts its inventory reported and an admin
+/// accepted. Placement keeps them per node, beside the GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeFacts {
+    pub region: String,
+    pub memory_gb: u32,
+    pub nvme_tb: u32,
+    /// CUDA driver branches the node can run; empty when its driver did not say (any).
+    pub driver_branches: Vec<String>,
+}
+
+/// What a booking's options ask of every node it lands on: host memory and local NVMe storage
+/// (each node of the booking must have at least that much) and a CUDA driver branch the node
+/// can run (none named, as for an offering whose catalog offers no branch: any node). Memory and storage are checked against the node's size, not divided among the
+/// tenants sharing it (docs/DOMAIN.md, "Options that steer placement").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeNeeds<'a> {
+    pub host_memory_gb: u32,
+    pub storage_tb: u32,
+    pub driver: &'a str,
+}
+
+impl<'a> NodeNeeds<'a> {
+    pub fn of(options: &'a crate::ReservationOptions) -> Self {
+        NodeNeeds {
+            host_memory_gb: options.host_memory_gb,
+            storage_tb: options.storage_tb,
+            driver: &options.cuda_driver,
+        }
+    }
+
+    /// Why `node` cannot serve these needs, in words for a team lead; `None` when it can.
+    pub fn unmet_by(&self, node: &NodeFacts) -> Option<Unmet> {
+        if node.memory_gb < self.host_memory_gb {
+            Some(Unmet::HostMemory)
+        } else if node.nvme_tb < self.storage_tb {
+            Some(Unmet::Storage)
+        } else if !self.driver.is_empty()
+            && !node.driver_branches.is_empty()
+            && !node.driver_branches.iter().any(|b| b == self.driver)
+        {
+            Some(Unmet::DriverBranch)
+        } else {
+            None
+        }
+    }
+}
+
+/// The first option a node cannot serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unmet {
+    HostMemory,
+    Storage,
+    DriverBranch,
+}
+
 /// The kind of unit an offering sells, as placement needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UnitKind {
@@ -324,6 +380,24 @@ pub fn max_quantity(gpus: &[GpuSlot], holds: &[Hold], request: &Request) -> u32 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_meets_needs_by_size_and_branch() {
+        let node = NodeFacts {
+            region: "r".into(),
+            memory_gb: 1024,
+            nvme_tb: 2,
+            driver_branches: vec!["570".into(), "550".into()],
+        };
+        let needs = |host_memory_gb, storage_tb, driver| NodeNeeds { host_memory_gb, storage_tb, driver };
+        assert_eq!(needs(1024, 2, "550").unmet_by(&node), None, "exactly enough is enough");
+        assert_eq!(needs(1025, 2, "550").unmet_by(&node), Some(Unmet::HostMemory));
+        assert_eq!(needs(512, 3, "550").unmet_by(&node), Some(Unmet::Storage));
+        assert_eq!(needs(512, 1, "535").unmet_by(&node), Some(Unmet::DriverBranch));
+        assert_eq!(needs(512, 1, "").unmet_by(&node), None, "no branch chosen: any node");
+        let any = NodeFacts { driver_branches: Vec::new(), ..node };
+        assert_eq!(needs(512, 1, "535").unmet_by(&any), None, "a node that reported no branches runs any");
+    }
     use chrono::{TimeZone, Utc};
 
     fn window(h0: u32, h1: u32) -> Window {

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use tenantry_domain::availability::{self, HoldsByGpu};
 use tenantry_domain::offering::Grain;
-use tenantry_domain::placement::{self, DriverBranch, GpuSlot, Hold, Request};
+use tenantry_domain::placement::{self, DriverBranch, GpuSlot, Hold, NodeFacts, NodeNeeds, Request, Unmet};
 use tokio::sync::watch;
 
 /// How far back the index keeps holds: enough for a month view that starts in the past.
@@ -21,9 +21,20 @@ pub const HISTORY: Duration = Duration::days(31);
 #[derive(Default)]
 pub struct Snapshot {
     pub gpus: Vec<GpuSlot>,
-    /// The region of each node.
-    pub node_region: HashMap<i64, String>,
+    /// Each node's region, sizes and driver branches, which options are checked against.
+    pub nodes: HashMap<i64, NodeFacts>,
     pub holds: HoldsByGpu,
+}
+
+/// How a booking's options narrow the GPUs placement may use, for the quote to explain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Narrowed {
+    /// Nodes left out because they have too little host memory.
+    pub host_memory: usize,
+    /// Nodes left out because they have too little local NVMe storage.
+    pub storage: usize,
+    /// Nodes left out because they cannot run the driver branch.
+    pub driver_branch: usize,
 }
 
 impl Snapshot {
@@ -34,32 +45,70 @@ impl Snapshot {
             Some(region) => Cow::Owned(
                 self.gpus
                     .iter()
-                    .filter(|g| self.node_region.get(&g.node_id).is_some_and(|r| r == region))
+                    .filter(|g| self.nodes.get(&g.node_id).is_some_and(|n| n.region == region))
                     .cloned()
                     .collect(),
             ),
         }
     }
 
-    /// The GPUs a request may use: those of `region`, less (for GPU and MIG units, which share
-    /// nodes) the nodes another holder runs with a CUDA driver branch other than `driver` during
-    /// the request's window. A whole-node unit has its node to itself, so any node will do.
-    pub fn gpus_for(&self, region: Option<&str>, request: &Request, driver: &str) -> Cow<'_, [GpuSlot]> {
-        let gpus = self.gpus_in(region);
+    /// The GPUs a request may use: those of `region` on nodes that meet its options' needs (host
+    /// memory, local storage, a driver branch the node can run), less (for GPU and MIG units,
+    /// which share nodes) the nodes another holder runs with a CUDA driver branch other than the
+    /// request's during its window. A whole-node unit has its node to itself, so the branch others
+    /// run does not matter to it.
+    pub fn gpus_for(&self, region: Option<&str>, request: &Request, needs: &NodeNeeds) -> Cow<'_, [GpuSlot]> {
+        let gpus = self.gpus_able(region, needs);
         if request.kind.grain == Grain::Node {
             return gpus;
         }
         let holds = availability::holds_in(&self.holds, &request.window);
-        let other = placement::nodes_with_other_driver(&gpus, &holds, &request.window, DriverBranch::of(driver));
+        let other = placement::nodes_with_other_driver(&gpus, &holds, &request.window, DriverBranch::of(needs.driver));
         if other.is_empty() {
             return gpus;
         }
         Cow::Owned(gpus.iter().filter(|g| !other.contains(&g.node_id)).cloned().collect())
     }
 
+    /// The GPUs of `region` on nodes that meet the options' needs, whatever others run on them.
+    pub fn gpus_able(&self, region: Option<&str>, needs: &NodeNeeds) -> Cow<'_, [GpuSlot]> {
+        let gpus = self.gpus_in(region);
+        if gpus.iter().all(|g| self.meets(g.node_id, needs)) {
+            return gpus;
+        }
+        Cow::Owned(gpus.iter().filter(|g| self.meets(g.node_id, needs)).cloned().collect())
+    }
+
+    fn meets(&self, node_id: i64, needs: &NodeNeeds) -> bool {
+        self.nodes.get(&node_id).is_some_and(|n| needs.unmet_by(n).is_none())
+    }
+
+    /// How many nodes of `model` in `region` each of the options' needs leaves out.
+    pub fn narrowed_by(&self, region: Option<&str>, model: tenantry_domain::GpuModel, needs: &NodeNeeds) -> Narrowed {
+        let mut seen = std::collections::HashSet::new();
+        let mut narrowed = Narrowed::default();
+        for g in self.gpus_in(region).iter().filter(|g| g.gpu_model == model && g.schedulable) {
+            if !seen.insert(g.node_id) {
+                continue;
+            }
+            match self.nodes.get(&g.node_id).and_then(|n| needs.unmet_by(n)) {
+                Some(Unmet::HostMemory) => narrowed.host_memory += 1,
+                Some(Unmet::Storage) => narrowed.storage += 1,
+                Some(Unmet::DriverBranch) => narrowed.driver_branch += 1,
+                None => {}
+            }
+        }
+        narrowed
+    }
+
+    /// Whether the snapshot has every one of these GPUs.
+    fn knows_all(&self, gpu_ids: &[i64]) -> bool {
+        gpu_ids.iter().all(|id| self.gpus.binary_search_by_key(id, |g| g.gpu_id).is_ok())
+    }
+
     /// Every region's name, sorted.
     pub fn regions(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.node_region.values().cloned().collect();
+        let mut names: Vec<String> = self.nodes.values().map(|n| n.region.clone()).collect();
         names.sort();
         names.dedup();
         names
@@ -95,16 +144,15 @@ impl AvailabilityIndex {
 
     /// Replaces everything with the store's current fleet and holds.
     pub async fn rebuild(&self, store: &Store, now: DateTime<Utc>) -> EngineResult<()> {
-        let slots = store.list_gpu_slots().await?;
-        let node_region = slots.iter().map(|(g, region)| (g.node_id, region.clone())).collect();
-        let gpus = slots.into_iter().map(|(g, _)| g).collect();
+        let gpus: Vec<GpuSlot> = store.list_gpu_slots().await?.into_iter().map(|(g, _)| g).collect();
+        let nodes = store.node_facts(None).await?;
         let mut holds = HoldsByGpu::new();
         for hold in store.live_holds(None, now - HISTORY).await? {
             holds.entry(hold.gpu_id).or_default().push(hold);
         }
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-            *state = Snapshot { gpus, node_region, holds };
+            *state = Snapshot { gpus, nodes, holds };
         }
         self.bump();
         Ok(())
@@ -119,8 +167,16 @@ impl AvailabilityIndex {
         for hold in store.live_holds(Some(gpu_ids), now - HISTORY).await? {
             fresh.entry(hold.gpu_id).or_default().push(hold);
         }
-        // A node's state may have changed too (drained, failed, restored).
+        // A node's state may have changed too (drained, failed, restored, admitted), and its
+        // facts (moved to another region, resized after an admin accepted its inventory).
         let schedulable: HashMap<i64, bool> = store.gpus_schedulable(gpu_ids).await?.into_iter().collect();
+        if gpu_ids.iter().any(|id| !schedulable.contains_key(id)) || self.read(|s| !s.knows_all(gpu_ids)) {
+            // GPUs came or went (a node enrolled, or its GPU count changed): start over.
+            return self.rebuild(store, now).await;
+        }
+        let node_ids: Vec<i64> =
+            self.read(|s| s.gpus.iter().filter(|g| schedulable.contains_key(&g.gpu_id)).map(|g| g.node_id).collect());
+        let facts = store.node_facts(Some(&node_ids)).await?;
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             for gpu in state.gpus.iter_mut() {
@@ -128,6 +184,7 @@ impl AvailabilityIndex {
                     gpu.schedulable = s;
                 }
             }
+            state.nodes.extend(facts);
             for (gpu_id, holds) in fresh {
                 if holds.is_empty() {
                     state.holds.remove(&gpu_id);

@@ -10,7 +10,7 @@ pub mod sim_fleet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig};
-use tenantry_domain::reservation::{Orchestrator, Workload};
+use tenantry_domain::reservation::{ReservationOptions, Workload};
 use tenantry_domain::GpuModel;
 
 /// Names one effect: the job, the step and (for per-node steps) the node. The same key always
@@ -48,13 +48,14 @@ pub struct NodeTarget {
     pub dedicated: bool,
 }
 
-/// The tenant-side context of a step.
+/// The tenant-side context of a step: who, and every option the booking chose (orchestrator,
+/// CUDA driver branch, host memory and local storage each node must give it, placement and
+/// workload), so a driver can set up exactly what was booked and check the nodes can give it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TenantTarget {
     pub tenant: String,
     pub reservation_id: i64,
-    pub orchestrator: Orchestrator,
-    pub workload: Workload,
+    pub options: ReservationOptions,
 }
 
 /// Access handed to a team.

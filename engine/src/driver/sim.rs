@@ -8,6 +8,7 @@
 //! Its inventory is a fleet file (`TENANTRY_SIM_FLEET`, see [`super::sim_fleet`]), read once per
 //! process when first asked for, or a fleet handed over in code (tests, the demo seed).
 
+use super::sim_fleet::{LoadedFleet, SimFleet};
 use super::{
     DriverError, DriverResult, EffectKey, FleetDriver, GpuSample, HealthReport, IssuedCredential, NodeTarget,
     TenantTarget, WipeReport,
@@ -17,13 +18,12 @@ use crate::store::Store;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use super::sim_fleet::{LoadedFleet, SimFleet};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use tenantry_domain::fleet::InventoryNode;
 use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig, Step};
-use tenantry_domain::reservation::{Orchestrator, Workload};
+use tenantry_domain::reservation::{Orchestrator, ReservationOptions, Workload};
 
 /// How the simulated fleet behaves.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,6 +166,24 @@ impl SimDriver {
         self.fleet().ok()?.node(hostname)
     }
 
+    /// What a node of the fleet file lacks of what a booking's options ask of each of its nodes
+    /// (host memory, local NVMe), in words; `None` when it has them or the file does not know it.
+    fn shortfall(&self, node: &NodeTarget, options: &ReservationOptions) -> Option<String> {
+        let facts = self.fleet_node(&node.hostname)?;
+        if facts.memory_gb < options.host_memory_gb {
+            return Some(format!(
+                "{} has {} GB of host memory; the reservation asks for {} GB on each of its nodes",
+                node.hostname, facts.memory_gb, options.host_memory_gb
+            ));
+        }
+        (facts.nvme_tb < options.storage_tb).then(|| {
+            format!(
+                "{} has {} TB of local NVMe storage; the reservation asks for {} TB on each of its nodes",
+                node.hostname, facts.nvme_tb, options.storage_tb
+            )
+        })
+    }
+
     fn injects(&self, step: Step, key: &EffectKey) -> bool {
         let run = {
             let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
@@ -270,6 +288,23 @@ impl FleetDriver for SimDriver {
     }
 
     async fn install_driver(&self, key: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String> {
+        // The hardware, not the database's copy of it, decides: a node whose driver cannot run
+        // the branch fails the step for good, loudly.
+        if branch.is_empty() {
+            return Ok(format!("{}: no CUDA driver branch was chosen; the node keeps the one it runs", node.hostname));
+        }
+        if let Some(facts) = self.fleet_node(&node.hostname) {
+            if !facts.driver_branches.is_empty() && !facts.driver_branches.iter().any(|b| b == branch) {
+                return Err(DriverError {
+                    message: format!(
+                        "{} cannot run CUDA driver {branch}: it runs {}",
+                        node.hostname,
+                        facts.driver_branches.join(", ")
+                    ),
+                    transient: false,
+                });
+            }
+        }
         let seconds = real_seconds(Step::CudaDriver, None, None);
         self.effect(key, Step::CudaDriver, Some(node.node_id), seconds, Fault::Error, |_| {
             format!("CUDA driver {branch} installed on {}", node.hostname)
@@ -283,9 +318,12 @@ impl FleetDriver for SimDriver {
         tenant: &TenantTarget,
         nodes: &[NodeTarget],
     ) -> DriverResult<String> {
-        let seconds = real_seconds(Step::Orchestrator, None, Some(tenant.orchestrator));
+        if let Some(problem) = nodes.iter().find_map(|n| self.shortfall(n, &tenant.options)) {
+            return Err(DriverError { message: problem, transient: false });
+        }
+        let seconds = real_seconds(Step::Orchestrator, None, Some(tenant.options.orchestrator));
         let hosts: Vec<&str> = nodes.iter().map(|n| n.hostname.as_str()).collect();
-        self.effect(key, Step::Orchestrator, None, seconds, Fault::Error, |_| match tenant.orchestrator {
+        self.effect(key, Step::Orchestrator, None, seconds, Fault::Error, |_| match tenant.options.orchestrator {
             Orchestrator::Kubernetes => format!(
                 "Kubernetes namespace {}-r{} with {} node(s): {}",
                 tenant.tenant,
@@ -334,7 +372,7 @@ impl FleetDriver for SimDriver {
     async fn issue_credentials(&self, key: &EffectKey, tenant: &TenantTarget) -> DriverResult<IssuedCredential> {
         let seconds = real_seconds(Step::Credentials, None, None);
         let name = format!("{}-r{}", tenant.tenant, tenant.reservation_id);
-        self.effect(key, Step::Credentials, None, seconds, Fault::Error, |_| match tenant.orchestrator {
+        self.effect(key, Step::Credentials, None, seconds, Fault::Error, |_| match tenant.options.orchestrator {
             Orchestrator::Kubernetes => IssuedCredential {
                 kind: "kubeconfig".to_owned(),
                 username: name.clone(),
@@ -363,7 +401,7 @@ impl FleetDriver for SimDriver {
     async fn revoke_credentials(&self, key: &EffectKey, tenant: &TenantTarget, username: &str) -> DriverResult<String> {
         let seconds = real_seconds(Step::RevokeCredentials, None, None);
         self.effect(key, Step::RevokeCredentials, None, seconds, Fault::Error, |_| {
-            format!("revoked {username} ({})", tenant.orchestrator)
+            format!("revoked {username} ({})", tenant.options.orchestrator)
         })
         .await
     }

@@ -310,3 +310,47 @@ impl Store {
         Ok(changed)
     }
 }
+
+impl Store {
+    /// Each node's region, sizes and driver branches (of some nodes, or all), as placement checks
+    /// a booking's options against them.
+    pub async fn node_facts(
+        &self,
+        node_ids: Option<&[i64]>,
+    ) -> EngineResult<std::collections::HashMap<i64, tenantry_domain::placement::NodeFacts>> {
+        let rows: Vec<(i64, String, i64, i64, String)> = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select n.node_id, r.name, n.memory_gb, n.nvme_tb, n.driver_branches
+                 from node n
+                 join rack k on k.rack_id = n.rack_id
+                 join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
+                 join region r on r.region_id = f.region_id",
+            );
+            if let Some(ids) = node_ids {
+                if ids.is_empty() {
+                    return Ok(Default::default());
+                }
+                q.push(" where n.node_id in (");
+                let mut list = q.separated(", ");
+                for id in ids {
+                    list.push_bind(*id);
+                }
+                q.push(")");
+            }
+            q.build_query_as().fetch_all(pool).await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(node_id, region, memory_gb, nvme_tb, branches)| {
+                let facts = tenantry_domain::placement::NodeFacts {
+                    region,
+                    memory_gb: u32::try_from(memory_gb).unwrap_or(0),
+                    nvme_tb: u32::try_from(nvme_tb).unwrap_or(0),
+                    // An unreadable list counts as "not reported" (any branch), as `[]` does.
+                    driver_branches: serde_json::from_str(&branches).unwrap_or_default(),
+                };
+                (node_id, facts)
+            })
+            .collect())
+    }
+}
