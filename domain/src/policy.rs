@@ -308,6 +308,15 @@ pub struct TenantPolicy {
     pub policy: Policy,
 }
 
+/// The policy of every team that has none of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DefaultPolicy {
+    pub policy: Policy,
+    /// When an admin last saved it; absent while it is the built-in default.
+    pub saved_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// An on-demand burst request: some units of an offering from now for a number of hours.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -111,7 +111,9 @@ impl Engine {
     /// the provider: a user with this subject loses team, role and admin, every API token and
     /// every session, and the sign-in is refused. The e-mail must be verified by the provider
     /// (`email_verified`, which the caller may relax for providers that never send it), and users
-    /// are linked by the provider's subject only, never by a matching e-mail.
+    /// are linked by the provider's subject only, never by a matching e-mail, save one case: the
+    /// first sign-in with the e-mail of an admin made by `tenantry admin grant` claims that account
+    /// (an invitation), and such an admin stays admin whatever groups the sign-in brings.
     pub async fn sso_sign_in(
         &self,
         subject: &str,
@@ -121,7 +123,10 @@ impl Engine {
         access: &Access,
         now: DateTime<Utc>,
     ) -> EngineResult<Identity> {
-        if access.is_empty() {
+        // An admin by `tenantry admin grant` keeps that whatever groups the sign-in brings (the
+        // first admin of an install signs in before any group is mapped); the rest comes from groups.
+        let granted = self.store.sso_admin_granted(subject, email).await?;
+        if access.is_empty() && !granted {
             if let Some(user_id) = self.store.remove_sso_access(subject, now).await? {
                 let change = Change {
                     action: "user.access_removed",

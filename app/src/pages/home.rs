@@ -1,12 +1,18 @@
-//! The start page: who you are and where to go next.
+//! The start page: who you are and where to go next. A platform admin of an install that is not
+//! set up yet lands on the first-run checklist here; while nothing is bookable, a team lead is
+//! told so plainly.
 
 use super::{PageHeader, CARD};
+use crate::api::first_run;
 use crate::components::layout::use_session;
+use crate::pages::admin::setup::Checklist;
 use leptos::prelude::*;
+use tenantry_domain::setup::NOTHING_BOOKABLE;
 
 #[component]
 pub fn HomePage() -> impl IntoView {
     let session = use_session();
+    let first = Resource::new(|| (), |_| async { first_run().await.unwrap_or_default() });
     view! {
         <Suspense fallback=|| {
             view! { <p>"Loading…"</p> }
@@ -31,11 +37,34 @@ pub fn HomePage() -> impl IntoView {
                     Some(user) => {
                         let team = user.tenant.as_ref().map(|t| t.name.clone());
                         let admin = user.is_admin;
+                        let first = first.await;
+                        let checklist = first.checklist;
+                        let nothing_bookable = !admin && !first.bookable;
                         view! {
                             <PageHeader
                                 title=format!("Welcome, {}", user.name)
                                 subtitle=team.unwrap_or_else(|| "Platform administration".to_owned())
                             />
+                            {checklist
+                                .map(|list| {
+                                    view! {
+                                        <div class="mb-6">
+                                            <Checklist list />
+                                        </div>
+                                    }
+                                })}
+                            {nothing_bookable
+                                .then(|| {
+                                    view! {
+                                        <p
+                                            role="status"
+                                            data-testid="nothing-bookable"
+                                            class="mb-6 rounded-md border border-amber-300 bg-amber-50 p-3 text-sm text-amber-900 dark:border-amber-700 dark:bg-amber-950 dark:text-amber-200"
+                                        >
+                                            {NOTHING_BOOKABLE}
+                                        </p>
+                                    }
+                                })}
                             <div class="grid gap-4 sm:grid-cols-2 lg:grid-cols-3">
                                 <Tile
                                     href="/availability"

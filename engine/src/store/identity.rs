@@ -239,6 +239,21 @@ pub struct SsoUser<'a> {
 }
 
 impl Store {
+    /// Whether the person behind an SSO sign-in (by subject, or by the e-mail of an unclaimed
+    /// invitation) was made a platform admin by `tenantry admin grant`, which no group takes away.
+    pub async fn sso_admin_granted(&self, subject: &str, email: &str) -> EngineResult<bool> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from app_user where admin_granted_at is not null and disabled_at is null
+                   and (oidc_subject = $1 or (oidc_subject is null and lower(email) = lower($2)))",
+            )
+            .bind(subject)
+            .bind(email)
+            .fetch_one(pool)
+            .await?
+        }) > 0)
+    }
+
     /// Creates or updates the user behind an SSO sign-in (found by the provider's subject only),
     /// creating the tenant named by the groups when it is new. Refused, with nothing written, when
     /// another user already has the e-mail or the user is disabled.
@@ -266,12 +281,27 @@ impl Store {
                 None => None,
             };
             let role = user.tenant.map(|(_, role)| role.code());
-            // Linked by the provider's subject only: an e-mail is not proof of who someone is.
-            let existing: Option<(i64, bool)> =
-                sqlx::query_as("select user_id, disabled_at is not null from app_user where oidc_subject = $1")
-                    .bind(user.subject)
-                    .fetch_optional(&mut *tx)
-                    .await?;
+            // Linked by the provider's subject only: an e-mail is not proof of who someone is. The
+            // one exception is an admin's invitation: an account `tenantry admin grant` made for
+            // this e-mail, not yet linked to any sign-in, is claimed by its first one.
+            let by_subject: Option<(i64, bool, bool)> = sqlx::query_as(
+                "select user_id, disabled_at is not null, admin_granted_at is not null
+                 from app_user where oidc_subject = $1",
+            )
+            .bind(user.subject)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let invited: Option<(i64, bool, bool)> = sqlx::query_as(
+                "select user_id, disabled_at is not null, true from app_user
+                 where lower(email) = lower($1) and oidc_subject is null and admin_granted_at is not null",
+            )
+            .bind(user.email)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let (existing, granted) = match by_subject.or(invited) {
+                Some((id, disabled, granted)) => (Some((id, disabled)), granted),
+                None => (None, false),
+            };
             let taken: Option<i64> = sqlx::query_scalar("select user_id from app_user where lower(email) = lower($1)")
                 .bind(user.email)
                 .fetch_optional(&mut *tx)
@@ -288,7 +318,7 @@ impl Store {
                     .bind(user.name)
                     .bind(tenant_id)
                     .bind(role)
-                    .bind(user.is_admin)
+                    .bind(user.is_admin || granted)
                     .bind(user.subject)
                     .bind(now)
                     .bind(id)
@@ -486,19 +516,23 @@ impl Store {
                     .fetch_optional(&mut *tx)
                     .await?;
             let outcome = match existing {
-                Some((_, true)) => (false, true),
-                Some((id, false)) => {
-                    sqlx::query("update app_user set is_admin = $1 where user_id = $2")
-                        .bind(true)
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await?;
-                    (false, false)
+                Some((id, already)) => {
+                    // Sticky from now on, even for someone an admin group made admin already.
+                    sqlx::query(
+                        "update app_user set is_admin = $1, admin_granted_at = coalesce(admin_granted_at, $2)
+                         where user_id = $3",
+                    )
+                    .bind(true)
+                    .bind(now)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+                    (false, already)
                 }
                 None => {
                     sqlx::query(
-                        "insert into app_user (email, name, tenant_id, role, is_admin, created_at)
-                         values ($1, $2, null, null, $3, $4)",
+                        "insert into app_user (email, name, tenant_id, role, is_admin, created_at, admin_granted_at)
+                         values ($1, $2, null, null, $3, $4, $4)",
                     )
                     .bind(email)
                     .bind(name)

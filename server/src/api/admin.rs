@@ -1,4 +1,5 @@
-//! Admin routes for approvals and tenant policies. Every handler takes [`Admin`], so anyone else
+//! Admin routes for approvals, tenant policies and the platform default policy, and the
+//! first-run checklist. Every handler takes [`Admin`], so anyone else
 //! gets 403 before the body is read.
 
 use super::input::{self, ApiJson, ApiPath};
@@ -11,8 +12,9 @@ use axum::extract::State;
 use axum::Json;
 use chrono::Utc;
 use serde::Deserialize;
-use tenantry_domain::policy::{ApprovalItem, PolicyPatch, TenantPolicy};
+use tenantry_domain::policy::{ApprovalItem, DefaultPolicy, PolicyPatch, TenantPolicy};
 use tenantry_domain::reservation::ReservationDetail;
+use tenantry_domain::setup::SetupChecklist;
 
 /// Reservations waiting for approval, soonest start first, with quota effect, competing demand and recent use (admins)
 #[utoipa::path(
@@ -153,4 +155,59 @@ pub async fn patch_policy(
     ApiJson(patch): ApiJson<PolicyPatch>,
 ) -> ApiResult<Json<TenantPolicy>> {
     Ok(Json(state.engine.patch_tenant_policy(&who, &slug, &patch, Utc::now()).await?))
+}
+
+/// The default policy of every team without one of its own, and when an admin last saved it (admins)
+#[utoipa::path(
+    get,
+    path = "/admin/policy",
+    tag = "tenants",
+    responses(
+        (status = 200, description = "The default policy", body = DefaultPolicy),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = AdminOnly),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn default_policy(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<DefaultPolicy>> {
+    Ok(Json(state.engine.default_policy(&who).await?))
+}
+
+/// Change the named fields of the default policy; teams with their own keep theirs (admins, audited)
+#[utoipa::path(
+    patch,
+    path = "/admin/policy",
+    tag = "tenants",
+    request_body = PolicyPatch,
+    responses(
+        (status = 200, description = "The default policy", body = DefaultPolicy),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn patch_default_policy(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiJson(patch): ApiJson<PolicyPatch>,
+) -> ApiResult<Json<DefaultPolicy>> {
+    Ok(Json(state.engine.patch_default_policy(&who, &patch, Utc::now()).await?))
+}
+
+/// Where a fresh install stands: the first-run checklist (admins)
+#[utoipa::path(
+    get,
+    path = "/admin/setup",
+    tag = "fleet",
+    responses(
+        (status = 200, description = "The checklist", body = SetupChecklist),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = AdminOnly),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn setup(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<SetupChecklist>> {
+    Ok(Json(state.engine.setup_checklist(&who, Utc::now()).await?))
 }

@@ -1,7 +1,8 @@
-//! Admin → Tenants: each team's quota and guardrails, editable. Saving sends only the fields of
-//! the form (an empty field removes that limit); every change is audited.
+//! Admin → Tenants: the platform's default quota and guardrails (for teams without their own)
+//! and each team's, editable. Saving sends only the fields of the form (an empty field removes
+//! that limit); every change is audited.
 
-use crate::api::{offerings, save_policy, tenant_policies};
+use crate::api::{default_policy, offerings, save_default_policy, save_policy, tenant_policies};
 use crate::components::errors::ErrorPanel;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
@@ -11,8 +12,18 @@ use tenantry_domain::Offering;
 
 #[component]
 pub fn TenantsPage() -> impl IntoView {
-    let save = Action::new(|(slug, patch): &(String, PolicyPatch)| save_policy(slug.clone(), patch.clone()));
+    let save = Action::new(|(slug, patch): &(String, PolicyPatch)| {
+        let (slug, patch) = (slug.clone(), patch.clone());
+        async move {
+            if slug == DEFAULT_SLUG {
+                save_default_policy(patch).await.map(|d| default_form(d.policy))
+            } else {
+                save_policy(slug, patch).await
+            }
+        }
+    });
     let list = Resource::new(move || save.version().get(), |_| tenant_policies());
+    let default = Resource::new(move || save.version().get(), |_| default_policy());
     let catalogue = Resource::new(|| (), |_| offerings());
     view! {
         <PageHeader title="Tenants" subtitle="Quotas and guardrails per team. Empty means no limit." />
@@ -33,11 +44,24 @@ pub fn TenantsPage() -> impl IntoView {
         }>
             {move || Suspend::new(async move {
                 let catalogue = catalogue.await.unwrap_or_default();
-                match list.await {
-                    Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(tenants) => {
+                match (list.await, default.await) {
+                    (Err(error), _) | (_, Err(error)) => view! { <ErrorPanel error /> }.into_any(),
+                    (Ok(tenants), Ok(default)) => {
+                        let reviewed = match default.saved_at {
+                            Some(at) => format!("Last saved {} UTC.", at.format("%Y-%m-%d %H:%M")),
+                            None => "The built-in default: review it and save.".to_owned(),
+                        };
                         view! {
                             <div class="space-y-6">
+                                <section aria-labelledby="default-policy-heading" class="space-y-2">
+                                    <h2 id="default-policy-heading" class="font-semibold">
+                                        "Default policy"
+                                    </h2>
+                                    <p class="text-sm text-slate-600 dark:text-slate-400">
+                                        "Teams without a policy of their own follow this one. " {reviewed}
+                                    </p>
+                                    <PolicyForm tenant=default_form(default.policy) offerings=catalogue.clone() save />
+                                </section>
                                 {tenants
                                     .into_iter()
                                     .map(|t| view! { <PolicyForm tenant=t offerings=catalogue.clone() save /> })
@@ -50,6 +74,14 @@ pub fn TenantsPage() -> impl IntoView {
             })}
         </Transition>
     }
+}
+
+/// The slug under which the form of the default policy is saved (no team has an empty slug).
+const DEFAULT_SLUG: &str = "";
+
+/// The default policy as the team form shows it.
+fn default_form(policy: tenantry_domain::policy::Policy) -> TenantPolicy {
+    TenantPolicy { slug: DEFAULT_SLUG.to_owned(), name: "teams without their own".to_owned(), policy }
 }
 
 fn number(value: Option<u32>) -> String {
@@ -110,7 +142,11 @@ fn PolicyForm(
     view! {
         <form
             class=CARD
-            data-testid=format!("policy-{}", tenant.slug)
+            data-testid=if tenant.slug == DEFAULT_SLUG {
+                "policy-default".to_owned()
+            } else {
+                format!("policy-{}", tenant.slug)
+            }
             on:submit=move |ev| {
                 ev.prevent_default();
                 let concurrent: BTreeMap<String, SoftHard> = models
@@ -164,7 +200,13 @@ fn PolicyForm(
                 save.dispatch((slug.clone(), patch));
             }
         >
-            <h2 class="mb-3 font-semibold">{format!("{} ({})", tenant.name, tenant.slug)}</h2>
+            <h2 class="mb-3 font-semibold">
+                {if tenant.slug == DEFAULT_SLUG {
+                    "Every team without its own".to_owned()
+                } else {
+                    format!("{} ({})", tenant.name, tenant.slug)
+                }}
+            </h2>
             <div class="grid gap-3 sm:grid-cols-4">
                 {cell("Units per booking without approval".into(), quantity)}
                 {cell("Longest window (hours)".into(), window)} {cell("Furthest start (days)".into(), horizon)}
@@ -225,7 +267,11 @@ fn PolicyForm(
                 type="submit"
                 class="mt-4 rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500"
             >
-                {format!("Save {}", tenant.slug)}
+                {if tenant.slug == DEFAULT_SLUG {
+                    "Save the default".to_owned()
+                } else {
+                    format!("Save {}", tenant.slug)
+                }}
             </button>
         </form>
     }
