@@ -7,6 +7,22 @@ const port = Number(process.env.TENANTRY_E2E_PORT ?? 3100);
 export const baseURL = `http://127.0.0.1:${port}`;
 // The test identity provider that oidc/provider.mjs starts; its port is fixed.
 export const oidcIssuer = 'http://127.0.0.1:3300';
+// A second portal: a fresh install on an empty PostgreSQL database, no demo data, single sign-on
+// only, over the small simulated fleet in fixtures/install-fleet.toml (install.spec.ts).
+const installPort = Number(process.env.TENANTRY_E2E_INSTALL_PORT ?? 3101);
+export const installURL = `http://127.0.0.1:${installPort}`;
+const postgresURL = process.env.TENANTRY_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const installDatabase = 'tenantry_e2e_install';
+const installDatabaseURL = postgresURL.replace(/\/[^/?]*(\?|$)/, `/${installDatabase}$1`);
+
+// Single sign-on settings both portals share.
+const sso = {
+  OIDC_ISSUER_URL: oidcIssuer,
+  OIDC_CLIENT_ID: 'tenantry',
+  OIDC_CLIENT_SECRET: 'tenantry-secret',
+  OIDC_SCOPES: 'openid email profile groups',
+  OIDC_GROUPS_CLAIM: 'groups',
+};
 
 export default defineConfig({
   testDir: './tests',
@@ -42,7 +58,7 @@ export default defineConfig({
       timeout: 30_000,
       stdout: 'ignore',
       stderr: 'pipe',
-      env: { OIDC_PORTAL_URL: baseURL },
+      env: { OIDC_PORTAL_URLS: `${baseURL},${installURL}` },
     },
     {
       command: 'rm -rf .tmp && mkdir -p .tmp && exec ../target/debug/tenantry serve',
@@ -53,20 +69,43 @@ export default defineConfig({
       stderr: 'pipe',
       env: {
         DATABASE_URL: 'sqlite://.tmp/e2e.db',
+        // The demo seed writes the simulated fleet it made here, beside the database.
+        TENANTRY_SIM_FLEET: '.tmp/sim-fleet.toml',
         TENANTRY_DEMO: '1',
         TENANTRY_ADDR: `127.0.0.1:${port}`,
         LEPTOS_SITE_ROOT: '../target/site',
         RUST_LOG: 'warn',
         // Provisioning takes seconds, not minutes: a 5-minute driver install runs in 1.5 s.
         TENANTRY_SIM_SPEED: '200',
-        OIDC_ISSUER_URL: oidcIssuer,
-        OIDC_CLIENT_ID: 'tenantry',
-        OIDC_CLIENT_SECRET: 'tenantry-secret',
+        ...sso,
         OIDC_REDIRECT_URL: `${baseURL}/auth/callback`,
-        OIDC_SCOPES: 'openid email profile groups',
-        OIDC_GROUPS_CLAIM: 'groups',
         OIDC_GROUP_MAP: 'acme-leads=acme:lead,acme-members=acme:member,globex-leads=globex:lead,platform-admins=admin',
         TENANTRY_POST_LOGOUT_REDIRECT_URL: `${baseURL}/sign-in`,
+      },
+    },
+    {
+      // The fresh install: its database is dropped and made again empty, so every run starts
+      // from nothing, as a platform team's first `tenantry serve` does.
+      command:
+        `psql "${postgresURL}" -qc 'drop database if exists ${installDatabase}' -c 'create database ${installDatabase}'` +
+        ' && exec ../target/debug/tenantry serve',
+      url: `${installURL}/readyz`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: 'pipe',
+      stderr: 'pipe',
+      env: {
+        DATABASE_URL: installDatabaseURL,
+        TENANTRY_ADDR: `127.0.0.1:${installPort}`,
+        TENANTRY_FLEET: 'sim',
+        TENANTRY_SIM_FLEET: 'fixtures/install-fleet.toml',
+        TENANTRY_SIM_SPEED: '200',
+        LEPTOS_SITE_ROOT: '../target/site',
+        RUST_LOG: 'warn',
+        ...sso,
+        OIDC_REDIRECT_URL: `${installURL}/auth/callback`,
+        OIDC_GROUP_MAP: 'platform-admins=admin,ml-leads=ml:lead',
+        TENANTRY_POST_LOGOUT_REDIRECT_URL: `${installURL}/sign-in`,
       },
     },
   ],

@@ -6,8 +6,9 @@ import Provider from 'oidc-provider';
 
 const port = 3300;
 const issuer = `http://127.0.0.1:${port}`;
-// The portal under test; playwright.config.ts passes its URL, whose port may be changed.
-const portal = process.env.OIDC_PORTAL_URL ?? 'http://127.0.0.1:3100';
+// The portals under test (the demo one and the fresh install); playwright.config.ts passes their
+// URLs, comma-separated, whose ports may be changed.
+const portals = (process.env.OIDC_PORTAL_URLS ?? 'http://127.0.0.1:3100').split(',');
 
 // Keyed by the login name typed in the form. Any other name maps to no account: the provider
 // then stops at its own error page (server_error) and never calls the portal back.
@@ -15,6 +16,9 @@ const accounts = {
   'sso-lead@acme.example': { name: 'Sso Lead', groups: ['acme-leads'] },
   'sso-admin@tenantry.example': { name: 'Sso Admin', groups: ['platform-admins'] },
   'nobody@acme.example': { name: 'No Body', groups: ['unrelated'] },
+  // The fresh install's first platform admin and a lead of a team that does not exist yet.
+  'first-admin@corp.example': { name: 'First Admin', groups: ['platform-admins'] },
+  'ml-lead@corp.example': { name: 'Mel Lead', groups: ['ml-leads'] },
 };
 
 const provider = new Provider(issuer, {
@@ -22,8 +26,8 @@ const provider = new Provider(issuer, {
     {
       client_id: 'tenantry',
       client_secret: 'tenantry-secret',
-      redirect_uris: [`${portal}/auth/callback`],
-      post_logout_redirect_uris: [`${portal}/sign-in`],
+      redirect_uris: portals.map((portal) => `${portal}/auth/callback`),
+      post_logout_redirect_uris: portals.map((portal) => `${portal}/sign-in`),
       response_types: ['code'],
       grant_types: ['authorization_code'],
       token_endpoint_auth_method: 'client_secret_basic',

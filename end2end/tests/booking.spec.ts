@@ -78,6 +78,7 @@ test('bookings survive a server restart', async ({ browser }) => {
       env: {
         ...process.env,
         DATABASE_URL: 'sqlite://.tmp/restart.db',
+        TENANTRY_SIM_FLEET: '.tmp/restart-fleet.toml',
         TENANTRY_DEMO: '1',
         TENANTRY_ADDR: `127.0.0.1:${port}`,
         LEPTOS_SITE_ROOT: '../target/site',
