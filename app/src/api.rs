@@ -83,7 +83,7 @@ pub async fn regions() -> Result<Vec<String>, AppError> {
 pub async fn offerings() -> Result<Vec<Offering>, AppError> {
     use crate::server;
     server::require_identity().await?;
-    Ok(server::engine()?.offerings().await?)
+    Ok(server::engine()?.offerings(Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn")]

@@ -1,8 +1,9 @@
 //! Checking a booking request against its offering and the clock: every rule that can reject a
 //! request before capacity is looked at, each failure naming the field to fix. Options that are
-//! left out take the offering's defaults.
+//! left out take the offering's defaults; the price follows `pricing`'s rule.
 
 use crate::offering::Offering;
+use crate::pricing::{self, LockedOption, OptionKind, PriceLine, Pricing};
 use crate::reservation::{Orchestrator, Placement, ReservationOptions, Workload};
 use crate::window::{floor_minute, Window, WindowError};
 use crate::{Cents, Grain};
@@ -20,16 +21,16 @@ pub const MAX_HORIZON: Duration = Duration::days(730);
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct OptionsInput {
-    /// One of the offering's `orchestrators` (default: its first).
+    /// One of the offering's `options.orchestrator` values (default: the one marked default).
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Orchestrator>))]
     pub orchestrator: Option<String>,
-    /// One of the offering's `cuda_drivers` (default: its first).
+    /// One of the offering's `options.cuda_driver` values (default: the one marked default).
     pub cuda_driver: Option<String>,
-    /// Within the offering's `host_memory_gb` bounds (default: their `default`).
+    /// One of the offering's `options.host_memory_gb` sizes (default: the one marked default).
     pub host_memory_gb: Option<i64>,
-    /// Within the offering's `storage_tb` bounds (default: their `default`).
+    /// One of the offering's `options.storage_tb` sizes (default: the one marked default).
     pub storage_tb: Option<i64>,
-    /// Default: `compact` for whole nodes, `any` otherwise.
+    /// One of the offering's `options.placement` values (default: the one marked default).
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Placement>))]
     pub placement: Option<String>,
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Workload>))]
@@ -63,8 +64,16 @@ pub struct ValidBooking {
     pub quantity: u32,
     pub window: Window,
     pub options: ReservationOptions,
-    /// Quantity × minutes × the reserved rate, rounded once (see `Cents::per_hour_for_minutes`).
-    pub price: Cents,
+    /// The chosen options' prices, as the booking locks them.
+    pub locked: Vec<LockedOption>,
+    /// At the reserved rate with the options' prices (`pricing::price`).
+    pub pricing: Pricing,
+}
+
+impl ValidBooking {
+    pub fn price(&self) -> Cents {
+        self.pricing.total
+    }
 }
 
 /// Another offering that has room for the requested window.
@@ -83,7 +92,11 @@ pub struct Quote {
     pub quantity: u32,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// The whole price: the base line and every priced option (the sum of `price_lines`).
     pub price_cents: Cents,
+    /// The price line by line: `base` (quantity × hours × the rate), then each priced option.
+    #[serde(default)]
+    pub price_lines: Vec<PriceLine>,
     /// The most units of this offering free for the whole window (turnaround included).
     pub max_quantity: u32,
     pub fits: bool,
@@ -112,14 +125,23 @@ pub(crate) fn field(field: &'static str, message: impl Into<String>) -> FieldErr
     FieldError { field, message: message.into() }
 }
 
-/// The defaults an offering gives options that a request leaves out.
+/// The defaults an offering gives options that a request leaves out: each kind's default
+/// choice, or when the offering offers no choice of that kind, none of it (no orchestrator, no
+/// driver branch, no host memory or storage asked for, `compact` for whole nodes and `any`
+/// otherwise).
 pub fn default_options(offering: &Offering) -> ReservationOptions {
+    let catalog = &offering.options;
+    let number = |kind| catalog.default_value(kind).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let grain_placement = if offering.grain == Grain::Node { Placement::Compact } else { Placement::Any };
     ReservationOptions {
-        orchestrator: offering.orchestrators.first().copied().unwrap_or(Orchestrator::Kubernetes),
+        orchestrator: catalog
+            .default_value(OptionKind::Orchestrator)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(Orchestrator::None),
         cuda_driver: offering.default_cuda_driver().to_owned(),
-        host_memory_gb: offering.host_memory_gb.default,
-        storage_tb: offering.storage_tb.default,
-        placement: if offering.grain == Grain::Node { Placement::Compact } else { Placement::Any },
+        host_memory_gb: number(OptionKind::HostMemoryGb),
+        storage_tb: number(OptionKind::StorageTb),
+        placement: catalog.default_value(OptionKind::Placement).and_then(|v| v.parse().ok()).unwrap_or(grain_placement),
         workload: match offering.grain {
             Grain::Node => Workload::PreTraining,
             Grain::Gpu => Workload::FineTuning,
@@ -161,52 +183,68 @@ pub fn validate(offering: &Offering, input: &BookingInput, now: DateTime<Utc>) -
         .ok_or_else(|| field("quantity", "quantity must be at most 4096"))?;
     let window = validate_window(input.start, input.end, now)?;
     let options = validate_options(offering, &input.options)?;
-    let price = Cents::per_hour_for_minutes(offering.reserved_cents_per_hour * i64::from(quantity), window.minutes());
-    Ok(ValidBooking { quantity, window, options, price })
+    let locked = pricing::lock_options(&offering.options, &options);
+    let pricing = pricing::price(&offering.id, offering.reserved_cents_per_hour, quantity, window.minutes(), &locked);
+    Ok(ValidBooking { quantity, window, options, locked, pricing })
 }
 
-/// Applies defaults to omitted options and checks the rest against what the offering offers.
+/// Checks a requested region against the regions the offering is placed in.
+pub fn check_region(offering: &Offering, region: Option<&str>) -> Result<(), FieldError> {
+    match region {
+        Some(r) if !offering.allows_region(r) => Err(field(
+            "region",
+            format!(
+                "{} is offered only in {}; choose one of them or leave the region out",
+                offering.name,
+                offering.regions.join(", ")
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The catalog value a request names for `kind`, checked against what the offering offers.
+fn offered(offering: &Offering, kind: OptionKind, value: &str) -> Result<String, FieldError> {
+    let catalog = &offering.options;
+    let canonical = kind.canonical(value).unwrap_or_else(|_| value.to_owned());
+    if catalog.choice(kind, &canonical).is_some() {
+        return Ok(canonical);
+    }
+    Err(field(
+        kind.field(),
+        if catalog.choices(kind).is_empty() {
+            format!("{} offers no choice of {}; leave it out", offering.name, kind.label().to_lowercase())
+        } else {
+            format!("{} does not offer `{value}`; choose one of: {}", offering.name, catalog.listed(kind))
+        },
+    ))
+}
+
+/// Applies defaults to omitted options and checks the rest against the offering's catalog: a
+/// value it does not offer is refused, naming `options.<kind>` and listing what it offers.
 pub fn validate_options(offering: &Offering, input: &OptionsInput) -> Result<ReservationOptions, FieldError> {
     let mut options = default_options(offering);
     if let Some(value) = &input.orchestrator {
-        let allowed: Vec<&str> = offering.orchestrators.iter().map(|o| o.code()).collect();
-        let orchestrator: Orchestrator = parse_code("options.orchestrator", value, &allowed)?;
-        if !offering.orchestrators.contains(&orchestrator) {
-            return Err(field(
-                "options.orchestrator",
-                format!("{} does not offer `{value}`; choose one of: {}", offering.name, allowed.join(", ")),
-            ));
-        }
-        options.orchestrator = orchestrator;
+        options.orchestrator = offered(offering, OptionKind::Orchestrator, value)?
+            .parse()
+            .map_err(|_| field("options.orchestrator", format!("`{value}` is not an orchestrator")))?;
     }
     if let Some(value) = &input.cuda_driver {
-        if !offering.cuda_drivers.iter().any(|d| d == value) {
-            return Err(field(
-                "options.cuda_driver",
-                format!(
-                    "CUDA driver branch `{value}` is not offered; choose one of: {}",
-                    offering.cuda_drivers.join(", ")
-                ),
-            ));
-        }
-        options.cuda_driver = value.clone();
+        options.cuda_driver = offered(offering, OptionKind::CudaDriver, value)?;
     }
+    let size = |kind: OptionKind, value: i64| -> Result<u32, FieldError> {
+        offered(offering, kind, &value.to_string())?.parse().map_err(|_| field(kind.field(), "not a size"))
+    };
     if let Some(value) = input.host_memory_gb {
-        let b = offering.host_memory_gb;
-        options.host_memory_gb = u32::try_from(value)
-            .ok()
-            .filter(|v| b.contains(*v))
-            .ok_or_else(|| field("options.host_memory_gb", format!("host memory must be {} to {} GB", b.min, b.max)))?;
+        options.host_memory_gb = size(OptionKind::HostMemoryGb, value)?;
     }
     if let Some(value) = input.storage_tb {
-        let b = offering.storage_tb;
-        options.storage_tb = u32::try_from(value)
-            .ok()
-            .filter(|v| b.contains(*v))
-            .ok_or_else(|| field("options.storage_tb", format!("shared storage must be {} to {} TB", b.min, b.max)))?;
+        options.storage_tb = size(OptionKind::StorageTb, value)?;
     }
     if let Some(value) = &input.placement {
-        options.placement = parse_code("options.placement", value, &["compact", "any"])?;
+        options.placement = offered(offering, OptionKind::Placement, value)?
+            .parse()
+            .map_err(|_| field("options.placement", format!("`{value}` is not a placement")))?;
     }
     if let Some(value) = &input.workload {
         let allowed: Vec<&str> = Workload::ALL.iter().map(|w| w.code()).collect();
@@ -218,11 +256,27 @@ pub fn validate_options(offering: &Offering, input: &OptionsInput) -> Result<Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offering::Bounds;
+    use crate::pricing::{OptionCatalog, OptionChoice, OptionPrice, PriceBasis, PriceLineKind};
     use crate::GpuModel;
     use chrono::TimeZone;
 
+    fn free(values: &[&str]) -> Vec<OptionChoice> {
+        values.iter().enumerate().map(|(i, v)| OptionChoice::free(*v, i == 0)).collect()
+    }
+
     fn offering() -> Offering {
+        let mut storage = free(&["1", "0", "20"]);
+        storage.push(OptionChoice {
+            value: "10".into(),
+            price: OptionPrice { basis: PriceBasis::PerUnitHour, cents: Cents(40) },
+            default: false,
+        });
+        let mut orchestrator = free(&["kubernetes"]);
+        orchestrator.push(OptionChoice {
+            value: "slurm".into(),
+            price: OptionPrice { basis: PriceBasis::PerReservation, cents: Cents(5000) },
+            default: false,
+        });
         Offering {
             id: "h100-gpu".into(),
             name: "H100 SXM GPU".into(),
@@ -231,10 +285,15 @@ mod tests {
             mig_profile: None,
             reserved_cents_per_hour: Cents(275),
             on_demand_cents_per_hour: Cents(399),
-            cuda_drivers: vec!["570".into(), "550".into()],
-            orchestrators: vec![Orchestrator::Kubernetes, Orchestrator::Slurm],
-            host_memory_gb: Bounds { min: 32, max: 256, default: 128 },
-            storage_tb: Bounds { min: 0, max: 20, default: 1 },
+            regions: vec!["us-east-1".into()],
+            options: OptionCatalog {
+                orchestrator,
+                cuda_driver: free(&["570", "550"]),
+                host_memory_gb: free(&["128", "32", "256"]),
+                storage_tb: storage,
+                placement: free(&["any", "compact"]),
+            },
+            retired_at: None,
             description: String::new(),
         }
     }
@@ -264,9 +323,53 @@ mod tests {
         assert_eq!(ok.options.orchestrator, Orchestrator::Kubernetes);
         assert_eq!(ok.options.cuda_driver, "570");
         assert_eq!(ok.options.host_memory_gb, 128);
+        assert_eq!(ok.options.storage_tb, 1);
         assert_eq!(ok.options.placement, Placement::Any);
+        assert!(ok.locked.is_empty(), "the defaults are free");
         // 2 GPUs × 3 h × $2.75.
-        assert_eq!(ok.price, Cents(1650));
+        assert_eq!(ok.price(), Cents(1650));
+        assert_eq!(ok.pricing.lines.len(), 1);
+    }
+
+    #[test]
+    fn priced_options_add_their_lines() {
+        let mut i = input(10, 13);
+        i.options.storage_tb = Some(10);
+        i.options.orchestrator = Some("slurm".into());
+        let ok = validate(&offering(), &i, now()).unwrap();
+        let lines: Vec<(PriceLineKind, i64)> = ok.pricing.lines.iter().map(|l| (l.kind, l.cents.0)).collect();
+        // Base $16.50; Slurm $50 once; 10 TB at $0.40 per unit-hour: 2 × 3 × $0.40 = $2.40.
+        assert_eq!(
+            lines,
+            vec![(PriceLineKind::Base, 1650), (PriceLineKind::Orchestrator, 5000), (PriceLineKind::StorageTb, 240)]
+        );
+        assert_eq!(ok.price(), Cents(6890));
+        assert_eq!(ok.locked.len(), 2);
+    }
+
+    #[test]
+    fn an_option_not_offered_names_its_field_and_lists_the_choices() {
+        let mut i = input(10, 12);
+        i.options.storage_tb = Some(5);
+        let err = validate(&offering(), &i, now()).unwrap_err();
+        assert_eq!(err.field, "options.storage_tb");
+        assert!(err.message.contains("1, 0, 20, 10"), "{}", err.message);
+        let mut bare = offering();
+        bare.options = OptionCatalog::default();
+        let defaults = default_options(&bare);
+        assert_eq!((defaults.orchestrator, defaults.cuda_driver.as_str()), (Orchestrator::None, ""));
+        let err = validate(&bare, &i, now()).unwrap_err();
+        assert!(err.message.contains("offers no choice"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_region_outside_the_filter_is_refused() {
+        let o = offering();
+        assert!(check_region(&o, None).is_ok());
+        assert!(check_region(&o, Some("us-east-1")).is_ok());
+        assert_eq!(check_region(&o, Some("eu-west-1")).unwrap_err().field, "region");
+        let everywhere = Offering { regions: Vec::new(), ..o };
+        assert!(check_region(&everywhere, Some("eu-west-1")).is_ok());
     }
 
     #[test]

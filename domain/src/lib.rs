@@ -13,6 +13,7 @@ pub mod money;
 pub mod offering;
 pub mod placement;
 pub mod policy;
+pub mod pricing;
 pub mod provisioning;
 pub mod reservation;
 pub mod window;

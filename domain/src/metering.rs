@@ -14,6 +14,11 @@
 //!   [`CancellationPolicy::late_share_percent`] share of the cost of the part given back is charged
 //!   as a fee. The part of a cancelled window already run is charged as usual. Bursts never pay a
 //!   fee: they are on-demand.
+//! - Priced **options** are charged on their own lines at the prices locked with the booking: a
+//!   per-unit-hour option accrues exactly like the base line (same window, same rounding, its own
+//!   rate), a per-reservation option is charged once, at the start of the billed window (not at
+//!   all when nothing of the window is billed). A late giving-back fee is its share of the base
+//!   and the per-unit-hour options of the part given back.
 //! - Reservations that never held capacity for the team (waiting for approval, rejected, or
 //!   failed to provision) are not charged.
 //! - Credits (capacity that failed and could not be replaced) reduce the bill in the month they
@@ -29,6 +34,7 @@
 
 use crate::money::div_round_half_up;
 use crate::offering::GpuSevenths;
+use crate::pricing::{LockedOption, PriceBasis};
 use crate::reservation::ReservationKind;
 use crate::window::floor_minute;
 use crate::{Cents, ReservationState, Window};
@@ -103,6 +109,9 @@ pub struct Metered {
     pub rate: Cents,
     /// Parts given back, oldest first.
     pub cuts: Vec<Cut>,
+    /// The priced options it chose, at the prices locked when it was booked.
+    #[serde(default)]
+    pub options: Vec<LockedOption>,
 }
 
 impl Metered {
@@ -128,14 +137,63 @@ impl Metered {
     /// The cost of the billed window from its start up to `t` (clamped to the window), rounded
     /// once, half up.
     pub fn cost_to(&self, t: DateTime<Utc>) -> Cents {
+        self.cost_at_rate_to(self.rate, t)
+    }
+
+    /// Like [`Metered::cost_to`] at another per-unit-hour rate (a per-unit-hour option's).
+    fn cost_at_rate_to(&self, rate: Cents, t: DateTime<Utc>) -> Cents {
         let Some(billed) = self.billed_window() else { return Cents::ZERO };
         let t = t.clamp(billed.start, billed.end);
-        Cents::per_hour_for_minutes(self.cents_per_hour(), (t - billed.start).num_minutes())
+        Cents::per_hour_for_minutes(rate * i64::from(self.quantity), (t - billed.start).num_minutes())
+    }
+
+    /// The per-unit-hour options, which accrue with time like the base rate.
+    fn hourly_options(&self) -> impl Iterator<Item = &LockedOption> {
+        self.options.iter().filter(|o| o.basis == PriceBasis::PerUnitHour)
+    }
+
+    /// What `minutes` of the window cost, base and per-unit-hour options, each line rounded once.
+    fn time_cost(&self, minutes: i64) -> Cents {
+        let q = i64::from(self.quantity);
+        Cents::per_hour_for_minutes(self.cents_per_hour(), minutes)
+            + self.hourly_options().map(|o| Cents::per_hour_for_minutes(o.cents * q, minutes)).sum()
     }
 
     /// GPU-hours of `minutes` of this booking, a MIG slice counting as its fraction of a GPU.
     pub fn gpu_hours(&self, minutes: i64) -> f64 {
         (self.gpus_per_unit.0 * i64::from(self.quantity) * minutes) as f64 / (7.0 * 60.0)
+    }
+
+    /// A line charging option `o` over `[start, end)` (an instant for a per-reservation option).
+    #[allow(clippy::too_many_arguments)]
+    fn option_line(
+        &self,
+        o: &LockedOption,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        status: LineStatus,
+        rate: Cents,
+        accrued: Cents,
+        committed: Cents,
+    ) -> ChargeLine {
+        ChargeLine {
+            reservation_id: Some(self.id),
+            tenant: self.tenant.clone(),
+            kind: LineKind::Option,
+            offering: Some(self.offering.clone()),
+            gpu_model: Some(self.gpu_model.clone()),
+            quantity: self.quantity,
+            start,
+            end,
+            status,
+            // The GPUs are counted once, on the base line.
+            gpu_hours: 0.0,
+            rate_cents_per_hour: rate,
+            accrued_cents: accrued,
+            committed_cents: committed,
+            amount_cents: accrued + committed,
+            description: o.describe(),
+        }
     }
 
     fn line_kind(&self) -> LineKind {
@@ -161,6 +219,8 @@ crate::coded_enum! {
     pub enum LineKind ("line kind") {
         Reserved = "reserved",
         OnDemand = "on_demand",
+        /// A priced option of a reservation or burst (its line follows the base line).
+        Option = "option",
         CancellationFee = "cancellation_fee",
         Credit = "credit",
     }
@@ -242,11 +302,30 @@ pub fn lines(
                     amount_cents: accrued + committed,
                     description: format!("{} × {} ({})", item.quantity, item.offering, item.kind),
                 });
+                // Per-unit-hour options: the same part of the window at their own rates.
+                for o in item.hourly_options() {
+                    let cost = |t| item.cost_at_rate_to(o.cents, t);
+                    let accrued = Cents(cost(boundary).0 - cost(a).0);
+                    let committed = Cents(cost(b).0 - cost(boundary).0);
+                    out.push(item.option_line(o, a, b, status, o.cents, accrued, committed));
+                }
+            }
+            // Per-reservation options: once, when the billed window starts.
+            if span.contains(billed.start) {
+                for o in item.options.iter().filter(|o| o.basis == PriceBasis::PerReservation) {
+                    let (status, accrued, committed) = if billed.start <= now {
+                        (LineStatus::Past, o.cents, Cents::ZERO)
+                    } else {
+                        (LineStatus::Upcoming, Cents::ZERO, o.cents)
+                    };
+                    let at = billed.start;
+                    out.push(item.option_line(o, at, at, status, Cents::ZERO, accrued, committed));
+                }
             }
         }
         if item.kind == ReservationKind::Reservation && item.charged() {
             for cut in item.cuts.iter().filter(|c| span.contains(c.at)) {
-                let part_cost = Cents::per_hour_for_minutes(item.cents_per_hour(), cut.part.minutes());
+                let part_cost = item.time_cost(cut.part.minutes());
                 let fee = policy.fee(item.window.start, cut.at, part_cost);
                 if fee == Cents::ZERO {
                     continue;
@@ -304,6 +383,9 @@ pub fn lines(
 pub struct Totals {
     pub reserved_cents: Cents,
     pub on_demand_cents: Cents,
+    /// Priced options (per unit-hour and per reservation).
+    #[serde(default)]
+    pub options_cents: Cents,
     pub fees_cents: Cents,
     pub credits_cents: Cents,
     pub accrued_cents: Cents,
@@ -319,6 +401,7 @@ impl Totals {
             match l.kind {
                 LineKind::Reserved => t.reserved_cents = t.reserved_cents + l.amount_cents,
                 LineKind::OnDemand => t.on_demand_cents = t.on_demand_cents + l.amount_cents,
+                LineKind::Option => t.options_cents = t.options_cents + l.amount_cents,
                 LineKind::CancellationFee => t.fees_cents = t.fees_cents + l.amount_cents,
                 LineKind::Credit => t.credits_cents = t.credits_cents + l.amount_cents,
             }
@@ -781,11 +864,50 @@ mod tests {
             state: ReservationState::Scheduled,
             rate: Cents(rate),
             cuts: vec![],
+            options: vec![],
         }
     }
 
     fn total(lines: &[ChargeLine]) -> i64 {
         lines.iter().map(|l| l.amount_cents.0).sum()
+    }
+
+    #[test]
+    fn options_get_their_own_lines() {
+        let start = at(12, 10, 0, 0);
+        let mut m = item(ReservationKind::Reservation, start, start + Duration::hours(3), 275, 2);
+        let option =
+            |kind, value: &str, basis, cents| LockedOption { kind, value: value.into(), basis, cents: Cents(cents) };
+        use crate::pricing::OptionKind;
+        m.options = vec![
+            option(OptionKind::Orchestrator, "slurm", PriceBasis::PerReservation, 5000),
+            option(OptionKind::StorageTb, "10", PriceBasis::PerUnitHour, 40),
+        ];
+        // Halfway through: half the hourly lines accrued, the once-only line charged at the start.
+        let now = start + Duration::minutes(90);
+        let span = Month::of(start).window();
+        let l = lines(&[m.clone()], &[], span, &POLICY, now);
+        let described: Vec<(LineKind, &str, i64, i64)> =
+            l.iter().map(|l| (l.kind, l.description.as_str(), l.accrued_cents.0, l.committed_cents.0)).collect();
+        assert_eq!(
+            described,
+            vec![
+                (LineKind::Reserved, "2 × h100-gpu (reservation)", 825, 825),
+                (LineKind::Option, "storage_tb 10 TB (per unit-hour)", 120, 120),
+                (LineKind::Option, "orchestrator slurm (per reservation)", 5000, 0),
+            ]
+        );
+        let totals = Totals::of(&l);
+        assert_eq!((totals.options_cents, totals.total_cents), (Cents(5240), Cents(6890)));
+        assert_eq!(l[1].gpu_hours, 0.0, "GPU-hours count once");
+        // Cancelled before the start with notice: nothing, not even the once-only option.
+        let early = cancelled(&m, start - Duration::days(5));
+        assert!(lines(&[early], &[], span, &POLICY, start - Duration::days(5)).is_empty());
+        // Late: the fee is its share of the base and the hourly option given back.
+        let late = cancelled(&m, start - Duration::hours(1));
+        let l = lines(&[late], &[], span, &POLICY, start - Duration::hours(1));
+        assert_eq!(l.len(), 1);
+        assert_eq!((l[0].kind, l[0].amount_cents), (LineKind::CancellationFee, Cents((1650 + 240) / 2)));
     }
 
     const POLICY: CancellationPolicy = CancellationPolicy { free_notice_hours: 48, late_share_percent: 50 };
@@ -1023,11 +1145,22 @@ mod tests {
             1u32..9,
             prop::bool::ANY,
             prop::collection::vec((0i64..60 * 24 * 60, prop::bool::ANY), 0..3),
+            prop::collection::vec((prop::bool::ANY, 1i64..20_000), 0..3),
         )
-            .prop_map(|(offset, len, rate, quantity, burst, cuts)| {
+            .prop_map(|(offset, len, rate, quantity, burst, cuts, options)| {
                 let start = at(11, 1, 0, 0) + Duration::minutes(offset);
                 let kind = if burst { ReservationKind::Burst } else { ReservationKind::Reservation };
-                (item(kind, start, start + Duration::minutes(len), rate, quantity), cuts)
+                let mut m = item(kind, start, start + Duration::minutes(len), rate, quantity);
+                m.options = options
+                    .into_iter()
+                    .map(|(hourly, cents)| LockedOption {
+                        kind: crate::pricing::OptionKind::StorageTb,
+                        value: "10".into(),
+                        basis: if hourly { PriceBasis::PerUnitHour } else { PriceBasis::PerReservation },
+                        cents: Cents(cents),
+                    })
+                    .collect();
+                (m, cuts)
             })
     }
 
@@ -1078,16 +1211,19 @@ mod tests {
                 let parts: i64 = periods(span, by).iter().map(|(_, w)| total(&lines(&items, &[], *w, &POLICY, now))).sum();
                 prop_assert_eq!(parts, total(&whole));
             }
-            // Usage lines add up to each item's cost for its billed window.
+            // Usage and option lines add up to each item's price for its billed window, by the
+            // same rule a quote uses (so a booking's bill is what it was quoted, to the cent).
             for m in &items {
                 let usage: i64 = whole.iter().filter(|l| l.reservation_id == Some(m.id) && l.kind != LineKind::CancellationFee).map(|l| l.amount_cents.0).sum();
-                let expected = m.billed_window().map_or(0, |w| m.cost_to(w.end).0);
+                let expected = m.billed_window().map_or(0, |w| {
+                    crate::pricing::price(&m.offering, m.rate, m.quantity, w.minutes(), &m.options).total.0
+                });
                 prop_assert_eq!(usage, expected);
             }
             let month = Month::of(now);
             let s = statement("acme", month, &items, &[], &POLICY, now);
             prop_assert_eq!(s.totals.total_cents.0, total(&s.lines));
-            prop_assert_eq!(s.totals.total_cents, s.totals.reserved_cents + s.totals.on_demand_cents + s.totals.fees_cents + s.totals.credits_cents);
+            prop_assert_eq!(s.totals.total_cents, s.totals.reserved_cents + s.totals.on_demand_cents + s.totals.options_cents + s.totals.fees_cents + s.totals.credits_cents);
         }
 
         /// A fee is never more than the part given back costs, and never charged with notice.

@@ -142,6 +142,10 @@ pub struct Reservation {
     pub price_cents: crate::Cents,
     /// Cents per unit-hour, locked when it was booked: extensions and metering use it.
     pub rate_cents_per_hour: crate::Cents,
+    /// The priced options it chose, at the prices locked when it was booked: extensions,
+    /// cancellation fees and metering use them, whatever the catalog says later.
+    #[serde(default)]
+    pub option_prices: Vec<crate::pricing::LockedOption>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     /// While pending approval: when the hold on its capacity lapses.
     pub approval_deadline: Option<chrono::DateTime<chrono::Utc>>,

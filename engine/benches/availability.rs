@@ -53,7 +53,7 @@ async fn main() {
 
     let from = now.duration_trunc(Duration::days(1)).unwrap();
     let grid = Grid::new(from, from + Duration::days(30), Duration::hours(1)).unwrap();
-    let offerings = engine.store.list_offerings().await.unwrap();
+    let offerings = engine.store.list_offerings(now).await.unwrap();
     println!("\n30-day hourly grid (720 buckets), in-process from the index:");
     for offering in &offerings {
         let kind = UnitKind::of(offering);

@@ -106,6 +106,7 @@ fn pure() {
                 state: ReservationState::Completed,
                 rate: Cents(275),
                 cuts: vec![],
+                options: vec![],
             }
         })
         .collect();

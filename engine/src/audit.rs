@@ -48,7 +48,9 @@ impl Engine {
     async fn record_by(&self, who: Option<&Identity>, change: Change<'_>, now: DateTime<Utc>) {
         let event = NewAuditEvent {
             at: now,
-            actor_user_id: who.map(|w| w.user_id),
+            // The command line's operator (`inventory::command_line_operator`, user id 0) has no
+            // user row: it is recorded by its name, `cli`.
+            actor_user_id: who.map(|w| w.user_id).filter(|&id| id > 0),
             actor_email: who.map_or("system", |w| w.email.as_str()),
             tenant_id: change.tenant_id,
             action: change.action,

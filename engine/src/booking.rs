@@ -6,20 +6,23 @@
 
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
+use crate::index::Snapshot;
 use crate::store::reservations::{
     is_overlap, CancelPlan, Clash, EndChange, Inserted, NewReservation, ReservationFilter,
 };
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use tenantry_domain::availability::{self, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
-use tenantry_domain::placement::{self, Placed, Request, UnitKind};
+use tenantry_domain::placement::{self, GpuSlot, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
+use tenantry_domain::pricing;
 use tenantry_domain::provisioning::{self, JobKind};
 use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::reservation::ReservationKind;
-use tenantry_domain::{Cents, Identity, Offering, Reservation, ReservationState, Window};
+use tenantry_domain::{Identity, Offering, Reservation, ReservationState, Window};
 
 /// How often a booking re-plans after losing a race to another instance before it gives up with
 /// a 409. Each lost round means another booking committed, so this is a safety bound only.
@@ -81,15 +84,22 @@ fn fingerprint(input: &BookingInput) -> String {
 }
 
 impl Engine {
-    async fn offering_for(&self, id: &str) -> EngineResult<Offering> {
-        self.store.offering(id).await?.ok_or_else(|| {
+    /// The offering (retired or not) at the rates in effect at `now`.
+    async fn offering_for(&self, id: &str, now: DateTime<Utc>) -> EngineResult<Offering> {
+        self.store.offering(id, now).await?.ok_or_else(|| {
             EngineError::invalid("offering", format!("unknown offering `{id}`; GET /api/v1/offerings lists them"))
         })
     }
 
-    /// The offering at the rates a team pays (its negotiated rate, or the list rate).
-    pub(crate) async fn offering_priced_for(&self, tenant_id: Option<i64>, id: &str) -> EngineResult<Offering> {
-        let offering = self.offering_for(id).await?;
+    /// The offering at the rates a team pays at `now` (its negotiated rate, or the list rate in
+    /// effect then).
+    pub(crate) async fn offering_priced_for(
+        &self,
+        tenant_id: Option<i64>,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Offering> {
+        let offering = self.offering_for(id, now).await?;
         Ok(match tenant_id {
             Some(t) => self.policy_of(t).await?.priced(&offering),
             None => offering,
@@ -111,12 +121,13 @@ impl Engine {
         &self,
         request: &Request,
         region: Option<&str>,
+        regions: &[String],
         driver: &str,
         can_preempt: bool,
     ) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
         self.index.read(|s| {
             let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
-            placement::place(&s.gpus_for(region, request, driver), &holds, request)
+            placement::place(&in_regions(s, regions, s.gpus_for(region, request, driver)), &holds, request)
         })
     }
 
@@ -144,10 +155,14 @@ impl Engine {
         region: Option<&str>,
     ) -> EngineResult<Availability> {
         let _ = who;
-        let offering = self.offering_for(offering).await?;
+        let offering = self.offering_for(offering, Utc::now()).await?;
         self.check_region(region)?;
+        booking::check_region(&offering, region).map_err(field_error)?;
         let kind = UnitKind::of(&offering);
-        let buckets = self.index.read(|s| availability::free_by_bucket(&s.gpus_in(region), &s.holds, &kind, &grid));
+        let regions = if region.is_some() { &[][..] } else { &offering.regions[..] };
+        let buckets = self
+            .index
+            .read(|s| availability::free_by_bucket(&in_regions(s, regions, s.gpus_in(region)), &s.holds, &kind, &grid));
         Ok(Availability { offering: offering.id, buckets })
     }
 
@@ -158,7 +173,8 @@ impl Engine {
             Err(_) if who.is_admin => None,
             Err(e) => return Err(e),
         };
-        let offering = self.offering_priced_for(tenant, &input.offering).await?;
+        let offering = self.offering_priced_for(tenant, &input.offering, now).await?;
+        bookable(&offering)?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
         let policy = match tenant {
             Some(t) => Some(self.decide(t, &offering, valid.quantity, valid.window, None, now).await?),
@@ -167,18 +183,20 @@ impl Engine {
         let (decision, quota) = policy.unzip();
         let region = input.region.as_deref();
         self.check_region(region)?;
+        booking::check_region(&offering, region).map_err(field_error)?;
+        let regions = if region.is_some() { &[][..] } else { &offering.regions[..] };
         let request = self.request(&offering, &valid);
-        let offerings = self.store.list_offerings().await?;
+        let offerings = self.offerings(now).await?;
         let turnaround = self.config.turnaround;
         let can_preempt = valid.window.start - turnaround >= now + self.config.burst_warning;
         let driver = &valid.options.cuda_driver;
         Ok(self.index.read(|s| {
-            let gpus = s.gpus_for(region, &request, driver);
+            let gpus = in_regions(s, regions, s.gpus_for(region, &request, driver));
             let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
             let max_quantity = placement::max_quantity(&gpus, &holds, &request);
             // Nodes other teams run with another driver branch then are left out: say so when
             // that is what makes the difference.
-            let any_driver = placement::max_quantity(&s.gpus_in(region), &holds, &request);
+            let any_driver = placement::max_quantity(&in_regions(s, regions, s.gpus_in(region)), &holds, &request);
             let driver_note = (any_driver > max_quantity).then(|| {
                 format!(
                     "CUDA driver {driver} leaves {max_quantity} of {any_driver} units: the other nodes with room run \
@@ -204,8 +222,12 @@ impl Engine {
                 .iter()
                 .filter(|o| o.id != offering.id)
                 .filter_map(|o| {
+                    // Each alternative as it would be booked: its own options' defaults, its own
+                    // regions.
                     let alt = Request { kind: UnitKind::of(o), quantity: 1, ..request };
-                    let n = placement::max_quantity(&gpus, &holds, &alt);
+                    let alt_driver = booking::default_options(o).cuda_driver;
+                    let alt_gpus = in_regions(s, &o.regions, s.gpus_for(region, &alt, &alt_driver));
+                    let n = placement::max_quantity(&alt_gpus, &holds, &alt);
                     (n > 0).then(|| Alternative { offering: o.id.clone(), max_quantity: n })
                 })
                 .collect();
@@ -214,7 +236,8 @@ impl Engine {
                 quantity: valid.quantity,
                 start: valid.window.start,
                 end: valid.window.end,
-                price_cents: valid.price,
+                price_cents: valid.price(),
+                price_lines: valid.pricing.lines.clone(),
                 max_quantity,
                 fits,
                 earliest_fit,
@@ -259,10 +282,13 @@ impl Engine {
                 ));
             }
         }
-        let offering = self.offering_priced_for(Some(tenant_id), &input.offering).await?;
+        let offering = self.offering_priced_for(Some(tenant_id), &input.offering, now).await?;
+        bookable(&offering)?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
         let region = input.region.as_deref();
         self.check_region(region)?;
+        booking::check_region(&offering, region).map_err(field_error)?;
+        let regions = if region.is_some() { &[][..] } else { &offering.regions[..] };
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         let (decision, _) = self.decide(tenant_id, &offering, valid.quantity, valid.window, None, now).await?;
         let (state, approval_deadline, decision_reason) = match decision {
@@ -289,7 +315,7 @@ impl Engine {
         // Each lost race means another booking committed, so re-planning makes progress; it stops
         // as soon as placement finds no room (a 409 with the free count) or after a few rounds.
         for attempt in 0..MAX_PLAN_ATTEMPTS {
-            let pieces = self.plan(&request, region, &valid.options.cuda_driver, can_preempt).map_err(|e| {
+            let pieces = self.plan(&request, region, regions, &valid.options.cuda_driver, can_preempt).map_err(|e| {
                 EngineError::Conflict(format!(
                     "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
                     e.available,
@@ -311,8 +337,9 @@ impl Engine {
                 hold_until: request.window.end,
                 state,
                 options: valid.options.clone(),
-                price: valid.price,
+                price: valid.price(),
                 rate: offering.reserved_cents_per_hour,
+                option_prices: valid.locked.clone(),
                 allocations: pieces.clone(),
                 first_job: (state == ReservationState::Scheduled).then(|| {
                     let at = provisioning::provision_at(valid.window.start, self.config.provision_lead, now);
@@ -336,7 +363,11 @@ impl Engine {
                         tenant_id,
                         format!(
                             "{} × {} from {} to {} for {}",
-                            valid.quantity, offering.id, valid.window.start, valid.window.end, valid.price
+                            valid.quantity,
+                            offering.id,
+                            valid.window.start,
+                            valid.window.end,
+                            valid.price()
                         ),
                     );
                     self.record(who, change, now).await;
@@ -411,7 +442,7 @@ impl Engine {
         if window.end - window.start > booking::MAX_WINDOW {
             return Err(EngineError::invalid("end", "a window can be at most 30 days long"));
         }
-        let offering = self.offering_priced_for(Some(tenant_id), &current.offering).await?;
+        let offering = self.offering_priced_for(Some(tenant_id), &current.offering, now).await?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         if end > current.end && current.kind == ReservationKind::Burst {
             // A burst grows within the burst limits, as a new burst would.
@@ -435,9 +466,16 @@ impl Engine {
                 }
             }
         }
-        // Re-priced at the rate locked when it was booked, not today's list rate.
-        let price =
-            Cents::per_hour_for_minutes(current.rate_cents_per_hour * i64::from(current.quantity), window.minutes());
+        // Re-priced at the rate and option prices locked when it was booked, not today's list
+        // prices (a retired offering's reservations change like any other).
+        let price = pricing::price(
+            &current.offering,
+            current.rate_cents_per_hour,
+            current.quantity,
+            window.minutes(),
+            &current.option_prices,
+        )
+        .total;
         let hold_until = end + self.config.turnaround;
         let allocations = self.store.reservation_allocations(id).await?;
         let gpu_ids: Vec<i64> = allocations.iter().map(|(g, _)| *g).collect();
@@ -505,6 +543,30 @@ impl Engine {
         self.record(who, change, now).await;
         self.reservation_detail(who, id).await
     }
+}
+
+/// Refuses (409) new bookings, quotes and bursts of a retired offering; its reservations keep
+/// working (changes of end, cancellations and bills never pass here).
+pub(crate) fn bookable(offering: &Offering) -> EngineResult<()> {
+    match offering.retired_at {
+        Some(at) => Err(EngineError::Conflict(format!(
+            "{} was retired on {} UTC; choose another offering (GET /api/v1/offerings lists them)",
+            offering.name,
+            at.format("%Y-%m-%d %H:%M")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The GPUs of `gpus` in one of `regions` (an offering's region filter); all of them when it
+/// lists none.
+pub(crate) fn in_regions<'a>(s: &Snapshot, regions: &[String], gpus: Cow<'a, [GpuSlot]>) -> Cow<'a, [GpuSlot]> {
+    if regions.is_empty() {
+        return gpus;
+    }
+    let allowed: std::collections::HashSet<i64> =
+        regions.iter().flat_map(|r| s.gpus_in(Some(r)).iter().map(|g| g.gpu_id).collect::<Vec<_>>()).collect();
+    Cow::Owned(gpus.iter().filter(|g| allowed.contains(&g.gpu_id)).cloned().collect())
 }
 
 /// The 409 for a change that lost to another one made at the same moment (a second cancel, an

@@ -31,6 +31,8 @@ mod inventory_tests;
 #[cfg(test)]
 mod metering_tests;
 #[cfg(test)]
+mod offerings_tests;
+#[cfg(test)]
 mod policy_tests;
 #[cfg(test)]
 mod provisioning_tests;

@@ -18,6 +18,7 @@ use tenantry_domain::metering::{
     ReservationCost, Statement, StatementSummary, Totals, Usage, UsageReport, WeekSpend,
 };
 use tenantry_domain::offering::GpuSevenths;
+use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, Offering, Window};
 
 /// What `/metrics` reads from the store at each scrape.
@@ -36,10 +37,13 @@ const RAN: &[&str] = &["active", "degraded", "releasing", "completed", "cancelle
 
 impl Engine {
     /// Reservations and bursts for metering, with what their offering says (GPU model, MIG
-    /// fraction). Rows of an offering that no longer exists are metered as whole GPUs.
+    /// fraction; retired offerings too) and their locked rate and option prices. Rows of an
+    /// offering that no longer exists are metered as whole GPUs.
     async fn metered_items(&self, tenant_id: Option<i64>, span: Window) -> EngineResult<Vec<Metered>> {
+        // Only the offerings' shapes matter here (what was charged is locked on each row), so
+        // the rates read with them are of no consequence.
         let offerings: HashMap<String, Offering> =
-            self.offerings().await?.into_iter().map(|o| (o.id.clone(), o)).collect();
+            self.store.list_offerings(span.end).await?.into_iter().map(|o| (o.id.clone(), o)).collect();
         let rows = self.store.metered(tenant_id, span).await?;
         Ok(rows
             .into_iter()
@@ -57,6 +61,7 @@ impl Engine {
                     state: row.state.parse().ok()?,
                     rate: Cents(row.rate_cents_per_hour),
                     cuts,
+                    options: serde_json::from_str(&row.option_prices).ok()?,
                 })
             })
             .collect())
@@ -142,11 +147,27 @@ impl Engine {
         let budget = self.policy_of(tenant_id).await?.monthly_budget_dollars.map(|d| Cents(i64::from(d) * 100));
         let forecast = metering::forecast(this_month, &month_lines, budget, now);
 
+        // A week's option lines count with what they were booked with: a reservation's as
+        // reserved spend, a burst's as on-demand.
+        let burst_ids: std::collections::HashSet<i64> =
+            metered.iter().filter(|m| m.kind == ReservationKind::Burst).map(|m| m.id).collect();
         let weeks = metering::periods(weeks_span, GroupBy::Week)
             .into_iter()
             .map(|(week, period)| {
                 let lines = metering::lines(&metered, &[], period, policy, now);
-                let sum = |kind| lines.iter().filter(|l| l.kind == kind).map(|l| l.amount_cents).sum();
+                let sum = |kind| {
+                    lines
+                        .iter()
+                        .filter(|l| match l.kind {
+                            LineKind::Option => {
+                                let burst = l.reservation_id.is_some_and(|id| burst_ids.contains(&id));
+                                kind == if burst { LineKind::OnDemand } else { LineKind::Reserved }
+                            }
+                            k => k == kind,
+                        })
+                        .map(|l| l.amount_cents)
+                        .sum()
+                };
                 WeekSpend {
                     week,
                     start: period.start,
@@ -158,7 +179,9 @@ impl Engine {
 
         let usage_lines: Vec<(Option<String>, ChargeLine)> = month_lines
             .iter()
-            .filter(|l| matches!(l.kind, LineKind::Reserved | LineKind::OnDemand | LineKind::CancellationFee))
+            .filter(|l| {
+                matches!(l.kind, LineKind::Reserved | LineKind::OnDemand | LineKind::Option | LineKind::CancellationFee)
+            })
             .map(|l| (None, l.clone()))
             .collect();
         let by_offering = metering::group(&usage_lines, GroupBy::Offering);

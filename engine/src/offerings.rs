@@ -1,11 +1,188 @@
-//! The catalogue of offerings, as every signed-in user sees it.
+//! The catalogue of offerings: what every signed-in user may book (live offerings at the rates
+//! in effect now), and what platform admins do to it: create an offering, change its name,
+//! description, regions and option catalog, schedule a price change, retire it. Every admin
+//! change is audited and makes the availability index (here and, through PostgreSQL, on other
+//! instances) reload the GPUs of the offering's model, so live calendars follow it. Offerings are
+//! read from the database on every request, so no copy of them goes stale.
 
-use crate::error::EngineResult;
+use crate::audit::Change;
+use crate::error::{EngineError, EngineResult};
+use crate::identity::require_admin;
+use crate::store::offerings::OfferingWrite;
 use crate::Engine;
-use tenantry_domain::Offering;
+use chrono::{DateTime, Utc};
+use tenantry_domain::offering::{NewOffering, OfferingPatch, OfferingRecord, PriceChange};
+use tenantry_domain::pricing::PricePoint;
+use tenantry_domain::{Identity, Offering};
+
+fn field_error(e: tenantry_domain::booking::FieldError) -> EngineError {
+    EngineError::Invalid { field: e.field, message: e.message }
+}
+
+/// The 409 for changing an offering that is retired.
+fn retired(id: &str, at: DateTime<Utc>) -> EngineError {
+    EngineError::Conflict(format!(
+        "offering `{id}` was retired on {} UTC and no longer changes; create a new offering instead",
+        at.format("%Y-%m-%d %H:%M")
+    ))
+}
 
 impl Engine {
-    pub async fn offerings(&self) -> EngineResult<Vec<Offering>> {
-        self.store.list_offerings().await
+    /// Live (not retired) offerings at the rates in effect at `now`, with their option catalogs.
+    pub async fn offerings(&self, now: DateTime<Utc>) -> EngineResult<Vec<Offering>> {
+        Ok(self.store.list_offerings(now).await?.into_iter().filter(|o| !o.is_retired()).collect())
     }
+
+    /// Every offering, retired ones too, with its price history (admins).
+    pub async fn admin_offerings(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<Vec<OfferingRecord>> {
+        require_admin(who)?;
+        self.store.offering_history(now).await
+    }
+
+    /// One offering with its price history (admins).
+    pub async fn admin_offering(&self, who: &Identity, id: &str, now: DateTime<Utc>) -> EngineResult<OfferingRecord> {
+        require_admin(who)?;
+        self.store.offering_record(id, now).await?.ok_or(EngineError::NotFound("offering"))
+    }
+
+    /// Creates an offering, priced from `now` (admins; audited). 409 when the id is taken.
+    pub async fn create_offering(
+        &self,
+        who: &Identity,
+        input: &NewOffering,
+        now: DateTime<Utc>,
+    ) -> EngineResult<OfferingRecord> {
+        require_admin(who)?;
+        let known = self.store.region_names().await?;
+        let offering = input.checked(&known).map_err(field_error)?;
+        match self.store.insert_offering(&offering, now, &who.email, now).await? {
+            OfferingWrite::Done => {}
+            OfferingWrite::Duplicate => {
+                return Err(EngineError::Conflict(format!(
+                    "an offering `{}` exists already (retired ones keep their id); choose another id",
+                    offering.id
+                )))
+            }
+            OfferingWrite::Missing | OfferingWrite::Retired(_) | OfferingWrite::Changed => {
+                return Err(EngineError::NotFound("offering"))
+            }
+        }
+        self.offering_changed(&offering, now).await?;
+        let detail = format!(
+            "{} ({} {}), {} reserved / {} on demand per unit-hour, {} option choices, regions: {}",
+            offering.name,
+            offering.gpu_model,
+            offering.mig_profile.map_or_else(|| offering.grain.to_string(), |p| p.to_string()),
+            offering.reserved_cents_per_hour,
+            offering.on_demand_cents_per_hour,
+            offering.options.iter().count(),
+            if offering.regions.is_empty() { "all".to_owned() } else { offering.regions.join(", ") }
+        );
+        self.record(who, offering_change("offering.created", &offering.id, detail), now).await;
+        self.admin_offering(who, &offering.id, now).await
+    }
+
+    /// Changes an offering's name, description, regions or option catalog (admins; audited).
+    /// Reservations already booked keep the option prices they locked.
+    pub async fn change_offering(
+        &self,
+        who: &Identity,
+        id: &str,
+        patch: &OfferingPatch,
+        now: DateTime<Utc>,
+    ) -> EngineResult<OfferingRecord> {
+        require_admin(who)?;
+        let current = self.store.offering_record(id, now).await?.ok_or(EngineError::NotFound("offering"))?;
+        if let Some(at) = current.offering.retired_at {
+            return Err(retired(id, at));
+        }
+        let known = self.store.region_names().await?;
+        let changed = patch.applied(&current.offering, &known).map_err(field_error)?;
+        // Written only over what was read here, or over what the admin saw when they say which
+        // revision that was: a concurrent edit is refused, never silently undone.
+        let expected = patch.revision.unwrap_or(current.revision);
+        match self.store.update_offering(&changed, expected).await? {
+            OfferingWrite::Done => {}
+            OfferingWrite::Retired(at) => return Err(retired(id, at)),
+            OfferingWrite::Changed => {
+                return Err(EngineError::Conflict(format!(
+                    "offering `{id}` changed since revision {expected} (someone else edited it); reload it and make \
+                     your change again"
+                )))
+            }
+            OfferingWrite::Missing | OfferingWrite::Duplicate => return Err(EngineError::NotFound("offering")),
+        }
+        self.offering_changed(&changed, now).await?;
+        let detail = serde_json::to_string(patch).unwrap_or_default();
+        self.record(who, offering_change("offering.changed", id, detail), now).await;
+        self.admin_offering(who, id, now).await
+    }
+
+    /// Sets new rates from a time (now, or later), keeping every earlier rate in the history
+    /// (admins; audited). Reservations booked before it takes effect keep the rate they locked.
+    pub async fn change_price(
+        &self,
+        who: &Identity,
+        id: &str,
+        change: &PriceChange,
+        now: DateTime<Utc>,
+    ) -> EngineResult<OfferingRecord> {
+        require_admin(who)?;
+        let (reserved, on_demand, effective_at) = change.checked(now).map_err(field_error)?;
+        let point = PricePoint {
+            effective_at,
+            reserved_cents_per_hour: reserved,
+            on_demand_cents_per_hour: on_demand,
+            set_by: who.email.clone(),
+            set_at: now,
+        };
+        match self.store.add_price(id, &point).await? {
+            OfferingWrite::Done => {}
+            OfferingWrite::Missing | OfferingWrite::Changed => return Err(EngineError::NotFound("offering")),
+            OfferingWrite::Retired(at) => return Err(retired(id, at)),
+            OfferingWrite::Duplicate => {
+                return Err(EngineError::Conflict(format!(
+                    "offering `{id}` already has a price taking effect at {effective_at}; choose another time"
+                )))
+            }
+        }
+        let detail = format!("{reserved} reserved / {on_demand} on demand per unit-hour from {effective_at}");
+        self.record(who, offering_change("offering.price_changed", id, detail), now).await;
+        self.admin_offering(who, id, now).await
+    }
+
+    /// Retires an offering now: no new bookings, quotes or bursts; its reservations keep
+    /// running, changing and being billed (admins; audited).
+    pub async fn retire_offering(&self, who: &Identity, id: &str, now: DateTime<Utc>) -> EngineResult<OfferingRecord> {
+        require_admin(who)?;
+        match self.store.retire_offering(id, now).await? {
+            OfferingWrite::Done => {}
+            OfferingWrite::Missing | OfferingWrite::Duplicate | OfferingWrite::Changed => {
+                return Err(EngineError::NotFound("offering"))
+            }
+            OfferingWrite::Retired(at) => {
+                return Err(EngineError::Conflict(format!(
+                    "offering `{id}` was already retired on {} UTC",
+                    at.format("%Y-%m-%d %H:%M")
+                )))
+            }
+        }
+        let record = self.admin_offering(who, id, now).await?;
+        self.offering_changed(&record.offering, now).await?;
+        self.record(who, offering_change("offering.retired", id, "no new bookings".to_owned()), now).await;
+        Ok(record)
+    }
+
+    /// What can be booked on the offering's model changed: this instance's live calendars reload
+    /// (the store told the other instances in the same transaction).
+    async fn offering_changed(&self, offering: &Offering, now: DateTime<Utc>) -> EngineResult<()> {
+        let gpus: Vec<i64> = self
+            .index
+            .read(|s| s.gpus.iter().filter(|g| g.gpu_model == offering.gpu_model).map(|g| g.gpu_id).collect());
+        self.index.refresh_gpus(&self.store, &gpus, now).await
+    }
+}
+
+fn offering_change<'a>(action: &'a str, id: &str, detail: String) -> Change<'a> {
+    Change { action, object_type: "offering", object_id: Some(id.to_owned()), tenant_id: None, detail }
 }

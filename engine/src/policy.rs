@@ -18,7 +18,7 @@ use tenantry_domain::policy::{
     self, ApprovalItem, Ask, BurstInput, Decision, Holding, Policy, PolicyPatch, QuotaEffect, TenantPolicy,
 };
 use tenantry_domain::reservation::{Placement, ReservationDetail, ReservationKind};
-use tenantry_domain::{Cents, Identity, Offering, ReservationState, Window};
+use tenantry_domain::{Identity, Offering, ReservationState, Window};
 
 fn parse_policy(json: Option<&str>) -> Policy {
     json.and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default()
@@ -31,8 +31,10 @@ impl Engine {
         Ok(parse_policy(tenant.policy.as_deref()))
     }
 
+    /// Every offering, retired ones too (their reservations still count); policy reads only
+    /// their shapes, so the rates read with them are of no consequence.
     async fn offerings_by_id(&self) -> EngineResult<HashMap<String, Offering>> {
-        Ok(self.store.list_offerings().await?.into_iter().map(|o| (o.id.clone(), o)).collect())
+        Ok(self.store.list_offerings(Utc::now()).await?.into_iter().map(|o| (o.id.clone(), o)).collect())
     }
 
     /// What the team already holds that policy counts against `window`'s months.
@@ -353,7 +355,8 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> EngineResult<ReservationDetail> {
         let tenant_id = crate::booking::require_lead(who)?;
-        let offering = self.offering_priced_for(Some(tenant_id), &input.offering).await?;
+        let offering = self.offering_priced_for(Some(tenant_id), &input.offering, now).await?;
+        crate::booking::bookable(&offering)?;
         let window = policy::burst_window(input, now)
             .map_err(|e| EngineError::Invalid { field: e.field, message: e.message })?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
@@ -371,6 +374,7 @@ impl Engine {
             .index
             .read(|s| {
                 let gpus = s.gpus_for(None, &request, &options.cuda_driver);
+                let gpus = crate::booking::in_regions(s, &offering.regions, gpus);
                 placement::place(&gpus, &availability::holds_in(&s.holds, &request.window), &request)
             })
             .map_err(|e| {
@@ -379,7 +383,16 @@ impl Engine {
                     e.available, e.requested, offering.id, input.hours
                 ))
             })?;
-        let price = Cents::per_hour_for_minutes(offering.on_demand_cents_per_hour * input.quantity, window.minutes());
+        // The on-demand rate with the default options' prices, by the same rule as a booking.
+        let option_prices = tenantry_domain::pricing::lock_options(&offering.options, &options);
+        let price = tenantry_domain::pricing::price(
+            &offering.id,
+            offering.on_demand_cents_per_hour,
+            quantity,
+            window.minutes(),
+            &option_prices,
+        )
+        .total;
         let new = NewReservation {
             kind: ReservationKind::Burst,
             tenant_id,
@@ -394,6 +407,7 @@ impl Engine {
             options,
             price,
             rate: offering.on_demand_cents_per_hour,
+            option_prices,
             allocations: pieces.clone(),
             approval_deadline: None,
             decision_reason: Some(format!(

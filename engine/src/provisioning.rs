@@ -391,7 +391,7 @@ impl Engine {
         reason: &str,
     ) -> EngineResult<Replacement> {
         let now = Utc::now();
-        let offering = self.offering_priced_for(Some(tenant_id), &r.offering).await?;
+        let offering = self.offering_priced_for(Some(tenant_id), &r.offering, now).await?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         self.store.quarantine_node(failed.node_id, reason, now).await?;
         self.refresh_nodes(std::slice::from_ref(failed), now).await?;

@@ -425,6 +425,7 @@ async fn two_instances_share_a_thousand_reservations_without_repeating_a_step() 
                 },
                 price: tenantry_domain::Cents(100),
                 rate: tenantry_domain::Cents(100),
+                option_prices: Vec::new(),
                 allocations: vec![tenantry_domain::placement::Placed {
                     node_id: g.node_id,
                     gpu_id: g.gpu_id,

@@ -19,11 +19,12 @@ use crate::store::reservations::NewReservation;
 use crate::store::seed_support::PastEvent;
 use crate::Engine;
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use tenantry_domain::offering::Bounds;
+use tenantry_domain::booking::default_options;
 use tenantry_domain::placement::Placed;
+use tenantry_domain::pricing::{self, OptionCatalog, OptionChoice};
 use tenantry_domain::provisioning::{fabric_of, mig_layout, provision_at, JobKind, Step, StepStatus};
 use tenantry_domain::reservation::ReservationKind;
-use tenantry_domain::reservation::{Orchestrator, Placement, Workload};
+use tenantry_domain::reservation::{Orchestrator, Workload};
 use tenantry_domain::{
     Cents, GpuModel, Grain, Health, MigProfile, NodeState, Offering, ReservationOptions, ReservationState, Role, Window,
 };
@@ -117,22 +118,32 @@ impl Rng {
     }
 }
 
-fn bounds(min: u32, max: u32, default: u32) -> Bounds {
-    Bounds { min, max, default }
+/// Free sizes from `min` to `max`: both ends, `default` (the default) and every power of two
+/// between (the same sizes migration 0006 made of the bounds offerings had before).
+fn sizes(min: u32, max: u32, default: u32) -> Vec<OptionChoice> {
+    let mut values: Vec<u32> = vec![min, default, max];
+    values.extend((0..31).map(|p| 1u32 << p).filter(|v| min < *v && *v < max));
+    values.sort_unstable();
+    values.dedup();
+    values.into_iter().map(|v| OptionChoice::free(v.to_string(), v == default)).collect()
 }
 
-/// The demo's offerings, priced like a 2026 GPU cloud.
+/// Free choices, the first one the default.
+fn choices(values: &[&str]) -> Vec<OptionChoice> {
+    values.iter().enumerate().map(|(i, v)| OptionChoice::free(*v, i == 0)).collect()
+}
+
+/// The demo's offerings, priced like a 2026 GPU cloud. Their options are all free (what the
+/// offerings had before options were priced), so demo prices are the rates alone.
 pub fn demo_offerings() -> Vec<Offering> {
-    let drivers = || vec!["570".to_owned(), "550".to_owned(), "535".to_owned()];
-    let all_orchestrators = vec![Orchestrator::Kubernetes, Orchestrator::Slurm, Orchestrator::None];
     let offering = |id: &str,
                     name: &str,
                     gpu_model,
                     grain,
                     mig_profile,
                     (reserved, on_demand): (i64, i64),
-                    host_memory_gb,
-                    storage_tb,
+                    host_memory_gb: Vec<OptionChoice>,
+                    storage_tb: Vec<OptionChoice>,
                     description: &str| Offering {
         id: id.to_owned(),
         name: name.to_owned(),
@@ -141,10 +152,15 @@ pub fn demo_offerings() -> Vec<Offering> {
         mig_profile,
         reserved_cents_per_hour: Cents(reserved),
         on_demand_cents_per_hour: Cents(on_demand),
-        cuda_drivers: drivers(),
-        orchestrators: all_orchestrators.clone(),
-        host_memory_gb,
-        storage_tb,
+        regions: Vec::new(),
+        options: OptionCatalog {
+            orchestrator: choices(&["kubernetes", "slurm", "none"]),
+            cuda_driver: choices(&["570", "550", "535"]),
+            host_memory_gb,
+            storage_tb,
+            placement: if grain == Grain::Node { choices(&["compact", "any"]) } else { choices(&["any", "compact"]) },
+        },
+        retired_at: None,
         description: description.to_owned(),
     };
     vec![
@@ -155,8 +171,8 @@ pub fn demo_offerings() -> Vec<Offering> {
             Grain::Node,
             None,
             (2000, 2800),
-            bounds(512, 2048, 2048),
-            bounds(0, 100, 10),
+            sizes(512, 2048, 2048),
+            sizes(0, 100, 10),
             "A dedicated HGX node: 8× H100 SXM 80GB with NVLink, 3.2 Tb/s InfiniBand, 224 cores.",
         ),
         offering(
@@ -166,8 +182,8 @@ pub fn demo_offerings() -> Vec<Offering> {
             Grain::Gpu,
             None,
             (275, 399),
-            bounds(32, 256, 128),
-            bounds(0, 20, 1),
+            sizes(32, 256, 128),
+            sizes(0, 20, 1),
             "One H100 SXM 80GB GPU on a shared HGX node.",
         ),
         offering(
@@ -177,8 +193,8 @@ pub fn demo_offerings() -> Vec<Offering> {
             Grain::Gpu,
             None,
             (95, 149),
-            bounds(32, 192, 96),
-            bounds(0, 20, 1),
+            sizes(32, 192, 96),
+            sizes(0, 20, 1),
             "One L40S 48GB GPU for inference and graphics.",
         ),
         offering(
@@ -188,8 +204,8 @@ pub fn demo_offerings() -> Vec<Offering> {
             Grain::Mig,
             Some(MigProfile::G1_10),
             (22, 35),
-            bounds(8, 64, 16),
-            bounds(0, 5, 0),
+            sizes(8, 64, 16),
+            sizes(0, 5, 0),
             "One seventh of an A100 80GB: 1 compute slice, 10 GB. For notebooks and development.",
         ),
         offering(
@@ -199,8 +215,8 @@ pub fn demo_offerings() -> Vec<Offering> {
             Grain::Mig,
             Some(MigProfile::G3_40),
             (62, 95),
-            bounds(16, 128, 64),
-            bounds(0, 10, 1),
+            sizes(16, 128, 64),
+            sizes(0, 10, 1),
             "Three sevenths of an A100 80GB: 3 compute slices, 40 GB. For fine-tuning and inference.",
         ),
     ]
@@ -476,6 +492,12 @@ pub fn plan_reservations(
             Grain::Gpu => Workload::Inference,
             Grain::Mig => Workload::Development,
         };
+        let options = ReservationOptions {
+            orchestrator: if rng.chance(60) { Orchestrator::Kubernetes } else { Orchestrator::Slurm },
+            workload,
+            ..default_options(offering)
+        };
+        let locked = pricing::lock_options(&offering.options, &options);
         out.push(NewReservation {
             kind: ReservationKind::Reservation,
             approval_deadline: None,
@@ -487,14 +509,7 @@ pub fn plan_reservations(
             window,
             hold_until: end + turnaround,
             state,
-            options: ReservationOptions {
-                orchestrator: if rng.chance(60) { Orchestrator::Kubernetes } else { Orchestrator::Slurm },
-                cuda_driver: offering.default_cuda_driver().to_owned(),
-                host_memory_gb: offering.host_memory_gb.default,
-                storage_tb: offering.storage_tb.default,
-                placement: if offering.grain == Grain::Node { Placement::Compact } else { Placement::Any },
-                workload,
-            },
+            options: options.clone(),
             first_job: match state {
                 ReservationState::Scheduled => {
                     Some((JobKind::Provision, provision_at(start, config.provision_lead, now)))
@@ -503,10 +518,9 @@ pub fn plan_reservations(
                 _ => None,
             },
             rate: offering.reserved_cents_per_hour,
-            price: Cents::per_hour_for_minutes(
-                offering.reserved_cents_per_hour * i64::from(quantity),
-                window.minutes(),
-            ),
+            price: pricing::price(&offering.id, offering.reserved_cents_per_hour, quantity, window.minutes(), &locked)
+                .total,
+            option_prices: locked,
             allocations,
         });
     }
@@ -612,8 +626,10 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
         }
     }
     let offerings = demo_offerings();
-    for (i, offering) in offerings.iter().enumerate() {
-        store.insert_offering(offering, i as i64).await?;
+    // The demo's list prices have always been in effect, so its past reservations were booked at
+    // them too.
+    for offering in &offerings {
+        store.insert_offering(offering, DateTime::<Utc>::UNIX_EPOCH, "seed", now).await?;
     }
     // The fleet comes in the way a real install's does: the driver's inventory is reconciled
     // (nodes enrolled), an admin admits them, then the demo's failures and maintenance are set.

@@ -58,6 +58,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: NodeCommand,
     },
+    /// Offerings and their prices: list, create, reprice, retire.
+    Offering {
+        #[command(subcommand)]
+        command: crate::offering_cli::OfferingCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]

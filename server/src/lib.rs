@@ -12,6 +12,7 @@ pub mod config;
 pub mod csrf;
 pub mod error;
 pub mod metrics;
+pub mod offering_cli;
 pub mod oidc;
 pub mod router;
 pub mod security;

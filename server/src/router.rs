@@ -94,6 +94,11 @@ api_table! {
     get "/admin/tenants/{slug}/policy" Admin => api::admin::policy;
     patch "/admin/tenants/{slug}/policy" Admin => api::admin::patch_policy;
     get "/admin/reports/usage" Admin => api::chargeback::usage_report;
+    get "/admin/offerings" Admin => api::offerings::admin_list;
+    post "/admin/offerings" Admin => api::offerings::create;
+    patch "/admin/offerings/{id}" Admin => api::offerings::change;
+    post "/admin/offerings/{id}/prices" Admin => api::offerings::change_price;
+    post "/admin/offerings/{id}/retire" Admin => api::offerings::retire;
     get "/admin/users" Admin => api::users::list;
     get "/admin/users/{id}/tokens" Admin => api::users::tokens;
     post "/admin/users/{id}/tokens/{token_id}/revoke" Admin => api::users::revoke_token;

@@ -18,7 +18,8 @@ use leptos_router::hooks::{use_navigate, use_query_map};
 use tenantry_domain::availability::Bucket;
 use tenantry_domain::booking::{BookingInput, OptionsInput, Quote};
 use tenantry_domain::policy::{BurstInput, Decision};
-use tenantry_domain::reservation::{Placement, Workload};
+use tenantry_domain::pricing::{OptionChoice, OptionKind, OptionPrice, PriceLineKind};
+use tenantry_domain::reservation::Workload;
 use tenantry_domain::{Grain, Offering};
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
@@ -207,8 +208,15 @@ fn Planner(offerings: Vec<Offering>, burst_warning: i64, plan: Plan) -> impl Int
                             prop:value=offering_id
                             on:change=move |ev| {
                                 asked.set(Some(event_target_value(&ev)));
-                                form.orchestrator.set(String::new());
-                                form.cuda_driver.set(String::new());
+                                for option in [
+                                    form.orchestrator,
+                                    form.cuda_driver,
+                                    form.host_memory_gb,
+                                    form.storage_tb,
+                                    form.placement,
+                                ] {
+                                    option.set(String::new());
+                                }
                             }
                         >
                             {catalogue.with_value(|list| offering_options(list, &untrack(offering_id)))}
@@ -671,48 +679,86 @@ fn OptionFields(offering: Offering, form: Form) -> impl IntoView {
         }
     };
     let pairs = |items: Vec<String>| items.into_iter().map(|v| (v.clone(), v)).collect::<Vec<_>>();
+    // The offering's catalog, each choice with its price ("10 TB · $0.40/unit-h", "slurm · $50.00
+    // once"); the "Default" entry names the choice it stands for. Kinds it does not offer are left out.
+    let catalog = offering.options.clone();
+    let priced = move |kind: OptionKind| -> Option<(String, Vec<(String, String)>)> {
+        let choices = catalog.choices(kind);
+        let label = |c: &OptionChoice| {
+            let value = kind.show(&c.value);
+            if c.price.is_free() {
+                value
+            } else {
+                format!("{value} · {}", c.price.short())
+            }
+        };
+        let default = choices.iter().find(|c| c.default).map(label)?;
+        Some((default, choices.iter().map(|c| (c.value.clone(), label(c))).collect()))
+    };
+    let option_select = move |kind: OptionKind, signal: RwSignal<String>| {
+        priced(kind).map(|(default, choices)| {
+            view! {
+                <label class="block">
+                    {kind.label()}
+                    <select
+                        class=INPUT
+                        data-testid=format!("option-{kind}")
+                        prop:value=move || signal.get()
+                        on:change=move |ev| signal.set(event_target_value(&ev))
+                    >
+                        <option value="">{format!("Default ({default})")}</option>
+                        {choices
+                            .into_iter()
+                            .map(|(value, text)| view! { <option value=value>{text}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+            }
+        })
+    };
     view! {
-        {select(
-            "Orchestrator",
-            form.orchestrator,
-            pairs(offering.orchestrators.iter().map(|o| o.code().to_owned()).collect()),
-        )}
-        {select("CUDA driver", form.cuda_driver, pairs(offering.cuda_drivers.clone()))}
-        {select("Placement", form.placement, pairs(Placement::ALL.iter().map(|p| p.code().to_owned()).collect()))}
+        {option_select(OptionKind::Orchestrator, form.orchestrator)}
+        {option_select(OptionKind::CudaDriver, form.cuda_driver)}
+        {option_select(OptionKind::HostMemoryGb, form.host_memory_gb)}
+        {option_select(OptionKind::StorageTb, form.storage_tb)}
+        {option_select(OptionKind::Placement, form.placement)}
         {select("Workload", form.workload, pairs(Workload::ALL.iter().map(|w| w.code().to_owned()).collect()))}
-        <label class="block">
-            {format!("Host memory (GB, {}–{})", offering.host_memory_gb.min, offering.host_memory_gb.max)}
-            <input
-                type="number"
-                class=INPUT
-                placeholder=offering.host_memory_gb.default.to_string()
-                prop:value=move || form.host_memory_gb.get()
-                on:input=move |ev| form.host_memory_gb.set(event_target_value(&ev))
-            />
-        </label>
-        <label class="block">
-            {format!("Shared storage (TB, {}–{})", offering.storage_tb.min, offering.storage_tb.max)}
-            <input
-                type="number"
-                class=INPUT
-                placeholder=offering.storage_tb.default.to_string()
-                prop:value=move || form.storage_tb.get()
-                on:input=move |ev| form.storage_tb.set(event_target_value(&ev))
-            />
-        </label>
     }
 }
 
 #[component]
 fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoView {
     let earliest = quote.earliest_fit;
+    // The price line by line when options add to it: the base rate, then each priced option.
+    let lines = (quote.price_lines.len() > 1).then(|| {
+        quote
+            .price_lines
+            .iter()
+            .map(|l| {
+                let what = match l.kind {
+                    PriceLineKind::Base => format!("Base ({}/unit-h)", l.unit_cents),
+                    _ => {
+                        let kind = l.kind.code().parse::<OptionKind>().ok();
+                        let value = kind.map_or_else(|| l.value.clone(), |k| k.show(&l.value));
+                        let price = OptionPrice { basis: l.basis, cents: l.unit_cents }.short();
+                        format!("{} {value} ({price})", kind.map_or("Option", |k| k.label()))
+                    }
+                };
+                view! {
+                    <dt class="text-slate-500" data-testid="quote-line">
+                        {what}
+                    </dt>
+                    <dd class="text-right tabular-nums">{l.cents.to_string()}</dd>
+                }
+            })
+            .collect_view()
+    });
     view! {
         <dl class="grid grid-cols-2 gap-1 text-sm">
-            <dt class="text-slate-500">"Price"</dt>
+            {lines} <dt class="text-slate-500">"Price"</dt>
             <dd class="text-right font-semibold tabular-nums" data-testid="quote-price">
                 {quote.price_cents.to_string()}
-            </dd>
-            <dt class="text-slate-500">"Free for this window"</dt>
+            </dd> <dt class="text-slate-500">"Free for this window"</dt>
             <dd class="text-right tabular-nums" data-testid="quote-max">
                 {quote.max_quantity}
             </dd>

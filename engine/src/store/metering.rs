@@ -23,6 +23,8 @@ pub struct MeteredRow {
     pub state: String,
     /// Cents per unit-hour, locked when it was booked.
     pub rate_cents_per_hour: i64,
+    /// JSON: the priced options' prices, locked when it was booked.
+    pub option_prices: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -68,7 +70,7 @@ impl Store {
         let (rows, cuts) = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select r.reservation_id, t.slug as tenant_slug, r.kind, r.offering_id, r.quantity, r.start_at,
-                        r.end_at, r.state, r.rate_cents_per_hour
+                        r.end_at, r.state, r.rate_cents_per_hour, r.option_prices
                  from reservation r join tenant t on t.tenant_id = r.tenant_id
                  where ((r.start_at < ",
             );

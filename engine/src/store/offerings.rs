@@ -1,9 +1,16 @@
-//! Offerings in the store.
+//! Offerings in the store: the offering rows, their price history (`offering_price`), region
+//! filters (`offering_region`) and option catalogs (`offering_option`). An offering is read with
+//! the rates in effect at the `now` the caller passes, so a price change takes effect at its
+//! `effective_at` without any job running. Every change is one transaction that checks the state
+//! it expects (a retired offering is never changed) and, on PostgreSQL, tells other instances.
 
-use super::Store;
+use super::{Backend, Store};
 use crate::error::EngineResult;
 use crate::on_pool;
-use tenantry_domain::offering::Bounds;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use tenantry_domain::offering::OfferingRecord;
+use tenantry_domain::pricing::{self, OptionCatalog, OptionChoice, OptionPrice, PricePoint};
 use tenantry_domain::{Cents, Offering};
 
 #[derive(sqlx::FromRow)]
@@ -13,98 +20,360 @@ struct OfferingRow {
     gpu_model: String,
     grain: String,
     mig_profile: Option<String>,
+    description: String,
+    retired_at: Option<DateTime<Utc>>,
+    revision: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct PriceRow {
+    offering_id: String,
+    effective_at: DateTime<Utc>,
     reserved_cents_per_hour: i64,
     on_demand_cents_per_hour: i64,
-    cuda_drivers: String,
-    orchestrators: String,
-    host_memory_gb_min: i64,
-    host_memory_gb_max: i64,
-    host_memory_gb_default: i64,
-    storage_tb_min: i64,
-    storage_tb_max: i64,
-    storage_tb_default: i64,
-    description: String,
+    set_by: String,
+    set_at: DateTime<Utc>,
 }
 
-fn bounds(min: i64, max: i64, default: i64) -> Option<Bounds> {
-    Some(Bounds { min: u32::try_from(min).ok()?, max: u32::try_from(max).ok()?, default: u32::try_from(default).ok()? })
+#[derive(sqlx::FromRow)]
+struct OptionRow {
+    offering_id: String,
+    kind: String,
+    value: String,
+    basis: String,
+    cents: i64,
+    is_default: bool,
 }
 
-impl OfferingRow {
-    fn into_offering(self) -> Option<Offering> {
-        Some(Offering {
-            gpu_model: self.gpu_model.parse().ok()?,
-            grain: self.grain.parse().ok()?,
-            mig_profile: match self.mig_profile {
-                Some(p) => Some(p.parse().ok()?),
-                None => None,
-            },
-            reserved_cents_per_hour: Cents(self.reserved_cents_per_hour),
-            on_demand_cents_per_hour: Cents(self.on_demand_cents_per_hour),
-            cuda_drivers: serde_json::from_str(&self.cuda_drivers).ok()?,
-            orchestrators: serde_json::from_str(&self.orchestrators).ok()?,
-            host_memory_gb: bounds(self.host_memory_gb_min, self.host_memory_gb_max, self.host_memory_gb_default)?,
-            storage_tb: bounds(self.storage_tb_min, self.storage_tb_max, self.storage_tb_default)?,
-            id: self.offering_id,
-            name: self.name,
-            description: self.description,
-        })
-    }
+/// What a change to an offering found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfferingWrite {
+    Done,
+    /// No such offering.
+    Missing,
+    /// It was retired (at that time), so it no longer changes.
+    Retired(DateTime<Utc>),
+    /// Another row with that key exists (an offering id, or a price at that instant).
+    Duplicate,
+    /// It changed since the revision the edit was made against.
+    Changed,
 }
 
-const OFFERING_SELECT: &str = "select offering_id, name, gpu_model, grain, mig_profile,
-        reserved_cents_per_hour, on_demand_cents_per_hour, cuda_drivers, orchestrators,
-        host_memory_gb_min, host_memory_gb_max, host_memory_gb_default,
-        storage_tb_min, storage_tb_max, storage_tb_default, description
-    from offering";
+/// On PostgreSQL, inside `$tx`: tells the other instances that what can be booked on the GPUs of
+/// offering `$id`'s model changed (its regions, options or retirement), so their live calendars
+/// reload. Offerings themselves are read from the database on every request, so nothing else
+/// holds a stale copy.
+macro_rules! offering_changed {
+    ($store:expr, $tx:ident, $id:expr) => {
+        if $store.backend() == Backend::Postgres {
+            sqlx::query(
+                "select pg_notify($1, coalesce((select string_agg(g.gpu_id::text, ',')
+                     from gpu g join node n on n.node_id = g.node_id
+                     join offering o on o.gpu_model = n.gpu_model where o.offering_id = $2), ''))",
+            )
+            .bind(super::reservations::ALLOCATION_CHANNEL)
+            .bind($id)
+            .execute(&mut *$tx)
+            .await?;
+        }
+    };
+}
+
+/// Inside `$tx`, after a conditional write on a live offering changed nothing: whether the
+/// offering is retired (and since when) or missing.
+macro_rules! retired_or_missing {
+    ($tx:ident, $id:expr) => {{
+        let row: Option<(Option<DateTime<Utc>>,)> =
+            sqlx::query_as("select retired_at from offering where offering_id = $1")
+                .bind($id)
+                .fetch_optional(&mut *$tx)
+                .await?;
+        match row {
+            None => OfferingWrite::Missing,
+            Some((Some(at),)) => OfferingWrite::Retired(at),
+            // Live: only an edit against an older revision misses it.
+            Some((None,)) => OfferingWrite::Changed,
+        }
+    }};
+}
+
+/// Inside `$tx`: writes `$offering`'s regions and option catalog rows.
+macro_rules! write_regions_and_options {
+    ($tx:ident, $offering:expr) => {
+        for region in &$offering.regions {
+            sqlx::query("insert into offering_region (offering_id, region) values ($1, $2)")
+                .bind(&$offering.id)
+                .bind(region)
+                .execute(&mut *$tx)
+                .await?;
+        }
+        for (kind, choices) in
+            tenantry_domain::pricing::OptionKind::ALL.iter().map(|&k| (k, $offering.options.choices(k)))
+        {
+            for (i, choice) in choices.iter().enumerate() {
+                sqlx::query(
+                    "insert into offering_option (offering_id, kind, value, basis, cents, is_default, sort_order)
+                     values ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .bind(&$offering.id)
+                .bind(kind.code())
+                .bind(&choice.value)
+                .bind(choice.price.basis.code())
+                .bind(choice.price.cents.0)
+                .bind(choice.default)
+                .bind(i as i64)
+                .execute(&mut *$tx)
+                .await?;
+            }
+        }
+    };
+}
 
 impl Store {
-    /// Every offering, in the order an admin arranged them.
-    pub async fn list_offerings(&self) -> EngineResult<Vec<Offering>> {
-        let sql = format!("{OFFERING_SELECT} order by sort_order, offering_id");
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, OfferingRow>(&sql).fetch_all(pool).await?);
-        Ok(rows.into_iter().filter_map(OfferingRow::into_offering).collect())
-    }
-
-    pub async fn offering(&self, offering_id: &str) -> EngineResult<Option<Offering>> {
-        let sql = format!("{OFFERING_SELECT} where offering_id = $1");
-        let row = on_pool!(self, |pool| {
-            sqlx::query_as::<_, OfferingRow>(&sql).bind(offering_id).fetch_optional(pool).await?
+    /// Every offering (retired ones too) with its whole price history, in the order an admin
+    /// arranged them; the offering's rates are those in effect at `now`. `only` reads one.
+    async fn offering_records(&self, only: Option<&str>, now: DateTime<Utc>) -> EngineResult<Vec<OfferingRecord>> {
+        let (rows, prices, regions, options) = on_pool!(self, |pool| {
+            let filter = if only.is_some() { "where offering_id = $1" } else { "" };
+            let rows_sql = format!(
+                "select offering_id, name, gpu_model, grain, mig_profile, description, retired_at, revision
+                 from offering {filter} order by sort_order, offering_id"
+            );
+            let prices_sql = format!(
+                "select offering_id, effective_at, reserved_cents_per_hour, on_demand_cents_per_hour, set_by, set_at
+                 from offering_price {filter} order by effective_at"
+            );
+            let regions_sql = format!("select offering_id, region from offering_region {filter} order by region");
+            let options_sql = format!(
+                "select offering_id, kind, value, basis, cents, is_default
+                 from offering_option {filter} order by sort_order, value"
+            );
+            let mut rows = sqlx::query_as::<_, OfferingRow>(&rows_sql);
+            let mut prices = sqlx::query_as::<_, PriceRow>(&prices_sql);
+            let mut regions = sqlx::query_as::<_, (String, String)>(&regions_sql);
+            let mut options = sqlx::query_as::<_, OptionRow>(&options_sql);
+            if let Some(id) = only {
+                rows = rows.bind(id);
+                prices = prices.bind(id);
+                regions = regions.bind(id);
+                options = options.bind(id);
+            }
+            let rows = rows.fetch_all(pool).await?;
+            let prices = prices.fetch_all(pool).await?;
+            let regions = regions.fetch_all(pool).await?;
+            let options = options.fetch_all(pool).await?;
+            (rows, prices, regions, options)
         });
-        Ok(row.and_then(OfferingRow::into_offering))
+        let mut history: HashMap<String, Vec<PricePoint>> = HashMap::new();
+        for p in prices {
+            history.entry(p.offering_id).or_default().push(PricePoint {
+                effective_at: p.effective_at,
+                reserved_cents_per_hour: Cents(p.reserved_cents_per_hour),
+                on_demand_cents_per_hour: Cents(p.on_demand_cents_per_hour),
+                set_by: p.set_by,
+                set_at: p.set_at,
+            });
+        }
+        let mut region_map: HashMap<String, Vec<String>> = HashMap::new();
+        for (offering, region) in regions {
+            region_map.entry(offering).or_default().push(region);
+        }
+        let mut catalogs: HashMap<String, OptionCatalog> = HashMap::new();
+        for o in options {
+            let (Ok(kind), Ok(basis)) = (o.kind.parse(), o.basis.parse()) else { continue };
+            catalogs.entry(o.offering_id).or_default().choices_mut(kind).push(OptionChoice {
+                value: o.value,
+                price: OptionPrice { basis, cents: Cents(o.cents) },
+                default: o.is_default,
+            });
+        }
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let prices = history.remove(&row.offering_id).unwrap_or_default();
+                let current = pricing::in_effect(&prices, now)?.clone();
+                let revision = row.revision;
+                let offering = Offering {
+                    gpu_model: row.gpu_model.parse().ok()?,
+                    grain: row.grain.parse().ok()?,
+                    mig_profile: match row.mig_profile {
+                        Some(p) => Some(p.parse().ok()?),
+                        None => None,
+                    },
+                    reserved_cents_per_hour: current.reserved_cents_per_hour,
+                    on_demand_cents_per_hour: current.on_demand_cents_per_hour,
+                    regions: region_map.remove(&row.offering_id).unwrap_or_default(),
+                    options: catalogs.remove(&row.offering_id).unwrap_or_default(),
+                    retired_at: row.retired_at,
+                    id: row.offering_id,
+                    name: row.name,
+                    description: row.description,
+                };
+                Some(OfferingRecord { offering, prices, revision })
+            })
+            .collect())
     }
 
-    pub async fn insert_offering(&self, offering: &Offering, sort_order: i64) -> EngineResult<()> {
-        let cuda = serde_json::to_string(&offering.cuda_drivers).unwrap_or_else(|_| "[]".into());
-        let orchestrators = serde_json::to_string(&offering.orchestrators).unwrap_or_else(|_| "[]".into());
-        crate::write_tx!(self, |tx| {
-            sqlx::query(
-                "insert into offering (offering_id, name, gpu_model, grain, mig_profile,
-                    reserved_cents_per_hour, on_demand_cents_per_hour, cuda_drivers, orchestrators,
-                    host_memory_gb_min, host_memory_gb_max, host_memory_gb_default,
-                    storage_tb_min, storage_tb_max, storage_tb_default, description, sort_order)
-                 values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+    /// The fleet's region names, sorted (an offering's region filter names some of them).
+    pub async fn region_names(&self) -> EngineResult<Vec<String>> {
+        let names = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, String>("select name from region order by name").fetch_all(pool).await?
+        });
+        Ok(names)
+    }
+
+    /// Every offering, retired ones too, at the rates in effect at `now`.
+    pub async fn list_offerings(&self, now: DateTime<Utc>) -> EngineResult<Vec<Offering>> {
+        Ok(self.offering_records(None, now).await?.into_iter().map(|r| r.offering).collect())
+    }
+
+    /// One offering at the rates in effect at `now`.
+    pub async fn offering(&self, offering_id: &str, now: DateTime<Utc>) -> EngineResult<Option<Offering>> {
+        Ok(self.offering_records(Some(offering_id), now).await?.pop().map(|r| r.offering))
+    }
+
+    /// Every offering with its price history, for admins.
+    pub async fn offering_history(&self, now: DateTime<Utc>) -> EngineResult<Vec<OfferingRecord>> {
+        self.offering_records(None, now).await
+    }
+
+    /// One offering with its price history.
+    pub async fn offering_record(&self, offering_id: &str, now: DateTime<Utc>) -> EngineResult<Option<OfferingRecord>> {
+        Ok(self.offering_records(Some(offering_id), now).await?.pop())
+    }
+
+    /// Writes a new offering, its first price (in effect from `effective_at`), regions and
+    /// options, at the end of the catalogue's order. `Duplicate` when the id is taken.
+    pub async fn insert_offering(
+        &self,
+        offering: &Offering,
+        effective_at: DateTime<Utc>,
+        set_by: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<OfferingWrite> {
+        let result: Result<(), sqlx::Error> = async {
+            crate::write_tx!(self, |tx| {
+                sqlx::query(
+                    "insert into offering (offering_id, name, gpu_model, grain, mig_profile, description, sort_order)
+                     values ($1, $2, $3, $4, $5, $6, (select coalesce(max(sort_order) + 1, 0) from offering))",
+                )
+                .bind(&offering.id)
+                .bind(&offering.name)
+                .bind(offering.gpu_model.code())
+                .bind(offering.grain.code())
+                .bind(offering.mig_profile.map(|p| p.code()))
+                .bind(&offering.description)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "insert into offering_price (offering_id, effective_at, reserved_cents_per_hour,
+                        on_demand_cents_per_hour, set_by, set_at) values ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(&offering.id)
+                .bind(effective_at)
+                .bind(offering.reserved_cents_per_hour.0)
+                .bind(offering.on_demand_cents_per_hour.0)
+                .bind(set_by)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                write_regions_and_options!(tx, offering);
+                offering_changed!(self, tx, &offering.id);
+            });
+            Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => Ok(OfferingWrite::Done),
+            Err(e) if super::is_unique_violation(&e) => Ok(OfferingWrite::Duplicate),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces an offering's name, description, regions and options with `offering`'s and bumps
+    /// its revision, if it is still live and at revision `expected` (`Changed` otherwise).
+    pub async fn update_offering(&self, offering: &Offering, expected: i64) -> EngineResult<OfferingWrite> {
+        let found = crate::write_tx!(self, |tx| {
+            let changed = sqlx::query(
+                "update offering set name = $1, description = $2, revision = revision + 1
+                 where offering_id = $3 and retired_at is null and revision = $4",
             )
-            .bind(&offering.id)
             .bind(&offering.name)
-            .bind(offering.gpu_model.code())
-            .bind(offering.grain.code())
-            .bind(offering.mig_profile.map(|p| p.code()))
-            .bind(offering.reserved_cents_per_hour.0)
-            .bind(offering.on_demand_cents_per_hour.0)
-            .bind(cuda)
-            .bind(orchestrators)
-            .bind(i64::from(offering.host_memory_gb.min))
-            .bind(i64::from(offering.host_memory_gb.max))
-            .bind(i64::from(offering.host_memory_gb.default))
-            .bind(i64::from(offering.storage_tb.min))
-            .bind(i64::from(offering.storage_tb.max))
-            .bind(i64::from(offering.storage_tb.default))
             .bind(&offering.description)
-            .bind(sort_order)
+            .bind(&offering.id)
+            .bind(expected)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
+            if changed == 1 {
+                sqlx::query("delete from offering_region where offering_id = $1")
+                    .bind(&offering.id)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query("delete from offering_option where offering_id = $1")
+                    .bind(&offering.id)
+                    .execute(&mut *tx)
+                    .await?;
+                write_regions_and_options!(tx, offering);
+                offering_changed!(self, tx, &offering.id);
+                OfferingWrite::Done
+            } else {
+                retired_or_missing!(tx, &offering.id)
+            }
         });
-        Ok(())
+        Ok(found)
+    }
+
+    /// Adds a price point (new rates from `point.effective_at`), unless the offering was retired.
+    pub async fn add_price(&self, offering_id: &str, point: &PricePoint) -> EngineResult<OfferingWrite> {
+        let result: Result<OfferingWrite, sqlx::Error> = async {
+            Ok(crate::write_tx!(self, |tx| {
+                // Inserted only while the offering is live; the select makes it one statement.
+                let inserted = sqlx::query(
+                    "insert into offering_price (offering_id, effective_at, reserved_cents_per_hour,
+                        on_demand_cents_per_hour, set_by, set_at)
+                     select offering_id, $2, $3, $4, $5, $6 from offering where offering_id = $1 and retired_at is null",
+                )
+                .bind(offering_id)
+                .bind(point.effective_at)
+                .bind(point.reserved_cents_per_hour.0)
+                .bind(point.on_demand_cents_per_hour.0)
+                .bind(&point.set_by)
+                .bind(point.set_at)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if inserted == 1 {
+                    OfferingWrite::Done
+                } else {
+                    retired_or_missing!(tx, offering_id)
+                }
+            }))
+        }
+        .await;
+        match result {
+            Err(e) if super::is_unique_violation(&e) => Ok(OfferingWrite::Duplicate),
+            other => Ok(other?),
+        }
+    }
+
+    /// Retires a live offering at `at`.
+    pub async fn retire_offering(&self, offering_id: &str, at: DateTime<Utc>) -> EngineResult<OfferingWrite> {
+        let found = crate::write_tx!(self, |tx| {
+            let changed =
+                sqlx::query("update offering set retired_at = $1 where offering_id = $2 and retired_at is null")
+                    .bind(at)
+                    .bind(offering_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            if changed == 1 {
+                offering_changed!(self, tx, offering_id);
+                OfferingWrite::Done
+            } else {
+                retired_or_missing!(tx, offering_id)
+            }
+        });
+        Ok(found)
     }
 }

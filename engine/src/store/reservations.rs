@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::metering::CutKind;
 use tenantry_domain::placement::Placed;
+use tenantry_domain::pricing::LockedOption;
 use tenantry_domain::provisioning::JobKind;
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{AllocationView, Reservation};
@@ -29,6 +30,8 @@ pub struct NewReservation {
     pub price: Cents,
     /// Cents per unit-hour, locked now: what metering charges for the window, however it changes.
     pub rate: Cents,
+    /// The priced options' prices, locked now like the rate.
+    pub option_prices: Vec<LockedOption>,
     pub allocations: Vec<Placed>,
     pub approval_deadline: Option<DateTime<Utc>>,
     pub decision_reason: Option<String>,
@@ -56,6 +59,8 @@ pub(crate) struct ReservationRow {
     workload: String,
     price_cents: i64,
     rate_cents_per_hour: i64,
+    /// JSON: the locked option prices.
+    option_prices: String,
     created_at: DateTime<Utc>,
     approval_deadline: Option<DateTime<Utc>>,
     decision_reason: Option<String>,
@@ -83,6 +88,7 @@ impl ReservationRow {
             },
             price_cents: Cents(self.price_cents),
             rate_cents_per_hour: Cents(self.rate_cents_per_hour),
+            option_prices: serde_json::from_str(&self.option_prices).ok()?,
             created_at: self.created_at,
             approval_deadline: self.approval_deadline,
             decision_reason: self.decision_reason,
@@ -95,7 +101,7 @@ const BATCH: usize = 1000;
 
 const INSERT_RESERVATION: &str = "insert into reservation (kind, tenant_id, requested_by, offering_id, quantity,
     start_at, end_at, state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement, workload,
-    price_cents, rate_cents_per_hour, idempotency_key, idempotency_fingerprint, approval_deadline,
+    price_cents, rate_cents_per_hour, option_prices, idempotency_key, idempotency_fingerprint, approval_deadline,
     decision_reason, created_at, updated_at) ";
 
 /// Binds one [`NewReservation`] as a row of [`INSERT_RESERVATION`].
@@ -117,6 +123,7 @@ macro_rules! bind_reservation {
             .push_bind($r.options.workload.code())
             .push_bind($r.price.0)
             .push_bind($r.rate.0)
+            .push_bind(serde_json::to_string(&$r.option_prices).unwrap_or_else(|_| "[]".to_owned()))
             .push_bind($key)
             .push_bind($fingerprint)
             .push_bind($r.approval_deadline)
@@ -397,7 +404,7 @@ pub struct ReservationFilter {
 pub(crate) const RESERVATION_SELECT: &str =
     "select r.reservation_id, r.kind, t.slug as tenant_slug, u.email as requested_by,
         r.offering_id, r.quantity, r.start_at, r.end_at, r.state, r.orchestrator, r.cuda_driver,
-        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.rate_cents_per_hour, r.created_at,
+        r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.rate_cents_per_hour, r.option_prices, r.created_at,
         r.approval_deadline, r.decision_reason
     from reservation r
     join tenant t on t.tenant_id = r.tenant_id

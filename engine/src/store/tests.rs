@@ -51,6 +51,7 @@ fn booking(tenant_id: i64, user_id: i64, node_id: i64, gpu_id: i64, h0: u32, h1:
         options: options(),
         price: Cents(275 * i64::from(h1 - h0)),
         rate: Cents(275),
+        option_prices: Vec::new(),
         allocations: vec![Placed { node_id, gpu_id, slice_lo: 0, slice_hi: 1 }],
         first_job: None,
     }
@@ -65,7 +66,7 @@ store_test!(seed_creates_the_demo_world, |store: Store| async move {
     assert!(nodes.iter().any(|n| n.state == NodeState::InUse), "some reservations run now");
     let regions: std::collections::BTreeSet<_> = nodes.iter().map(|n| n.region.as_str()).collect();
     assert_eq!(regions.len(), 2);
-    let offerings = engine.store.list_offerings().await.unwrap();
+    let offerings = engine.store.list_offerings(Utc::now()).await.unwrap();
     let ids: Vec<_> = offerings.iter().map(|o| o.id.as_str()).collect();
     assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb"]);
     for user in DEMO_USERS {

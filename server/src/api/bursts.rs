@@ -31,7 +31,7 @@ use tenantry_domain::reservation::ReservationDetail;
             headers(("Location" = String, description = "The burst's URL"))),
         (status = 401, response = Unauthenticated),
         (status = 403, description = "Cross-site request, not a team lead, or past the team's burst limit (the message says which)", body = ErrorBody),
-        (status = 409, description = "Not enough capacity is free for the whole burst", body = ErrorBody),
+        (status = 409, description = "Not enough capacity is free for the whole burst, or the offering is retired", body = ErrorBody),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),

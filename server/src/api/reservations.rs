@@ -22,8 +22,10 @@ use tenantry_engine::store::reservations::ReservationFilter;
 /// A quote
 ///
 /// Price, fit, the earliest window of the same length that fits, alternatives and what the
-/// team's policy says, without booking. Platform admins without a team get a quote at list rates
-/// without a policy decision.
+/// team's policy says, without booking. The price includes the chosen options' prices, and
+/// `price_lines` lists it line by line (the base rate, then each priced option); it is what the
+/// booking will lock. Platform admins without a team get a quote at list rates without a policy
+/// decision.
 #[utoipa::path(
     post,
     path = "/quotes",
@@ -33,6 +35,7 @@ use tenantry_engine::store::reservations::ReservationFilter;
         (status = 200, description = "A quote", body = Quote),
         (status = 401, response = Unauthenticated),
         (status = 403, description = "Cross-site request, or the caller has no team and is not an admin", body = ErrorBody),
+        (status = 409, description = "The offering is retired", body = ErrorBody),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
@@ -66,7 +69,7 @@ pub async fn quote(
             headers(("Location" = String, description = "The reservation's URL"))),
         (status = 401, response = Unauthenticated),
         (status = 403, description = "Cross-site request, not a team lead, or refused by the team's policy (the message gives every reason)", body = ErrorBody),
-        (status = 409, description = "The capacity is taken; the message says which units and times", body = ErrorBody),
+        (status = 409, description = "The capacity is taken (the message says which units and times), or the offering is retired", body = ErrorBody),
         (status = 415, response = UnsupportedMediaType),
         (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
