@@ -338,3 +338,35 @@ app_test!(the_command_line_creates_reprices_lists_and_retires, |app: TestApp| as
     let missing = Cli::try_parse_from(["tenantry", "admin", "offering", "price", "h100-gpu"]).unwrap_err();
     assert!(missing.to_string().contains("--reserved-cents"), "{missing}");
 });
+
+app_test!(the_pages_show_the_catalog_and_its_prices, |app: TestApp| async move {
+    let admin = app.token("admin@tenantry.example").await;
+    let (status, _) = send(&app, "POST", "/api/v1/admin/offerings", &admin, Some(h100_with_storage())).await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    // Admin → Offerings: every offering with its catalog, history and forms; leads are refused.
+    let session = app.demo_session("admin@tenantry.example").await;
+    let (status, html) = app.get("/admin/offerings", Some(&session)).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    for text in [
+        "H100 SXM node (h100-node)",
+        "H100 GPU with scratch (h100-gpu-plus)",
+        "$0.40/unit-h",
+        "$50.00 once",
+        "Price history",
+        r#"data-testid="create-offering""#,
+        r#"href="/admin/offerings""#,
+    ] {
+        assert!(html.contains(text), "{text}: {html}");
+    }
+    let lead = app.demo_session("lead@acme.example").await;
+    let (status, _) = app.get("/admin/offerings", Some(&lead)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // The booking form prices each choice.
+    let (status, html) = app.get("/availability?offering=h100-gpu-plus", Some(&lead)).await;
+    assert_eq!(status, StatusCode::OK);
+    for text in ["10 TB · $0.40/unit-h", "slurm · $50.00 once", "Default (1 TB)"] {
+        assert!(html.contains(text), "{text}: {html}");
+    }
+});

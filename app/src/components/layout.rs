@@ -12,6 +12,7 @@ const TEAM_LINKS: &[(&str, &str)] =
     &[("/availability", "Availability"), ("/reservations", "Reservations"), ("/chargeback", "Chargeback")];
 const ADMIN_LINKS: &[(&str, &str)] = &[
     ("/admin/fleet", "Admin"),
+    ("/admin/offerings", "Offerings"),
     ("/admin/approvals", "Approvals"),
     ("/admin/tenants", "Tenants"),
     ("/admin/reports", "Reports"),

@@ -4,6 +4,7 @@ pub mod approvals;
 pub mod audit;
 pub mod enrollment;
 pub mod fleet;
+pub mod offerings;
 pub mod operations;
 pub mod reports;
 pub mod tenants;
