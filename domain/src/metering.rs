@@ -736,6 +736,10 @@ pub struct ReservationCost {
     pub amount_cents: Cents,
     pub reserved_gpu_hours: f64,
     pub usage: Usage,
+    /// Its priced options' lines this month (included in `amount_cents`), each described like
+    /// "storage_tb 10 TB (per unit-hour)".
+    #[serde(default)]
+    pub options: Vec<(String, Cents)>,
 }
 
 /// One row of the admin reports: revenue and use of one tenant or one GPU model.

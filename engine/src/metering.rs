@@ -188,11 +188,15 @@ impl Engine {
 
         let usage = self.store.usage_by_reservation(Some(tenant_id), month_span).await?;
         let mut amounts: BTreeMap<i64, (Cents, f64)> = BTreeMap::new();
+        let mut options: BTreeMap<i64, Vec<(String, Cents)>> = BTreeMap::new();
         for l in month_lines.iter().filter(|l| l.kind != LineKind::Credit) {
             if let Some(id) = l.reservation_id {
                 let e = amounts.entry(id).or_insert((Cents::ZERO, 0.0));
                 e.0 = e.0 + l.amount_cents;
                 e.1 += l.gpu_hours;
+                if l.kind == LineKind::Option {
+                    options.entry(id).or_default().push((l.description.clone(), l.amount_cents));
+                }
             }
         }
         let mut reservations: Vec<ReservationCost> = metered
@@ -210,6 +214,7 @@ impl Engine {
                     amount_cents: *amount,
                     reserved_gpu_hours: *gpu_hours,
                     usage: usage.get(&m.id).copied().unwrap_or_default(),
+                    options: options.remove(&m.id).unwrap_or_default(),
                 })
             })
             .collect();

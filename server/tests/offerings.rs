@@ -369,4 +369,22 @@ app_test!(the_pages_show_the_catalog_and_its_prices, |app: TestApp| async move {
     for text in ["10 TB · $0.40/unit-h", "slurm · $50.00 once", "Default (1 TB)"] {
         assert!(html.contains(text), "{text}: {html}");
     }
+
+    // Chargeback: the option on a line of its own under its reservation.
+    use chrono::{Datelike, Duration, Utc};
+    let start = tenantry_domain::window::floor_minute(Utc::now()) + Duration::minutes(10);
+    if start.month() != Utc::now().month() {
+        return; // The last minutes of a month: the booking's charges fall in the next one.
+    }
+    let booking = json!({
+        "offering": "h100-gpu-plus", "quantity": 1, "start": start, "end": start + Duration::hours(1),
+        "options": {"orchestrator": "slurm"}
+    });
+    let token = app.token("lead@acme.example").await;
+    let (status, booked) = send(&app, "POST", "/api/v1/reservations", &token, Some(booking)).await;
+    assert_eq!(status, StatusCode::CREATED, "{booked}");
+    let (status, html) = app.get("/chargeback", Some(&lead)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("Option: orchestrator slurm (per reservation)"), "{html}");
+    assert!(html.contains(r#"data-testid="option-cost""#), "{html}");
 });

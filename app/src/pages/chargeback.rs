@@ -162,6 +162,24 @@ fn ReservationCosts(overview: ChargebackOverview) -> impl IntoView {
                     .into_iter()
                     .map(|r| {
                         let util = r.usage.utilization_pct();
+                        let options = r
+                            .options
+                            .iter()
+                            .map(|(what, cents)| {
+                                // Each priced option on a line of its own under its reservation (its cost
+                                // is in the reservation's).
+                                view! {
+                                    <tr data-testid="option-cost" class="text-sm text-slate-600 dark:text-slate-400">
+                                        <td class="px-4 py-1"></td>
+                                        <td class="px-4 py-1" colspan="4">
+                                            {format!("Option: {what}")}
+                                        </td>
+                                        <td class="px-4 py-1 text-right tabular-nums">{cents.to_string()}</td>
+                                        <td class="px-4 py-1"></td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view();
                         view! {
                             <tr>
                                 <td class="px-4 py-2">
@@ -196,6 +214,7 @@ fn ReservationCosts(overview: ChargebackOverview) -> impl IntoView {
                                     </span>
                                 </td>
                             </tr>
+                            {options}
                         }
                     })
                     .collect_view()}
