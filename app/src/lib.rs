@@ -67,6 +67,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/chargeback") view=pages::chargeback::ChargebackPage ssr=SsrMode::Async />
                     <Route path=path!("/admin") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
                     <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
+                    <Route path=path!("/admin/setup") view=pages::admin::setup::SetupPage ssr=SsrMode::Async />
                     <Route
                         path=path!("/admin/offerings")
                         view=pages::admin::offerings::OfferingsPage

@@ -111,6 +111,10 @@ pub struct Quote {
     /// so nodes other reservations run with another branch then are left out), saying by how much.
     #[serde(default)]
     pub driver_note: Option<String>,
+    /// Set when the options' host memory, local storage or driver branch rule out nodes that have
+    /// room (each node of a booking must offer them), saying how many and why.
+    #[serde(default)]
+    pub options_note: Option<String>,
 }
 
 /// A rejected field and how to fix it.

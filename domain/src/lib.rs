@@ -16,6 +16,7 @@ pub mod policy;
 pub mod pricing;
 pub mod provisioning;
 pub mod reservation;
+pub mod setup;
 pub mod window;
 
 pub use codes::UnknownValue;

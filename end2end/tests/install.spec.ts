@@ -98,6 +98,8 @@ test('from an empty database the first admin makes the fleet bookable and a lead
   await expect(lead.getByTestId('quote-price')).toHaveText('$13.60');
   await expect(lead.getByTestId('quote-line').filter({ hasText: 'storage' })).toBeVisible();
   await expect(lead.getByTestId('quote-fits')).toContainText('Fits');
+  // The 1 TB node is left out, and the quote says why.
+  await expect(lead.getByTestId('quote-options-note')).toContainText('1 node(s) have less than 2 TB of local storage');
   await lead.getByRole('button', { name: 'Book…' }).click();
   await lead.getByRole('button', { name: 'Confirm booking' }).click();
   await expect(lead).toHaveURL(/\/reservations\/\d+$/);

@@ -6,7 +6,7 @@
 
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::index::Snapshot;
+use crate::index::{Narrowed, Snapshot};
 use crate::store::reservations::{
     is_overlap, CancelPlan, Clash, EndChange, Inserted, NewReservation, ReservationFilter,
 };
@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use tenantry_domain::availability::{self, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
-use tenantry_domain::placement::{self, GpuSlot, Placed, Request, UnitKind};
+use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
 use tenantry_domain::provisioning::{self, JobKind};
@@ -115,19 +115,19 @@ impl Engine {
         }
     }
 
-    /// Places a request on the index's current view, on nodes that run its driver branch (or
-    /// none) during its window.
+    /// Places a request on the index's current view, on nodes that meet its options' needs and
+    /// run its driver branch (or none) during its window.
     fn plan(
         &self,
         request: &Request,
         region: Option<&str>,
         regions: &[String],
-        driver: &str,
+        needs: &NodeNeeds,
         can_preempt: bool,
     ) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
         self.index.read(|s| {
             let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
-            placement::place(&in_regions(s, regions, s.gpus_for(region, request, driver)), &holds, request)
+            placement::place(&in_regions(s, regions, s.gpus_for(region, request, needs)), &holds, request)
         })
     }
 
@@ -190,13 +190,18 @@ impl Engine {
         let turnaround = self.config.turnaround;
         let can_preempt = valid.window.start - turnaround >= now + self.config.burst_warning;
         let driver = &valid.options.cuda_driver;
+        let needs = NodeNeeds::of(&valid.options);
         Ok(self.index.read(|s| {
-            let gpus = in_regions(s, regions, s.gpus_for(region, &request, driver));
+            let gpus = in_regions(s, regions, s.gpus_for(region, &request, &needs));
             let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
             let max_quantity = placement::max_quantity(&gpus, &holds, &request);
-            // Nodes other teams run with another driver branch then are left out: say so when
-            // that is what makes the difference.
-            let any_driver = placement::max_quantity(&in_regions(s, regions, s.gpus_in(region)), &holds, &request);
+            // Options narrow the nodes a booking may use: say so when that is what makes the
+            // difference, first the nodes' sizes and branches, then the branch others run.
+            let able = placement::max_quantity(&in_regions(s, regions, s.gpus_able(region, &needs)), &holds, &request);
+            let options_note = (placement::max_quantity(&in_regions(s, regions, s.gpus_in(region)), &holds, &request)
+                > able)
+                .then(|| options_note(&s.narrowed_by(region, request.kind.gpu_model, &needs), &needs, able));
+            let any_driver = able;
             let driver_note = (any_driver > max_quantity).then(|| {
                 format!(
                     "CUDA driver {driver} leaves {max_quantity} of {any_driver} units: the other nodes with room run \
@@ -222,11 +227,12 @@ impl Engine {
                 .iter()
                 .filter(|o| o.id != offering.id)
                 .filter_map(|o| {
-                    // Each alternative as it would be booked: its own options' defaults, its own
-                    // regions.
+                    // Each alternative as it would be booked: its own options' defaults (what
+                    // this request asks of a node need not fit another model's nodes), its
+                    // own regions.
                     let alt = Request { kind: UnitKind::of(o), quantity: 1, ..request };
-                    let alt_driver = booking::default_options(o).cuda_driver;
-                    let alt_gpus = in_regions(s, &o.regions, s.gpus_for(region, &alt, &alt_driver));
+                    let alt_options = booking::default_options(o);
+                    let alt_gpus = in_regions(s, &o.regions, s.gpus_for(region, &alt, &NodeNeeds::of(&alt_options)));
                     let n = placement::max_quantity(&alt_gpus, &holds, &alt);
                     (n > 0).then(|| Alternative { offering: o.id.clone(), max_quantity: n })
                 })
@@ -245,6 +251,7 @@ impl Engine {
                 decision,
                 quota,
                 driver_note,
+                options_note,
             }
         }))
     }
@@ -315,7 +322,7 @@ impl Engine {
         // Each lost race means another booking committed, so re-planning makes progress; it stops
         // as soon as placement finds no room (a 409 with the free count) or after a few rounds.
         for attempt in 0..MAX_PLAN_ATTEMPTS {
-            let pieces = self.plan(&request, region, regions, &valid.options.cuda_driver, can_preempt).map_err(|e| {
+            let pieces = self.plan(&request, region, regions, &NodeNeeds::of(&valid.options), can_preempt).map_err(|e| {
                 EngineError::Conflict(format!(
                     "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
                     e.available,
@@ -576,4 +583,26 @@ pub(crate) fn changed_meanwhile(id: i64) -> EngineError {
         "reservation #{id} changed while you were changing it (another cancel, an admin's decision or provisioning \
          starting); reload it and try again"
     ))
+}
+
+/// Says which of a booking's options leave nodes out, and what is left.
+fn options_note(narrowed: &Narrowed, needs: &NodeNeeds, left: u32) -> String {
+    let mut reasons = Vec::new();
+    if narrowed.host_memory > 0 {
+        reasons.push(format!(
+            "{} node(s) have less than {} GB of host memory",
+            narrowed.host_memory, needs.host_memory_gb
+        ));
+    }
+    if narrowed.storage > 0 {
+        reasons.push(format!("{} node(s) have less than {} TB of local storage", narrowed.storage, needs.storage_tb));
+    }
+    if narrowed.driver_branch > 0 {
+        reasons.push(format!("{} node(s) cannot run CUDA driver {}", narrowed.driver_branch, needs.driver));
+    }
+    format!(
+        "Your options leave {left} unit(s) free: {}. Smaller host memory or storage, or another driver branch, may \
+         have more",
+        reasons.join("; ")
+    )
 }

@@ -19,6 +19,7 @@ pub mod policy;
 pub mod provisioning;
 pub mod queue;
 pub mod seed;
+pub mod setup;
 pub mod store;
 pub mod token;
 
@@ -36,6 +37,8 @@ mod offerings_tests;
 mod policy_tests;
 #[cfg(test)]
 mod provisioning_tests;
+#[cfg(test)]
+mod setup_tests;
 #[cfg(test)]
 mod test_helpers;
 

@@ -13,22 +13,72 @@ use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 use tenantry_domain::availability;
 use tenantry_domain::booking::default_options;
-use tenantry_domain::placement::{self, Request, UnitKind};
+use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::policy::{
-    self, ApprovalItem, Ask, BurstInput, Decision, Holding, Policy, PolicyPatch, QuotaEffect, TenantPolicy,
+    self, ApprovalItem, Ask, BurstInput, Decision, DefaultPolicy, Holding, Policy, PolicyPatch, QuotaEffect,
+    TenantPolicy,
 };
 use tenantry_domain::reservation::{Placement, ReservationDetail, ReservationKind};
 use tenantry_domain::{Identity, Offering, ReservationState, Window};
 
-fn parse_policy(json: Option<&str>) -> Policy {
-    json.and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default()
+/// The setting that holds the platform's default policy.
+const DEFAULT_POLICY: &str = "default_policy";
+
+fn parse_policy(json: Option<&str>) -> Option<Policy> {
+    json.and_then(|j| serde_json::from_str(j).ok())
 }
 
 impl Engine {
-    /// A tenant's effective policy (platform defaults until an admin changes it).
+    /// A tenant's effective policy: its own once an admin changed it, else the platform's default.
     pub async fn policy_of(&self, tenant_id: i64) -> EngineResult<Policy> {
         let tenant = self.store.tenant(tenant_id).await?.ok_or(EngineError::NotFound("team"))?;
-        Ok(parse_policy(tenant.policy.as_deref()))
+        self.effective_policy(tenant.policy.as_deref()).await
+    }
+
+    async fn effective_policy(&self, own: Option<&str>) -> EngineResult<Policy> {
+        match parse_policy(own) {
+            Some(policy) => Ok(policy),
+            None => Ok(self.default_policy_setting().await?.0),
+        }
+    }
+
+    /// The platform's default policy and, once an admin saved it, when.
+    pub(crate) async fn default_policy_setting(&self) -> EngineResult<(Policy, Option<DateTime<Utc>>)> {
+        Ok(match self.store.setting(DEFAULT_POLICY).await? {
+            Some(s) => (parse_policy(Some(&s.value)).unwrap_or_default(), Some(s.updated_at)),
+            None => (Policy::default(), None),
+        })
+    }
+
+    /// The policy of teams without their own (admins), and when an admin last saved it.
+    pub async fn default_policy(&self, who: &Identity) -> EngineResult<DefaultPolicy> {
+        require_admin(who)?;
+        let (policy, saved_at) = self.default_policy_setting().await?;
+        Ok(DefaultPolicy { policy, saved_at })
+    }
+
+    /// Changes the fields of the platform's default policy that the patch names (admins;
+    /// audited). Teams with a policy of their own keep it.
+    pub async fn patch_default_policy(
+        &self,
+        who: &Identity,
+        patch: &PolicyPatch,
+        now: DateTime<Utc>,
+    ) -> EngineResult<DefaultPolicy> {
+        require_admin(who)?;
+        let (before, _) = self.default_policy_setting().await?;
+        let after = before.patched(patch).map_err(|e| EngineError::invalid(e.field, e.message))?;
+        let json = serde_json::to_string(&after).map_err(|e| EngineError::invalid("policy", e.to_string()))?;
+        self.store.set_setting(DEFAULT_POLICY, &json, who.user_id, now).await?;
+        let change = Change {
+            action: "policy.default_changed",
+            object_type: "platform",
+            object_id: Some(DEFAULT_POLICY.to_owned()),
+            tenant_id: None,
+            detail: serde_json::to_string(patch).unwrap_or_default(),
+        };
+        self.record(who, change, now).await;
+        Ok(DefaultPolicy { policy: after, saved_at: Some(now) })
     }
 
     /// Every offering, retired ones too (their reservations still count); policy reads only
@@ -84,12 +134,17 @@ impl Engine {
     /// Every team with its effective policy (admins).
     pub async fn tenant_policies(&self, who: &Identity) -> EngineResult<Vec<TenantPolicy>> {
         require_admin(who)?;
+        let (default, _) = self.default_policy_setting().await?;
         Ok(self
             .store
             .tenants()
             .await?
             .into_iter()
-            .map(|t| TenantPolicy { policy: parse_policy(t.policy.as_deref()), slug: t.slug, name: t.name })
+            .map(|t| TenantPolicy {
+                policy: parse_policy(t.policy.as_deref()).unwrap_or_else(|| default.clone()),
+                slug: t.slug,
+                name: t.name,
+            })
             .collect())
     }
 
@@ -97,7 +152,7 @@ impl Engine {
     pub async fn tenant_policy(&self, who: &Identity, slug: &str) -> EngineResult<TenantPolicy> {
         require_admin(who)?;
         let t = self.store.tenant_by_slug(slug).await?.ok_or(EngineError::NotFound("team"))?;
-        Ok(TenantPolicy { policy: parse_policy(t.policy.as_deref()), slug: t.slug, name: t.name })
+        Ok(TenantPolicy { policy: self.effective_policy(t.policy.as_deref()).await?, slug: t.slug, name: t.name })
     }
 
     /// Changes the fields of a team's policy that the patch names (admins; audited).
@@ -110,7 +165,7 @@ impl Engine {
     ) -> EngineResult<TenantPolicy> {
         require_admin(who)?;
         let t = self.store.tenant_by_slug(slug).await?.ok_or(EngineError::NotFound("team"))?;
-        let before = parse_policy(t.policy.as_deref());
+        let before = self.effective_policy(t.policy.as_deref()).await?;
         let after = before.patched(patch).map_err(|e| EngineError::invalid(e.field, e.message))?;
         let json = serde_json::to_string(&after).map_err(|e| EngineError::invalid("policy", e.to_string()))?;
         self.store.set_tenant_policy(t.tenant_id, &json).await?;
@@ -373,7 +428,7 @@ impl Engine {
         let pieces = self
             .index
             .read(|s| {
-                let gpus = s.gpus_for(None, &request, &options.cuda_driver);
+                let gpus = s.gpus_for(None, &request, &NodeNeeds::of(&options));
                 let gpus = crate::booking::in_regions(s, &offering.regions, gpus);
                 placement::place(&gpus, &availability::holds_in(&s.holds, &request.window), &request)
             })

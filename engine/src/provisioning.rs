@@ -13,7 +13,7 @@ use crate::Engine;
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use tenantry_domain::availability;
-use tenantry_domain::placement::{self, Request, UnitKind};
+use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::provisioning::Timeline;
 use tenantry_domain::provisioning::{self as rules, JobKind, Step, StepEvent, StepStatus};
 use tenantry_domain::reservation::Placement;
@@ -180,12 +180,7 @@ impl Engine {
             _ => {}
         }
         let nodes = self.store.reservation_targets(id).await?;
-        let tenant = TenantTarget {
-            tenant: r.tenant.clone(),
-            reservation_id: id,
-            orchestrator: r.options.orchestrator,
-            workload: r.options.workload,
-        };
+        let tenant = TenantTarget { tenant: r.tenant.clone(), reservation_id: id, options: r.options.clone() };
         let key = |node: Option<&NodeTarget>| EffectKey::new(job.job_id, job.step, node.map(|n| n.node_id));
         let driver = &self.driver;
         Ok(match job.step {
@@ -419,7 +414,7 @@ impl Engine {
                     s.gpus.iter().find(|g| g.node_id == node.node_id).map(|g| g.fabric_domain_id)
                 });
                 let gpus: Vec<_> = s
-                    .gpus_for(None, &request, &r.options.cuda_driver)
+                    .gpus_for(None, &request, &NodeNeeds::of(&r.options))
                     .iter()
                     .filter(|g| g.schedulable && !used.contains(&g.node_id))
                     .filter(|g| domain_id.is_none_or(|d| g.fabric_domain_id == d))

@@ -93,6 +93,9 @@ api_table! {
     get "/admin/tenants" Admin => api::admin::tenants;
     get "/admin/tenants/{slug}/policy" Admin => api::admin::policy;
     patch "/admin/tenants/{slug}/policy" Admin => api::admin::patch_policy;
+    get "/admin/policy" Admin => api::admin::default_policy;
+    patch "/admin/policy" Admin => api::admin::patch_default_policy;
+    get "/admin/setup" Admin => api::admin::setup;
     get "/admin/reports/usage" Admin => api::chargeback::usage_report;
     get "/admin/offerings" Admin => api::offerings::admin_list;
     post "/admin/offerings" Admin => api::offerings::create;

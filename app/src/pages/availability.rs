@@ -8,7 +8,7 @@
 //! another resource's data (at worst an aborted fetch's error: an unrecoverable hydration panic).
 
 use super::{PageHeader, CARD};
-use crate::api::{availability_grid, book, get_quote, offerings, regions, start_burst, CalendarGrid};
+use crate::api::{availability_grid, book, first_run, get_quote, offerings, regions, start_burst, CalendarGrid};
 use crate::components::errors::ErrorPanel;
 use crate::error::AppError;
 use crate::format;
@@ -20,6 +20,7 @@ use tenantry_domain::booking::{BookingInput, OptionsInput, Quote};
 use tenantry_domain::policy::{BurstInput, Decision};
 use tenantry_domain::pricing::{OptionChoice, OptionKind, OptionPrice, PriceLineKind};
 use tenantry_domain::reservation::Workload;
+use tenantry_domain::setup::NOTHING_BOOKABLE;
 use tenantry_domain::{Grain, Offering};
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
@@ -94,6 +95,7 @@ impl Plan {
 pub fn AvailabilityPage() -> impl IntoView {
     let catalogue = Resource::new(|| (), |_| offerings());
     let burst_warning = Resource::new(|| (), |_| burst_warning_minutes());
+    let bookable = Resource::new(|| (), |_| async { first_run().await.map(|f| f.bookable) });
     let plan = Plan::new(catalogue);
     view! {
         <PageHeader
@@ -104,10 +106,20 @@ pub fn AvailabilityPage() -> impl IntoView {
             view! { <p>"Loading offerings…"</p> }
         }>
             {move || Suspend::new(async move {
-                match (plan.catalogue.await, burst_warning.await) {
-                    (Err(error), _) | (_, Err(error)) => view! { <ErrorPanel error /> }.into_any(),
-                    (Ok(list), _) if list.is_empty() => view! { <p class=CARD>"No offerings yet."</p> }.into_any(),
-                    (Ok(list), Ok(warning)) => {
+                match (plan.catalogue.await, burst_warning.await, bookable.await) {
+                    (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => {
+                        view! { <ErrorPanel error /> }.into_any()
+                    }
+                    (Ok(_), _, Ok(false)) => {
+                        // A fresh install: say so instead of showing an empty calendar.
+                        view! {
+                            <p role="status" data-testid="nothing-bookable" class=CARD>
+                                {NOTHING_BOOKABLE}
+                            </p>
+                        }
+                            .into_any()
+                    }
+                    (Ok(list), Ok(warning), Ok(true)) => {
                         view! { <Planner offerings=list burst_warning=warning plan /> }.into_any()
                     }
                 }
@@ -847,6 +859,16 @@ fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoVie
             .map(|note| {
                 view! {
                     <p class="mt-1 text-xs text-amber-700 dark:text-amber-300" data-testid="quote-driver-note">
+                        {note}
+                    </p>
+                }
+            })}
+        {quote
+            .options_note
+            .clone()
+            .map(|note| {
+                view! {
+                    <p class="mt-1 text-xs text-amber-700 dark:text-amber-300" data-testid="quote-options-note">
                         {note}
                     </p>
                 }

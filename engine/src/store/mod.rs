@@ -84,6 +84,7 @@ pub mod policy;
 pub mod provisioning;
 pub mod reservations;
 pub mod seed_support;
+pub mod settings;
 
 use crate::error::EngineResult;
 use sqlx::{PgPool, SqlitePool};

@@ -7,5 +7,6 @@ pub mod fleet;
 pub mod offerings;
 pub mod operations;
 pub mod reports;
+pub mod setup;
 pub mod tenants;
 pub mod users;
