@@ -110,6 +110,7 @@ test('from an empty database the first admin makes the fleet bookable and a lead
   await lead.goto('/chargeback');
   await hydrated(lead);
   await expect(lead.getByRole('row', { name: /2 × h100-gpu/ })).toContainText('$13.60');
+  await expect(lead.getByText('Option: storage_tb 2 TB (per unit-hour)')).toBeVisible();
   const month = new Date().toISOString().slice(0, 7);
   const [download] = await Promise.all([
     lead.waitForEvent('download'),
