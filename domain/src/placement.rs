@@ -87,6 +87,8 @@ pub fn nodes_with_other_driver(
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeFacts {
     pub region: String,
+    /// The node's fabric domain, which an admin may change (its GPUs' `fabric_domain_id`).
+    pub fabric_domain_id: i64,
     pub memory_gb: u32,
     pub nvme_tb: u32,
     /// CUDA driver branches the node can run; empty when its driver did not say (any).
@@ -385,6 +387,7 @@ mod tests {
     fn a_node_meets_needs_by_size_and_branch() {
         let node = NodeFacts {
             region: "r".into(),
+            fabric_domain_id: 1,
             memory_gb: 1024,
             nvme_tb: 2,
             driver_branches: vec!["570".into(), "550".into()],

@@ -183,6 +183,11 @@ impl AvailabilityIndex {
                 if let Some(&s) = schedulable.get(&gpu.gpu_id) {
                     gpu.schedulable = s;
                 }
+                // An admin may have moved the node to another fabric domain (on this instance or
+                // another): compact placement must see where it is now.
+                if let Some(f) = facts.get(&gpu.node_id) {
+                    gpu.fabric_domain_id = f.fabric_domain_id;
+                }
             }
             state.nodes.extend(facts);
             for (gpu_id, holds) in fresh {

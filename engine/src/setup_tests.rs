@@ -302,3 +302,29 @@ store_test!(the_first_admin_made_on_the_command_line_signs_in_through_sso, |stor
     let taken = engine.sso_sign_in("sub-3", &lead.email, true, "Mel", &team, now).await;
     assert!(matches!(taken, Err(EngineError::Conflict(_))), "{taken:?}");
 });
+
+store_test!(another_instance_sees_a_node_moved_to_another_fabric_domain, |store: Store| async move {
+    let engine = on_fleet(store, vec![h100("moved", 2048, 30, &[]), h100("stays", 2048, 30, &[])]);
+    let (admin, _) = ready(&engine).await;
+    let other = Engine::new(engine.store.clone(), engine.config.clone());
+    other.load_index().await.unwrap();
+    let domain_of = |e: &Engine, node_id: i64| {
+        e.index.read(|s| s.gpus.iter().filter(|g| g.node_id == node_id).map(|g| g.fabric_domain_id).collect::<Vec<_>>())
+    };
+    let moved = engine.fleet_node(&admin, "moved").await.unwrap().node_id;
+    let before = domain_of(&other, moved);
+
+    let place = tenantry_domain::fleet::PlacementInput {
+        region: Some("corp-east".into()),
+        fabric_domain: Some("corp-east-ib-z".into()),
+        rack: Some("corp-east-ib-z-r01".into()),
+    };
+    engine.edit_node_placement(&admin, "moved", &place, Utc::now()).await.unwrap();
+    let after = domain_of(&engine, moved);
+    assert_ne!(after, before, "this instance placed the node in its new fabric domain");
+
+    // What the other instance does when it hears of the change: refresh the node's GPUs.
+    let gpus = engine.store.gpus_of_nodes(&[moved]).await.unwrap();
+    other.index.refresh_gpus(&other.store, &gpus, Utc::now()).await.unwrap();
+    assert_eq!(domain_of(&other, moved), after, "the other instance sees the new fabric domain too");
+});

@@ -318,9 +318,9 @@ impl Store {
         &self,
         node_ids: Option<&[i64]>,
     ) -> EngineResult<std::collections::HashMap<i64, tenantry_domain::placement::NodeFacts>> {
-        let rows: Vec<(i64, String, i64, i64, String)> = on_pool!(self, |pool| {
+        let rows: Vec<(i64, String, i64, i64, String, i64)> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
-                "select n.node_id, r.name, n.memory_gb, n.nvme_tb, n.driver_branches
+                "select n.node_id, r.name, n.memory_gb, n.nvme_tb, n.driver_branches, k.fabric_domain_id
                  from node n
                  join rack k on k.rack_id = n.rack_id
                  join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
@@ -341,9 +341,10 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(node_id, region, memory_gb, nvme_tb, branches)| {
+            .map(|(node_id, region, memory_gb, nvme_tb, branches, fabric_domain_id)| {
                 let facts = tenantry_domain::placement::NodeFacts {
                     region,
+                    fabric_domain_id,
                     memory_gb: u32::try_from(memory_gb).unwrap_or(0),
                     nvme_tb: u32::try_from(nvme_tb).unwrap_or(0),
                     // An unreadable list counts as "not reported" (any branch), as `[]` does.
