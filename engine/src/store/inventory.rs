@@ -155,6 +155,24 @@ struct Places {
     racks: HashMap<String, (i64, i64)>,
 }
 
+/// Flags a known node missing, conditionally (only if it is not flagged already), inside the
+/// reconcile's transaction, and records the audit row and the change when it was this call that
+/// flagged it.
+macro_rules! flag_missing {
+    ($tx:ident, $row:expr, $now:expr, $audit:ident, $changes:ident, $why:expr) => {
+        let flagged = sqlx::query("update node set missing_since = $1 where node_id = $2 and missing_since is null")
+            .bind($now)
+            .bind($row.node_id)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
+        if flagged == 1 {
+            $audit.push(AuditRow { action: "node.missing", hostname: $row.hostname.clone(), detail: $why.to_owned() });
+            $changes.missing.push(($row.hostname.clone(), $row.node_id));
+        }
+    };
+}
+
 /// Loads every region, fabric domain and rack into a [`Places`].
 macro_rules! load_places {
     ($tx:ident) => {{
@@ -408,21 +426,7 @@ impl Store {
                 }
                 // Reachability: flag or clear, each only if not already so.
                 if !node.reachable && !row.missing {
-                    let flagged =
-                        sqlx::query("update node set missing_since = $1 where node_id = $2 and missing_since is null")
-                            .bind(now)
-                            .bind(row.node_id)
-                            .execute(&mut *tx)
-                            .await?
-                            .rows_affected();
-                    if flagged == 1 {
-                        audit.push(AuditRow {
-                            action: "node.missing",
-                            hostname: row.hostname.clone(),
-                            detail: "reported unreachable: takes no new work".to_owned(),
-                        });
-                        changes.missing.push((row.hostname.clone(), row.node_id));
-                    }
+                    flag_missing!(tx, row, now, audit, changes, "reported unreachable: takes no new work");
                 } else if node.reachable && row.missing {
                     let cleared = sqlx::query(
                         "update node set missing_since = null where node_id = $1 and missing_since is not null",
@@ -494,21 +498,14 @@ impl Store {
                 if seen.contains(row.hostname.as_str()) {
                     continue;
                 }
-                let flagged =
-                    sqlx::query("update node set missing_since = $1 where node_id = $2 and missing_since is null")
-                        .bind(now)
-                        .bind(row.node_id)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                if flagged == 1 {
-                    audit.push(AuditRow {
-                        action: "node.missing",
-                        hostname: row.hostname.clone(),
-                        detail: "gone from the inventory: takes no new work, keeps what it runs".to_owned(),
-                    });
-                    changes.missing.push((row.hostname.clone(), row.node_id));
-                }
+                flag_missing!(
+                    tx,
+                    row,
+                    now,
+                    audit,
+                    changes,
+                    "gone from the inventory: takes no new work, keeps what it runs"
+                );
             }
             audit_rows!(tx, actor, now, &audit);
             for (_, node_id) in changes.missing.iter().chain(&changes.returned) {
