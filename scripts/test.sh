@@ -19,7 +19,11 @@ psql "$TENANTRY_TEST_POSTGRES_URL" -Atqc \
   | psql "$TENANTRY_TEST_POSTGRES_URL" -q >/dev/null
 rm -rf "${TMPDIR:-/tmp}/tenantry-tests"
 
-say "Rust tests (SQLite and PostgreSQL)"
+say "starting Slurm (the Slurm fleet's tests run against it)"
+scripts/slurm.sh start
+eval "$(scripts/slurm.sh env)"
+
+say "Rust tests (SQLite, PostgreSQL and Slurm)"
 cargo test --locked
 
 say "building the site for the end-to-end tests"

@@ -10,6 +10,7 @@ pub mod counters;
 pub mod driver;
 pub mod error;
 pub mod fleet;
+pub mod fleet_sync;
 pub mod identity;
 pub mod index;
 pub mod inventory;
@@ -39,6 +40,8 @@ mod policy_tests;
 mod provisioning_tests;
 #[cfg(test)]
 mod setup_tests;
+#[cfg(test)]
+mod slurm_tests;
 #[cfg(test)]
 mod test_helpers;
 

@@ -346,6 +346,7 @@ impl Engine {
             for node in reservation.chunk_by(|a, b| a.node_id == b.node_id) {
                 let Ok(gpu_model) = node[0].gpu_model.parse() else { continue };
                 let target = NodeTarget {
+                    reservation_id: first.reservation_id,
                     node_id: node[0].node_id,
                     hostname: node[0].hostname.clone(),
                     gpu_model,

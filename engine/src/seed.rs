@@ -621,11 +621,20 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
         let new_user =
             NewUser { email: user.email, name: user.name, tenant_id, role: user.role, is_admin: user.is_admin };
         let user_id = store.insert_user(&new_user, now).await?;
+        // Their user name at the identity provider (and so their Slurm user): the first name.
+        let username = user.name.split_whitespace().next().unwrap_or(user.name).to_ascii_lowercase();
+        store.set_username(user_id, Some(&username)).await?;
         if let (Some(tenant_id), Some(Role::Lead)) = (tenant_id, user.role) {
             bookers.push(Booker { tenant_id, user_id });
         }
     }
-    let offerings = demo_offerings();
+    let mut offerings = demo_offerings();
+    if engine.driver.as_slurm().is_some() {
+        // A Slurm fleet sets up Slurm (or nothing), never a Kubernetes namespace.
+        for offering in &mut offerings {
+            offering.options.orchestrator = choices(&["slurm", "none"]);
+        }
+    }
     // The demo's list prices have always been in effect, so its past reservations were booked at
     // them too.
     for offering in &offerings {

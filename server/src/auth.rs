@@ -195,6 +195,9 @@ pub async fn callback(State(state): State<AppState>, session: Session, Query(que
         Err(EngineError::Conflict(message)) => return failed(StatusCode::CONFLICT, message).await,
         Err(e) => return ApiError::from(e).into_response(),
     };
+    if let Err(e) = state.engine.store.set_username(who.user_id, user.username.as_deref()).await {
+        tracing::warn!(error = %e, "cannot record the user name of a sign-in");
+    }
     if let Err(e) = start_session(&session, who.user_id, now).await {
         return session_unavailable(e).into_response();
     }

@@ -18,8 +18,85 @@ pub struct Cli {
     #[arg(long, env = "TENANTRY_SIM_FLEET", default_value = "data/sim-fleet.toml", global = true)]
     pub sim_fleet: PathBuf,
 
+    /// Which fleet driver to run against (`serve`, and `demo seed`, which admits the nodes the
+    /// fleet reports).
+    #[arg(long, env = "TENANTRY_FLEET", value_enum, default_value = "sim", global = true)]
+    pub fleet: FleetKind,
+
+    #[command(flatten)]
+    pub slurm: SlurmArgs,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The Slurm fleet (`TENANTRY_FLEET=slurm`). The tools find their cluster through `SLURM_CONF`
+/// and `PATH` as usual: Tenantry passes its environment on to them.
+#[derive(Debug, Clone, Args)]
+pub struct SlurmArgs {
+    /// A directory holding `scontrol`, `sacctmgr`, `sacct`, `srun`, `squeue` and `scancel`;
+    /// unset finds them on `PATH`.
+    #[arg(long = "slurm-bin", env = "TENANTRY_SLURM_BIN", global = true)]
+    pub slurm_bin: Option<PathBuf>,
+    /// Every Slurm object Tenantry makes is named `<prefix>-…` (accounts, reservations); anything
+    /// else in Slurm is left alone.
+    #[arg(long = "slurm-prefix", env = "TENANTRY_SLURM_PREFIX", default_value = "tenantry", global = true)]
+    pub slurm_prefix: String,
+    /// How people map to Slurm users: `username` (the SSO `preferred_username` claim, else the
+    /// e-mail's local part) or `email-local-part`.
+    #[arg(long = "slurm-users", env = "TENANTRY_SLURM_USERS", value_enum, default_value = "username", global = true)]
+    pub slurm_users: SlurmUsers,
+    /// The login host teams submit from, shown in the hand-over.
+    #[arg(long = "slurm-login-host", env = "TENANTRY_SLURM_LOGIN_HOST", default_value = "localhost", global = true)]
+    pub slurm_login_host: String,
+    /// The node check run as a Slurm job for acceptance and health checks (exit 0 = healthy; it
+    /// may print `busbw_gbps=<n>`). Default: `nvidia-smi`, then DCGM's short diagnostic.
+    #[arg(long = "slurm-check", env = "TENANTRY_SLURM_CHECK", global = true)]
+    pub slurm_check: Option<String>,
+    /// GRES types and the GPU models they are, e.g. `h100=H100,h200=H200,a100=A100,l40s=L40S` (the default).
+    #[arg(
+        long = "slurm-gpu-types",
+        env = "TENANTRY_SLURM_GPU_TYPES",
+        default_value = "h100=H100,h200=H200,a100=A100,l40s=L40S",
+        global = true
+    )]
+    pub slurm_gpu_types: String,
+    /// Seconds between full syncs of reservations, teams and node drains into Slurm (one also
+    /// runs at every allocation change).
+    #[arg(long = "slurm-sync-seconds", env = "TENANTRY_SLURM_SYNC_SECONDS", default_value_t = 60, global = true)]
+    pub slurm_sync_seconds: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SlurmUsers {
+    /// The SSO `preferred_username` claim, else the e-mail's local part.
+    Username,
+    /// The e-mail's local part.
+    EmailLocalPart,
+}
+
+impl SlurmArgs {
+    /// The driver's settings; a bad value is an error that names the variable.
+    pub fn config(&self) -> Result<tenantry_engine::driver::slurm::SlurmConfig, String> {
+        use tenantry_engine::driver::slurm::{parse_gpu_types, SlurmConfig, UserMapping};
+        let prefix = self.slurm_prefix.trim().to_ascii_lowercase();
+        if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err("TENANTRY_SLURM_PREFIX must be letters, digits or `_` (Slurm account names)".to_owned());
+        }
+        let mut config = SlurmConfig::new(prefix);
+        config.cli.bin_dir = self.slurm_bin.clone();
+        config.users = match self.slurm_users {
+            SlurmUsers::Username => UserMapping::Username,
+            SlurmUsers::EmailLocalPart => UserMapping::EmailLocalPart,
+        };
+        config.login_host = self.slurm_login_host.clone();
+        if let Some(check) = self.slurm_check.as_ref().filter(|c| !c.trim().is_empty()) {
+            config.check_command = check.clone();
+        }
+        config.gpu_types =
+            parse_gpu_types(&self.slurm_gpu_types).map_err(|e| format!("TENANTRY_SLURM_GPU_TYPES: {e}"))?;
+        Ok(config)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,9 +214,6 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "TENANTRY_ADDR", default_value = "127.0.0.1:3000")]
     pub addr: SocketAddr,
-    /// Which fleet driver to run against.
-    #[arg(long, env = "TENANTRY_FLEET", value_enum, default_value = "sim")]
-    pub fleet: FleetKind,
     /// Demo mode: password-less sign-in as any seeded user, demo data seeded into an empty
     /// database at start, and a banner on every page saying so.
     #[arg(long, env = "TENANTRY_DEMO", action = clap::ArgAction::SetTrue,

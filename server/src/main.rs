@@ -1,14 +1,16 @@
 //! The `tenantry` binary: parses the command line once and runs one command.
 
 use clap::Parser;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tenantry_app::server::PortalSettings;
 use tenantry_engine::driver::sim::{SimConfig, SimDriver};
+use tenantry_engine::driver::slurm::SlurmDriver;
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
-use tenantry_server::config::{AdminCommand, DemoCommand, FleetKind, NodeCommand, SeedArgs, ServeArgs, TokenCommand};
+use tenantry_server::config::{
+    AdminCommand, DemoCommand, FleetKind, NodeCommand, SeedArgs, ServeArgs, SlurmArgs, TokenCommand,
+};
 use tenantry_server::state::WebSettings;
 use tenantry_server::{build_router, sessions, AppState, Cli, Command};
 use tracing_subscriber::EnvFilter;
@@ -35,13 +37,30 @@ async fn open(database_url: &str, config: EngineConfig) -> Result<Engine, String
     Ok(Engine::new(store, config))
 }
 
-/// The engine driving the simulated fleet whose inventory is the file at `sim_fleet`.
-fn with_sim_fleet(engine: Engine, sim: SimConfig, sim_fleet: &Path) -> Engine {
-    let driver = SimDriver::new(engine.store.clone(), sim).with_fleet_file(sim_fleet);
-    engine.with_driver(Arc::new(driver))
+/// The engine driving the fleet the command line chose: the simulated fleet whose inventory is
+/// the file at `--sim-fleet`, or the Slurm cluster `SLURM_CONF` names.
+fn with_fleet(engine: Engine, cli: &Fleet, sim: SimConfig) -> Result<Engine, String> {
+    Ok(match cli.kind {
+        FleetKind::Sim => {
+            let driver = SimDriver::new(engine.store.clone(), sim).with_fleet_file(&cli.sim_fleet);
+            engine.with_driver(Arc::new(driver))
+        }
+        FleetKind::Slurm => {
+            let driver = SlurmDriver::new(engine.store.clone(), cli.slurm.config()?);
+            engine.with_driver(Arc::new(driver))
+        }
+    })
+}
+
+/// The fleet settings every command shares.
+struct Fleet {
+    kind: FleetKind,
+    sim_fleet: std::path::PathBuf,
+    slurm: SlurmArgs,
 }
 
 async fn run(cli: Cli) -> Result<(), String> {
+    let fleet = Fleet { kind: cli.fleet, sim_fleet: cli.sim_fleet.clone(), slurm: cli.slurm.clone() };
     match cli.command {
         Command::Migrate => {
             open(&cli.database_url, EngineConfig::default()).await?;
@@ -50,11 +69,11 @@ async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Demo { command: DemoCommand::Seed(args) } => {
             let engine = open(&cli.database_url, EngineConfig::default()).await?;
-            seed(&with_sim_fleet(engine, SimConfig::default(), &cli.sim_fleet), args).await
+            seed(&with_fleet(engine, &fleet, SimConfig::default())?, args).await
         }
         Command::Admin { command } => {
             let engine = open(&cli.database_url, EngineConfig::default()).await?;
-            let engine = with_sim_fleet(engine, SimConfig::default(), &cli.sim_fleet);
+            let engine = with_fleet(engine, &fleet, SimConfig::default())?;
             let changes_fleet = matches!(
                 command,
                 AdminCommand::Node {
@@ -75,7 +94,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             println!("{token}");
             Ok(())
         }
-        Command::Serve(args) => serve(&cli.database_url, &cli.sim_fleet, *args).await,
+        Command::Serve(args) => serve(&cli.database_url, &fleet, *args).await,
     }
 }
 
@@ -99,13 +118,10 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn serve(database_url: &str, sim_fleet: &Path, args: ServeArgs) -> Result<(), String> {
-    if args.fleet == FleetKind::Slurm {
-        return Err("the Slurm fleet driver is not available in this build yet; use TENANTRY_FLEET=sim".to_owned());
-    }
+async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(), String> {
     let sim = args.sim_config()?;
     let engine = open(database_url, args.engine_config()).await?;
-    let engine = with_sim_fleet(engine, sim, sim_fleet);
+    let engine = with_fleet(engine, fleet, sim)?;
     if args.demo {
         tracing::warn!("DEMO MODE: anyone can sign in as any seeded user without a password");
         if engine.store.count_nodes().await.map_err(|e| e.to_string())? == 0 {
@@ -131,6 +147,10 @@ async fn serve(database_url: &str, sim_fleet: &Path, args: ServeArgs) -> Result<
         })
         .collect();
     tracing::info!(workers = workers.len(), fleet = engine.driver.name(), "provisioning queue running");
+    let slurm_sync = (fleet.kind == FleetKind::Slurm).then(|| {
+        let every = std::time::Duration::from_secs(u64::from(fleet.slurm.slurm_sync_seconds.max(1)));
+        tokio::spawn(tenantry_engine::fleet_sync::run_slurm_sync(engine.clone(), every, shutdown.clone()))
+    });
     let sampler = (args.metering.sample_seconds > 0)
         .then(|| tokio::spawn(tenantry_engine::metering::run_sampler(engine.clone(), shutdown.clone())));
     let session_store = sessions::DbSessionStore::open(&engine.store)
@@ -172,7 +192,7 @@ async fn serve(database_url: &str, sim_fleet: &Path, args: ServeArgs) -> Result<
         .map_err(|e| format!("server error: {e}"))?;
     // Running steps finish (or go back to the queue) before the database closes.
     let _ = stop_workers.send(true);
-    for worker in workers.into_iter().chain(sampler).chain([session_cleanup]) {
+    for worker in workers.into_iter().chain(sampler).chain(slurm_sync).chain([session_cleanup]) {
         let _ = worker.await;
     }
     engine.store.close().await;

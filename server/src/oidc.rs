@@ -106,6 +106,9 @@ pub struct VerifiedUser {
     /// The provider vouches for the e-mail (`email_verified`, or the setting that trusts it).
     pub email_verified: bool,
     pub name: String,
+    /// The `preferred_username` claim, when the provider sends one (the Slurm fleet may map
+    /// people to Slurm users by it).
+    pub username: Option<String>,
     pub groups: Vec<String>,
     pub id_token: String,
 }
@@ -218,6 +221,7 @@ impl Oidc {
         let mut email = claims.email().map(|e| e.to_string());
         let mut email_verified = claims.email_verified();
         let mut name = claims.name().and_then(|n| n.get(None)).map(|n| n.to_string());
+        let mut username = claims.preferred_username().map(|u| u.to_string());
         let mut groups = claims.additional_claims().claims.get(&self.settings.groups_claim).cloned();
         if email.is_none() || email_verified.is_none() || groups.is_none() {
             if let Ok(request) = d.client.user_info(tokens.access_token().clone(), Some(claims.subject().clone())) {
@@ -226,6 +230,7 @@ impl Oidc {
                 email_verified = email_verified.or_else(|| info.email_verified());
                 email = email.or_else(|| info.email().map(|e| e.to_string()));
                 name = name.or_else(|| info.name().and_then(|n| n.get(None)).map(|n| n.to_string()));
+                username = username.or_else(|| info.preferred_username().map(|u| u.to_string()));
                 groups = groups.or_else(|| info.additional_claims().claims.get(&self.settings.groups_claim).cloned());
             }
         }
@@ -240,6 +245,7 @@ impl Oidc {
         Ok(VerifiedUser {
             subject,
             name: name.unwrap_or_else(|| email.clone()),
+            username,
             email,
             email_verified: email_verified.unwrap_or(false) || self.settings.trust_unverified_email,
             groups,

@@ -6,6 +6,7 @@
 
 pub mod sim;
 pub mod sim_fleet;
+pub mod slurm;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,8 @@ impl std::fmt::Display for EffectKey {
 /// One node as a step sees it: where it is and which of its GPUs (and slices) the reservation holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeTarget {
+    /// The reservation the step works for.
+    pub reservation_id: i64,
     pub node_id: i64,
     pub hostname: String,
     pub gpu_model: GpuModel,
@@ -182,5 +185,10 @@ impl dyn FleetDriver {
     /// The simulated driver, when this is it.
     pub fn as_sim(&self) -> Option<&sim::SimDriver> {
         (self as &dyn std::any::Any).downcast_ref::<sim::SimDriver>()
+    }
+
+    /// The Slurm driver, when this is it.
+    pub fn as_slurm(&self) -> Option<&slurm::SlurmDriver> {
+        (self as &dyn std::any::Any).downcast_ref::<slurm::SlurmDriver>()
     }
 }

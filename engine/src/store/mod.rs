@@ -85,6 +85,7 @@ pub mod provisioning;
 pub mod reservations;
 pub mod seed_support;
 pub mod settings;
+pub mod slurm;
 
 use crate::error::EngineResult;
 use sqlx::{PgPool, SqlitePool};

@@ -51,6 +51,7 @@ impl Store {
             let Ok(gpu_model) = r.gpu_model.parse::<GpuModel>() else { continue };
             if nodes.last().is_none_or(|n| n.node_id != r.node_id) {
                 nodes.push(NodeTarget {
+                    reservation_id,
                     node_id: r.node_id,
                     hostname: r.hostname,
                     gpu_model,

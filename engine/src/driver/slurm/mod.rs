@@ -1,0 +1,1028 @@
+//! The Slurm fleet: Tenantry stays the system of record for bookings and Slurm enforces them on
+//! the nodes. The design (docs/ARCHITECTURE.md, "Slurm"):
+//!
+//! - **Inventory** is `scontrol show node`: GPUs from GRES (`gpu:<type>:<n>`, a type mapped to a
+//!   GPU model by `TENANTRY_SLURM_GPU_TYPES`; MIG profiles declared as GRES types count as MIG
+//!   instances), memory, cores, local disk, and node features `region-…`, `fabric-…`, `rack-…`
+//!   and `driver-<branch>`. A DOWN or FAILED node is reported unreachable.
+//! - **Sync** ([`SlurmDriver::sync`]) makes Slurm hold what Tenantry's store says, by the plan
+//!   in [`plan`]: a team account per team with its people as users, an account per live
+//!   reservation capped at the GPUs it booked (`GrpTRES=gres/gpu=N`), and an advanced
+//!   reservation on exactly the booked nodes for the window (whole nodes, or the booked share
+//!   of each node's cores when GPUs of one node are shared between teams), open only to that
+//!   account and Tenantry's operations account; node drains follow quarantine, maintenance and
+//!   retirement. The partition requires a reservation (`ReqResv=YES`), so no job gets a GPU
+//!   outside one. Sync runs at every allocation change and every minute; Slurm down makes it
+//!   back off, and it catches up when Slurm returns (re-creating what Slurm lost).
+//! - **Lifecycle steps** run on Slurm: acceptance and health checks are jobs (`srun`) inside
+//!   the reservation running `TENANTRY_SLURM_CHECK`; credentials say how to submit; release
+//!   cancels the team's jobs and the sync removes its reservation and account.
+//! - **Metering** reads accounting (`sacct`): the GPUs a team's jobs hold inside a reservation
+//!   at each sample are its busy GPUs.
+
+pub mod cli;
+pub mod plan;
+
+use super::{
+    DriverError, DriverResult, EffectKey, FleetDriver, GpuSample, HealthReport, IssuedCredential, NodeTarget,
+    TenantTarget, WipeReport,
+};
+use crate::store::slurm::{SlurmHeld, SlurmMember};
+use crate::store::Store;
+use chrono::{DateTime, Duration, Utc};
+use cli::{format_time, parse_records, parse_time, tres_gpus, SlurmCli};
+use futures::StreamExt;
+use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Desired, Names, ReservationSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use tenantry_domain::fleet::{InventoryNode, NodeState};
+use tenantry_domain::provisioning::{fabric_of, AcceptanceReport, AcceptanceRules, MigGpuConfig};
+use tenantry_domain::reservation::{Orchestrator, Workload};
+use tenantry_domain::GpuModel;
+
+/// How people map to Slurm (Unix) users.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserMapping {
+    /// The identity provider's `preferred_username` claim, else the e-mail's local part.
+    Username,
+    /// The e-mail's local part (`ada` for `ada@example.com`).
+    EmailLocalPart,
+}
+
+/// The Slurm fleet's settings (`TENANTRY_SLURM_*`, see the server's configuration).
+#[derive(Debug, Clone)]
+pub struct SlurmConfig {
+    pub cli: SlurmCli,
+    /// Every Slurm object Tenantry makes is named `<prefix>-…`.
+    pub prefix: String,
+    pub users: UserMapping,
+    /// The Slurm user Tenantry's own check jobs run as (the user Tenantry runs as).
+    pub ops_user: String,
+    /// Where teams log in to submit jobs, for the hand-over.
+    pub login_host: String,
+    /// The node check run as a job for acceptance and health checks; exit 0 = healthy. It may
+    /// print `busbw_gbps=<n>` for the bandwidth it measured.
+    pub check_command: String,
+    /// How long a check may run once it has started.
+    pub check_timeout: std::time::Duration,
+    /// GRES type → GPU model (`h100` → H100).
+    pub gpu_types: Vec<(String, GpuModel)>,
+}
+
+impl SlurmConfig {
+    pub fn new(prefix: impl Into<String>) -> Self {
+        SlurmConfig {
+            cli: SlurmCli::default(),
+            prefix: prefix.into(),
+            users: UserMapping::Username,
+            ops_user: std::env::var("USER").unwrap_or_else(|_| "root".to_owned()),
+            login_host: "localhost".to_owned(),
+            check_command: DEFAULT_CHECK.to_owned(),
+            check_timeout: std::time::Duration::from_secs(600),
+            gpu_types: default_gpu_types(),
+        }
+    }
+}
+
+/// The default node check: every GPU answers `nvidia-smi` and reports no retired-page or
+/// health problem, then DCGM's short diagnostic where DCGM is installed.
+pub const DEFAULT_CHECK: &str = "nvidia-smi -L >/dev/null && { ! command -v dcgmi >/dev/null || dcgmi diag -r 1; }";
+
+/// `h100`, `h200`, `a100` and `l40s` name the demo's H100, H200, A100 and L40S.
+pub fn default_gpu_types() -> Vec<(String, GpuModel)> {
+    vec![
+        ("h100".to_owned(), GpuModel::H100Sxm80),
+        ("h200".to_owned(), GpuModel::H200),
+        ("a100".to_owned(), GpuModel::A100_80),
+        ("l40s".to_owned(), GpuModel::L40s),
+    ]
+}
+
+/// Parses `type=Model,…` (`h100=H100,a100=A100`): a model is named by its code
+/// (`H100-SXM-80GB`) or the start of it (`H100`).
+pub fn parse_gpu_types(text: &str) -> Result<Vec<(String, GpuModel)>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (gres, model) =
+                pair.split_once('=').ok_or_else(|| format!("`{pair}` is not `<gres type>=<GPU model>`"))?;
+            let model = GpuModel::ALL
+                .iter()
+                .copied()
+                .find(|m| {
+                    let (code, name) = (m.code().to_ascii_lowercase(), model.trim().to_ascii_lowercase());
+                    !name.is_empty() && code.starts_with(&name)
+                })
+                .ok_or_else(|| format!("`{model}` is not a GPU model Tenantry knows"))?;
+            Ok((gres.trim().to_ascii_lowercase(), model))
+        })
+        .collect()
+}
+
+/// What one sync did, kept for Admin → Fleet (the last one) and the logs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SyncReport {
+    pub at: DateTime<Utc>,
+    pub ok: bool,
+    /// Why it stopped (Slurm not answering), when it did.
+    pub error: Option<String>,
+    pub created: Vec<String>,
+    /// Reservations Slurm had lost or someone deleted, made again.
+    pub recreated: Vec<String>,
+    pub updated: Vec<String>,
+    pub deleted: Vec<String>,
+    /// Reservations in Slurm that are not Tenantry's: reported, never touched.
+    pub foreign: Vec<String>,
+    /// Changes Slurm refused, with its words (retried at the next sync).
+    pub failed: Vec<String>,
+    pub accounts_added: u32,
+    pub accounts_removed: u32,
+    pub users_added: u32,
+    pub users_removed: u32,
+    pub drained: Vec<String>,
+    pub resumed: Vec<String>,
+    /// Nodes Tenantry manages that Slurm reports DOWN or FAILED.
+    pub down: Vec<String>,
+    /// Nodes Tenantry wants serving that someone else drained in Slurm.
+    pub drained_by_others: Vec<String>,
+    /// People who cannot be Slurm users (no valid user name, or one another team's person has).
+    pub unmapped: Vec<String>,
+    pub took_ms: u64,
+}
+
+impl SyncReport {
+    pub fn summary(&self) -> String {
+        if let Some(e) = &self.error {
+            return format!("failed: {e}");
+        }
+        format!(
+            "{} created, {} re-created, {} updated, {} deleted, {} foreign, {} failed, {} down",
+            self.created.len(),
+            self.recreated.len(),
+            self.updated.len(),
+            self.deleted.len(),
+            self.foreign.len(),
+            self.failed.len(),
+            self.down.len()
+        )
+    }
+}
+
+/// A job's GPUs on nodes at a moment, from `sacct`.
+#[derive(Debug, Clone)]
+struct JobUse {
+    account: String,
+    nodes: Vec<String>,
+    gpus: u32,
+}
+
+pub struct SlurmDriver {
+    pub config: SlurmConfig,
+    pub names: Names,
+    store: Store,
+    /// One sync at a time in this process.
+    sync_lock: tokio::sync::Mutex<()>,
+    /// The reservations each sync has seen in Slurm, to tell "lost" from "new".
+    known: std::sync::Mutex<BTreeSet<String>>,
+    /// The last `sacct` answer (its instant and the jobs running then): one call per sample.
+    usage: tokio::sync::Mutex<Option<(DateTime<Utc>, Vec<JobUse>)>>,
+}
+
+/// Valid Slurm (Unix) user names: lower case, starting with a letter or `_`, at most 32.
+fn valid_user(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+impl SlurmDriver {
+    pub fn new(store: Store, config: SlurmConfig) -> Self {
+        let names = Names { prefix: config.prefix.clone() };
+        SlurmDriver {
+            config,
+            names,
+            store,
+            sync_lock: Default::default(),
+            known: Default::default(),
+            usage: Default::default(),
+        }
+    }
+
+    fn cli(&self) -> &SlurmCli {
+        &self.config.cli
+    }
+
+    async fn run(&self, name: &str, args: &[&str]) -> DriverResult<String> {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        self.cli().run(name, &args).await
+    }
+
+    /// The Slurm user a person is, or why they cannot be one.
+    pub fn slurm_user(&self, member: &SlurmMember) -> Result<String, String> {
+        let local = member.email.split('@').next().unwrap_or("").to_ascii_lowercase();
+        let name = match self.config.users {
+            UserMapping::Username => member.username.clone().map(|u| u.to_ascii_lowercase()).unwrap_or(local),
+            UserMapping::EmailLocalPart => local,
+        };
+        if valid_user(&name) {
+            Ok(name)
+        } else {
+            Err(format!("{}: `{name}` is not a valid Slurm user name", member.email))
+        }
+    }
+
+    /// What Slurm should hold now, from the store, and who could not be mapped.
+    pub async fn desired(&self, now: DateTime<Utc>) -> Result<(Desired, Vec<String>), DriverError> {
+        let store_error = |e: crate::EngineError| DriverError::transient(format!("cannot read the store: {e}"));
+        let names = &self.names;
+        let mut d = Desired::default();
+        let ops = names.ops_account();
+        d.accounts.insert(ops.clone(), AccountSpec { parent: "root".to_owned(), gpus: None });
+        d.users.insert((self.config.ops_user.clone(), ops.clone()));
+        for t in self.store.tenants().await.map_err(store_error)? {
+            d.accounts.insert(names.team_account(&t.slug), AccountSpec { parent: "root".to_owned(), gpus: None });
+        }
+        let mut unmapped = Vec::new();
+        let mut owner: BTreeMap<String, String> = BTreeMap::new();
+        let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for m in self.store.slurm_members().await.map_err(store_error)? {
+            match self.slurm_user(&m) {
+                Err(why) => unmapped.push(why),
+                Ok(user) => match owner.get(&user) {
+                    Some(team) if *team != m.slug => unmapped.push(format!(
+                        "{}: Slurm user `{user}` already belongs to another team's person; set their user name apart",
+                        m.email
+                    )),
+                    _ => {
+                        owner.insert(user.clone(), m.slug.clone());
+                        d.users.insert((user.clone(), names.team_account(&m.slug)));
+                        let list = members.entry(m.slug.clone()).or_default();
+                        if !list.contains(&user) {
+                            list.push(user);
+                        }
+                    }
+                },
+            }
+        }
+        let held = self.store.slurm_held(now).await.map_err(store_error)?;
+        for rows in held.chunk_by(|a, b| a.reservation_id == b.reservation_id) {
+            let first = &rows[0];
+            let account = names.reservation_account(first.reservation_id);
+            let (spec, units) = reservation_spec(rows, vec![ops.clone(), account.clone()]);
+            d.accounts
+                .insert(account.clone(), AccountSpec { parent: names.team_account(&first.slug), gpus: Some(units) });
+            for user in members.get(&first.slug).into_iter().flatten() {
+                d.users.insert((user.clone(), account.clone()));
+            }
+            d.reservations.insert(names.reservation(first.reservation_id), spec);
+        }
+        let nodes = self.store.list_nodes().await.map_err(store_error)?;
+        for n in nodes.into_iter().filter(|n| n.state != NodeState::Enrolled) {
+            let drain = match n.state {
+                NodeState::Draining => Some("draining for maintenance"),
+                NodeState::Maintenance => Some("in maintenance"),
+                NodeState::Failed => Some("quarantined"),
+                NodeState::Retired => Some("retired"),
+                _ => None,
+            };
+            let reason = drain.map(|why| match &n.health_reason {
+                Some(detail) if n.state == NodeState::Failed => names.drain_reason(&format!("{why}: {detail}")),
+                _ => names.drain_reason(why),
+            });
+            d.nodes.insert(n.hostname, reason);
+        }
+        Ok((d, unmapped))
+    }
+
+    /// What Slurm holds now (Tenantry's accounts and users, every reservation, every node).
+    pub async fn actual(&self) -> DriverResult<Actual> {
+        let mut a = Actual::default();
+        let assoc =
+            self.run("sacctmgr", &["-n", "-P", "show", "assoc", "format=account,user,parentname,grptres"]).await?;
+        for line in assoc.lines() {
+            let f: Vec<&str> = line.split('|').collect();
+            let [account, user, parent, tres, ..] = f.as_slice() else { continue };
+            if !self.names.owns(account) {
+                continue;
+            }
+            if user.is_empty() {
+                a.accounts
+                    .insert((*account).to_owned(), AccountSpec { parent: (*parent).to_owned(), gpus: tres_gpus(tres) });
+            } else {
+                a.users.insert(((*user).to_owned(), (*account).to_owned()));
+            }
+        }
+        let reservations = self.run("scontrol", &["-o", "show", "reservation"]).await?;
+        for r in parse_records(&reservations) {
+            if let Some(name) = r.get("ReservationName") {
+                a.reservations.insert(name.clone(), ActualReservation::from_record(&r));
+            }
+        }
+        let nodes = self.run("scontrol", &["-o", "show", "node"]).await?;
+        for n in parse_records(&nodes) {
+            if let Some(name) = n.get("NodeName") {
+                let reason = n.get("Reason").filter(|r| *r != "(null)" && !r.is_empty()).cloned();
+                a.nodes.insert(name.clone(), ActualNode { state: n.get("State").cloned().unwrap_or_default(), reason });
+            }
+        }
+        Ok(a)
+    }
+
+    /// Makes Slurm hold what the store says (see the module's documentation). One at a time
+    /// per process; several instances may sync at once (each change is idempotent).
+    pub async fn sync(&self, now: DateTime<Utc>) -> SyncReport {
+        let _one = self.sync_lock.lock().await;
+        let started = std::time::Instant::now();
+        let mut report = SyncReport { at: now, ..Default::default() };
+        let outcome = async {
+            let (desired, unmapped) = self.desired(now).await?;
+            report.unmapped = unmapped;
+            let actual = self.actual().await?;
+            let p = plan::plan(&desired, &actual, &self.names, now);
+            report.foreign = p.foreign.clone();
+            report.down = p.down.clone();
+            report.drained_by_others = p.drained_by_others.clone();
+            self.apply(p.actions, now, &mut report).await?;
+            let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+            *known = desired.reservations.keys().cloned().collect();
+            Ok::<(), DriverError>(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => report.ok = true,
+            Err(e) => report.error = Some(e.message),
+        }
+        report.took_ms = started.elapsed().as_millis() as u64;
+        report
+    }
+
+    /// Carries out a plan's actions in its order, batching what Slurm takes in one call. A
+    /// refusal is recorded and the rest goes on; Slurm not answering stops the sync.
+    async fn apply(&self, actions: Vec<Action>, now: DateTime<Utc>, report: &mut SyncReport) -> DriverResult<()> {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut adds: BTreeMap<(String, Option<u32>), Vec<String>> = BTreeMap::new();
+        let mut user_adds: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut user_removals: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut account_deletes = Vec::new();
+        let mut reservation_work = Vec::new();
+        let mut node_work = Vec::new();
+        let mut caps = Vec::new();
+        for action in actions {
+            match action {
+                Action::AddAccount { name, spec } => adds.entry((spec.parent, spec.gpus)).or_default().push(name),
+                Action::SetAccountGpus { name, gpus } => caps.push((name, gpus)),
+                Action::AddUser { user, account } => user_adds.entry(user).or_default().push(account),
+                Action::RemoveUser { user, account } => user_removals.entry(user).or_default().push(account),
+                Action::DeleteAccount { name } => account_deletes.push(name),
+                a @ (Action::Drain { .. } | Action::Resume { .. }) => node_work.push(a),
+                a => reservation_work.push(a),
+            }
+        }
+        // Parents before children: the team accounts (parent root) first.
+        let mut adds: Vec<_> = adds.into_iter().collect();
+        adds.sort_by_key(|((parent, _), _)| parent != "root");
+        for ((parent, gpus), names) in adds {
+            for chunk in names.chunks(200) {
+                let list = chunk.join(",");
+                let parent_arg = format!("parent={parent}");
+                let mut args = vec!["-i", "add", "account", list.as_str(), parent_arg.as_str()];
+                let cap = gpus.map(|n| format!("GrpTRES=gres/gpu={n}"));
+                if let Some(cap) = &cap {
+                    args.push(cap);
+                }
+                match self.run("sacctmgr", &args).await {
+                    Ok(_) => report.accounts_added += chunk.len() as u32,
+                    Err(e) => self.refused(report, &list, e)?,
+                }
+            }
+        }
+        for (name, gpus) in caps {
+            let cap = format!("GrpTRES=gres/gpu={}", gpus.map_or(-1, i64::from));
+            let which = format!("name={name}");
+            if let Err(e) = self.run("sacctmgr", &["-i", "modify", "account", "where", &which, "set", &cap]).await {
+                self.refused(report, &name, e)?;
+            }
+        }
+        for (user, accounts) in user_adds {
+            for chunk in accounts.chunks(200) {
+                let list = format!("account={}", chunk.join(","));
+                match self.run("sacctmgr", &["-i", "add", "user", &user, &list]).await {
+                    Ok(_) => report.users_added += chunk.len() as u32,
+                    Err(e) => self.refused(report, &user, e)?,
+                }
+            }
+        }
+        // Reservations, several Slurm calls at once.
+        let outcomes: Vec<(Action, DriverResult<()>)> = futures::stream::iter(reservation_work)
+            .map(|action| async move {
+                let result = self.reservation_change(&action, now).await;
+                (action, result)
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        let mut unreachable = None;
+        for (action, result) in outcomes {
+            let (bucket, name) = match &action {
+                Action::CreateReservation { name, .. } if known.contains(name) => (&mut report.recreated, name),
+                Action::CreateReservation { name, .. } => (&mut report.created, name),
+                Action::UpdateReservation { name, .. } | Action::RecreateReservation { name, .. } => {
+                    (&mut report.updated, name)
+                }
+                Action::DeleteReservation { name } => (&mut report.deleted, name),
+                _ => continue,
+            };
+            match result {
+                Ok(()) => bucket.push(name.clone()),
+                Err(e) if e.transient => unreachable = Some(e),
+                Err(e) => report.failed.push(format!("{name}: {}", e.message)),
+            }
+        }
+        if let Some(e) = unreachable {
+            return Err(e);
+        }
+        for (user, accounts) in user_removals {
+            let list = format!("account={}", accounts.join(","));
+            let who = format!("name={user}");
+            match self.run("sacctmgr", &["-i", "delete", "user", "where", &who, &list]).await {
+                Ok(_) => report.users_removed += accounts.len() as u32,
+                Err(e) => self.refused(report, &user, e)?,
+            }
+        }
+        for chunk in account_deletes.chunks(200) {
+            let list = chunk.join(",");
+            match self.run("sacctmgr", &["-i", "delete", "account", &list]).await {
+                Ok(_) => report.accounts_removed += chunk.len() as u32,
+                Err(e) => self.refused(report, &list, e)?,
+            }
+        }
+        for action in node_work {
+            match action {
+                Action::Drain { node, reason } => {
+                    let (which, why) = (format!("NodeName={node}"), format!("Reason={reason}"));
+                    match self.run("scontrol", &["update", &which, "State=DRAIN", &why]).await {
+                        Ok(_) => report.drained.push(node),
+                        Err(e) => self.refused(report, &node, e)?,
+                    }
+                }
+                Action::Resume { node } => {
+                    let which = format!("NodeName={node}");
+                    match self.run("scontrol", &["update", &which, "State=RESUME"]).await {
+                        Ok(_) => report.resumed.push(node),
+                        Err(e) => self.refused(report, &node, e)?,
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a refusal and goes on, or stops when Slurm did not answer.
+    fn refused(&self, report: &mut SyncReport, what: &str, e: DriverError) -> DriverResult<()> {
+        if e.transient {
+            return Err(e);
+        }
+        // "Nothing new added" and the like: the change was already there.
+        let lower = e.message.to_ascii_lowercase();
+        if lower.contains("nothing new") || lower.contains("already exists") || lower.contains("nothing deleted") {
+            return Ok(());
+        }
+        report.failed.push(format!("{what}: {}", e.message));
+        Ok(())
+    }
+
+    async fn reservation_change(&self, action: &Action, now: DateTime<Utc>) -> DriverResult<()> {
+        match action {
+            Action::CreateReservation { name, spec } => self.create_reservation(name, spec, now).await,
+            Action::UpdateReservation { name, spec } => {
+                let mut args = vec![format!("ReservationName={name}"), format!("EndTime={}", format_time(spec.end))];
+                if spec.start > now + Duration::minutes(1) {
+                    args.push(format!("StartTime={}", format_time(spec.start)));
+                }
+                args.push(format!("Accounts={}", spec.accounts.join(",")));
+                let mut all = vec!["update".to_owned()];
+                all.extend(args);
+                self.cli().run("scontrol", &all).await.map(drop)
+            }
+            Action::RecreateReservation { name, spec } => {
+                self.delete_reservation(name).await?;
+                self.create_reservation(name, spec, now).await
+            }
+            Action::DeleteReservation { name } => self.delete_reservation(name).await,
+            _ => Ok(()),
+        }
+    }
+
+    async fn create_reservation(&self, name: &str, spec: &ReservationSpec, now: DateTime<Utc>) -> DriverResult<()> {
+        let start = if spec.start > now { format_time(spec.start) } else { "now".to_owned() };
+        let mut args = vec![
+            "create".to_owned(),
+            "reservation".to_owned(),
+            format!("ReservationName={name}"),
+            format!("StartTime={start}"),
+            format!("EndTime={}", format_time(spec.end)),
+            format!("Nodes={}", spec.nodes.join(",")),
+            format!("Accounts={}", spec.accounts.join(",")),
+        ];
+        if let Some(cores) = &spec.cores {
+            args.push(format!("CoreCnt={}", cores.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
+        }
+        match self.cli().run("scontrol", &args).await {
+            Err(e) if e.message.to_ascii_lowercase().contains("duplicate") => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    async fn delete_reservation(&self, name: &str) -> DriverResult<()> {
+        match self.run("scontrol", &["delete", &format!("ReservationName={name}")]).await {
+            Err(e) if !e.transient && e.message.to_ascii_lowercase().contains("invalid reservation") => Ok(()),
+            Err(e) if !e.transient && e.message.to_ascii_lowercase().contains("not found") => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// The fields of one node (`scontrol -o show node <name>`).
+    async fn node_record(&self, hostname: &str) -> DriverResult<BTreeMap<String, String>> {
+        let text = self.run("scontrol", &["-o", "show", "node", hostname]).await?;
+        parse_records(&text)
+            .into_iter()
+            .next()
+            .ok_or_else(|| DriverError { message: format!("Slurm does not know node {hostname}"), transient: false })
+    }
+
+    /// The reservation's record in Slurm, if it holds it.
+    async fn reservation_record(&self, id: i64) -> DriverResult<Option<BTreeMap<String, String>>> {
+        let name = self.names.reservation(id);
+        match self.run("scontrol", &["-o", "show", "reservation", &name]).await {
+            Ok(text) => Ok(parse_records(&text).into_iter().next()),
+            Err(e) if !e.transient => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs the node check as a job on `node` inside its reservation, as Tenantry's operations
+    /// account: `Ok(None)` when it passed, `Ok(Some(output))` when it failed.
+    async fn run_check(&self, node: &NodeTarget, gpus: usize) -> DriverResult<Option<String>> {
+        let holds_node = |r: &BTreeMap<String, String>| {
+            r.get("Nodes").is_some_and(|n| cli::expand_hostlist(n).contains(&node.hostname))
+        };
+        let mut resv = self.reservation_record(node.reservation_id).await?;
+        if !resv.as_ref().is_some_and(holds_node) {
+            // A replacement node: Slurm learns of it before the check runs there.
+            let report = self.sync(Utc::now()).await;
+            if let Some(e) = report.error {
+                return Err(DriverError::transient(e));
+            }
+            resv = self.reservation_record(node.reservation_id).await?;
+        }
+        let Some(resv) = resv.filter(holds_node) else {
+            return Err(DriverError::transient(format!(
+                "Slurm does not hold reservation {} yet; the next sync makes it",
+                self.names.reservation(node.reservation_id)
+            )));
+        };
+        // The check waits for the window to begin (provisioning starts a little before).
+        let wait =
+            resv.get("StartTime").and_then(|s| parse_time(s)).map_or(0, |s| (s - Utc::now()).num_seconds().max(0))
+                as u64;
+        let minutes = self.config.check_timeout.as_secs().div_ceil(60).max(1);
+        // In a subshell, so a check that calls `exit` still reaches the verdict line.
+        let script = format!("(\n{}\n) 2>&1\necho TENANTRY-CHECK-EXIT=$?", self.config.check_command);
+        let mut args = vec![
+            format!("--account={}", self.names.ops_account()),
+            format!("--reservation={}", self.names.reservation(node.reservation_id)),
+            format!("--nodelist={}", node.hostname),
+            "--nodes=1".to_owned(),
+            "--ntasks=1".to_owned(),
+            format!("--time={minutes}"),
+            "--job-name=tenantry-check".to_owned(),
+            "--quiet".to_owned(),
+        ];
+        if gpus > 0 {
+            args.push(format!("--gres=gpu:{gpus}"));
+        }
+        args.extend(["bash".to_owned(), "-c".to_owned(), script]);
+        let cli = SlurmCli {
+            bin_dir: self.cli().bin_dir.clone(),
+            timeout: std::time::Duration::from_secs(wait + 60) + self.config.check_timeout,
+        };
+        let output = cli.run("srun", &args).await?;
+        let Some(code) = output.lines().rev().find_map(|l| l.strip_prefix("TENANTRY-CHECK-EXIT=")) else {
+            return Err(DriverError::transient(format!("the check job on {} ended without a verdict", node.hostname)));
+        };
+        if code.trim() == "0" {
+            return Ok(None);
+        }
+        let said: Vec<&str> =
+            output.lines().filter(|l| !l.starts_with("TENANTRY-CHECK-EXIT=") && !l.trim().is_empty()).collect();
+        let said = said.last().copied().unwrap_or("no output");
+        Ok(Some(format!("the node check exited with {}: {said}", code.trim())))
+    }
+
+    /// Jobs running at `at` with their GPUs (one `sacct` call per instant, shared by all nodes).
+    /// Accounting hears of a job's start a few seconds late, so a sample of the present adds
+    /// the controller's running jobs (`squeue`) that accounting does not show yet.
+    async fn jobs_at(&self, at: DateTime<Utc>) -> DriverResult<Vec<JobUse>> {
+        let mut cache = self.usage.lock().await;
+        if let Some((when, jobs)) = cache.as_ref() {
+            if *when == at {
+                return Ok(jobs.clone());
+            }
+        }
+        let t = format_time(at);
+        let format = "--format=JobID,Account,NodeList,AllocTRES,Start,End";
+        let text = self.run("sacct", &["-a", "-X", "-n", "-P", "-S", &t, "-E", &t, format]).await?;
+        let mut seen = BTreeSet::new();
+        let mut jobs = Vec::new();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split('|').collect();
+            let [id, account, nodes, tres, start, end, ..] = f.as_slice() else { continue };
+            let (Some(start), gpus) = (parse_time(start), tres_gpus(tres).unwrap_or(0)) else { continue };
+            // Running at `at`: started by then and not ended before.
+            if !self.names.owns(account) || start > at || parse_time(end).is_some_and(|e| e <= at) || gpus == 0 {
+                continue;
+            }
+            seen.insert((*id).to_owned());
+            jobs.push(JobUse { account: (*account).to_owned(), nodes: cli::expand_hostlist(nodes), gpus });
+        }
+        if (Utc::now() - at).num_seconds().abs() < 300 {
+            let running =
+                self.run("squeue", &["-h", "-a", "-t", "R", "-O", "JobID:|,Account:|,NodeList:|,tres-alloc:|"]).await?;
+            for line in running.lines() {
+                let f: Vec<&str> = line.split('|').map(str::trim).collect();
+                let [id, account, nodes, tres, ..] = f.as_slice() else { continue };
+                let gpus = tres_gpus(tres).unwrap_or(0);
+                if self.names.owns(account) && gpus > 0 && !seen.contains(*id) {
+                    jobs.push(JobUse { account: (*account).to_owned(), nodes: cli::expand_hostlist(nodes), gpus });
+                }
+            }
+        }
+        *cache = Some((at, jobs.clone()));
+        Ok(jobs)
+    }
+}
+
+/// A reservation's spec and the GPUs (or MIG instances) it holds, from its held rows (one
+/// reservation, ordered by node).
+fn reservation_spec(rows: &[SlurmHeld], accounts: Vec<String>) -> (ReservationSpec, u32) {
+    let first = &rows[0];
+    let mut nodes = Vec::new();
+    let mut cores = Vec::new();
+    let mut partial = false;
+    for node in rows.chunk_by(|a, b| a.hostname == b.hostname) {
+        let n = &node[0];
+        let whole_gpus = node.iter().all(|g| !g.mig_enabled || (g.slice_lo == 0 && g.slice_hi == 7));
+        let whole = whole_gpus && node.len() as i64 == n.node_gpus;
+        // The node's cores in the share of its GPU capacity (in sevenths) this booking holds.
+        let sevenths: i64 = node.iter().map(|g| if g.mig_enabled { g.slice_hi - g.slice_lo } else { 7 }).sum();
+        let share = (n.cpu_cores * sevenths / (n.node_gpus.max(1) * 7)).max(1);
+        partial |= !whole;
+        nodes.push(n.hostname.clone());
+        cores.push(if whole { n.cpu_cores } else { share } as u32);
+    }
+    let mut accounts = accounts;
+    accounts.sort();
+    let spec =
+        ReservationSpec { start: first.start_at, end: first.end_at, nodes, cores: partial.then_some(cores), accounts };
+    (spec, rows.len() as u32)
+}
+
+/// GPUs of a node from its GRES (`gpu:h100:8(S:0-1),gpu:1g.10gb:14`): the model, whole GPUs
+/// and GPUs in MIG mode (seven instances' worth of a profile each, rounded up).
+fn gpus_of(gres: &str, types: &[(String, GpuModel)]) -> Option<(GpuModel, u32, u32)> {
+    let mut model = None;
+    let mut whole = 0u32;
+    let mut mig_instances = 0u32;
+    for entry in gres.split(',') {
+        let entry = entry.split('(').next().unwrap_or(entry);
+        let mut parts = entry.split(':');
+        if parts.next() != Some("gpu") {
+            continue;
+        }
+        let rest: Vec<&str> = parts.collect();
+        let (kind, count) = match rest.as_slice() {
+            [kind, count] => (kind.to_ascii_lowercase(), count.parse::<u32>().ok()?),
+            _ => continue,
+        };
+        if kind.contains("g.") {
+            // A MIG profile such as `1g.10gb` or `a100_3g.20gb`.
+            mig_instances += count;
+            if let Some(prefix) = kind.split('_').next().filter(|p| !p.contains("g.")) {
+                model = model.or_else(|| types.iter().find(|(t, _)| t == prefix).map(|(_, m)| *m));
+            }
+        } else {
+            whole += count;
+            model = model.or_else(|| types.iter().find(|(t, _)| *t == kind).map(|(_, m)| *m));
+        }
+    }
+    let mig = mig_instances.div_ceil(7);
+    model.map(|m| (m, whole + mig, mig))
+}
+
+/// A node's inventory entry from `scontrol show node`; `None` for nodes without a known GPU
+/// type (login nodes, or a type missing from `TENANTRY_SLURM_GPU_TYPES`).
+fn inventory_node(r: &BTreeMap<String, String>, types: &[(String, GpuModel)]) -> Option<InventoryNode> {
+    let hostname = r.get("NodeName")?.clone();
+    let (gpu_model, gpu_count, mig) = gpus_of(r.get("Gres")?, types)?;
+    let features: Vec<&str> = r.get("AvailableFeatures").map(|f| f.split(',').collect()).unwrap_or_default();
+    let feature = |prefix: &str| features.iter().find_map(|f| f.strip_prefix(prefix)).map(str::to_owned);
+    let number = |key: &str| r.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let state = ActualNode { state: r.get("State").cloned().unwrap_or_default(), reason: None };
+    Some(InventoryNode {
+        hostname,
+        gpu_model,
+        gpu_count,
+        mig,
+        memory_gb: (number("RealMemory") / 1024) as u32,
+        nvme_tb: (number("TmpDisk") / 1_000_000) as u32,
+        cpu_cores: number("CPUTot") as u32,
+        driver_branches: features.iter().filter_map(|f| f.strip_prefix("driver-")).map(str::to_owned).collect(),
+        region: feature("region-"),
+        fabric_domain: feature("fabric-"),
+        rack: feature("rack-"),
+        reachable: !state.down(),
+    })
+}
+
+#[async_trait::async_trait]
+impl FleetDriver for SlurmDriver {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    async fn inventory(&self) -> DriverResult<Vec<InventoryNode>> {
+        let text = self.run("scontrol", &["-o", "show", "node"]).await?;
+        let records = parse_records(&text);
+        let nodes: Vec<InventoryNode> =
+            records.iter().filter_map(|r| inventory_node(r, &self.config.gpu_types)).collect();
+        if nodes.is_empty() && !records.is_empty() {
+            tracing::warn!(
+                "Slurm reports {} node(s) but none with a GPU type in TENANTRY_SLURM_GPU_TYPES",
+                records.len()
+            );
+        }
+        Ok(nodes)
+    }
+
+    async fn apply_mig_layout(&self, _: &EffectKey, node: &NodeTarget, _: &[MigGpuConfig]) -> DriverResult<String> {
+        Ok(format!("{}: MIG instances are the node's Slurm GRES configuration; nothing to change", node.hostname))
+    }
+
+    async fn install_driver(&self, _: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String> {
+        let record = self.node_record(&node.hostname).await?;
+        let features = record.get("AvailableFeatures").cloned().unwrap_or_default();
+        let branches: Vec<&str> = features.split(',').filter_map(|f| f.strip_prefix("driver-")).collect();
+        if branches.is_empty() || branch.is_empty() {
+            return Ok(format!("{}: the site manages CUDA drivers (no driver-<branch> feature)", node.hostname));
+        }
+        if !branches.contains(&branch) {
+            return Err(DriverError {
+                message: format!(
+                    "{} runs CUDA driver branch {} (Slurm features), not {branch}",
+                    node.hostname,
+                    branches.join(", ")
+                ),
+                transient: false,
+            });
+        }
+        Ok(format!("{}: CUDA driver {branch} present (Slurm feature driver-{branch})", node.hostname))
+    }
+
+    async fn setup_orchestrator(
+        &self,
+        _: &EffectKey,
+        tenant: &TenantTarget,
+        nodes: &[NodeTarget],
+    ) -> DriverResult<String> {
+        if tenant.options.orchestrator == Orchestrator::Kubernetes {
+            return Err(DriverError {
+                message:
+                    "this fleet runs Slurm: a Kubernetes namespace cannot be set up here; book with orchestrator Slurm"
+                        .to_owned(),
+                transient: false,
+            });
+        }
+        let report = self.sync(Utc::now()).await;
+        if let Some(e) = report.error {
+            return Err(DriverError::transient(format!("Slurm did not take the reservation yet: {e}")));
+        }
+        let name = self.names.reservation(tenant.reservation_id);
+        let Some(record) = self.reservation_record(tenant.reservation_id).await? else {
+            let why = report.failed.iter().find(|f| f.starts_with(&name)).cloned().unwrap_or_default();
+            return Err(DriverError::transient(format!("Slurm does not hold reservation {name} yet {why}")));
+        };
+        let hosts: Vec<&str> = nodes.iter().map(|n| n.hostname.as_str()).collect();
+        Ok(format!(
+            "Slurm reservation {name} on {} from {} to {} UTC, open to account {} (team {})",
+            hosts.join(", "),
+            record.get("StartTime").map_or("?", String::as_str),
+            record.get("EndTime").map_or("?", String::as_str),
+            self.names.reservation_account(tenant.reservation_id),
+            self.names.team_account(&tenant.tenant)
+        ))
+    }
+
+    async fn acceptance(
+        &self,
+        _: &EffectKey,
+        node: &NodeTarget,
+        rules: &AcceptanceRules,
+    ) -> DriverResult<AcceptanceReport> {
+        let record = self.node_record(&node.hostname).await?;
+        let state = ActualNode { state: record.get("State").cloned().unwrap_or_default(), reason: None };
+        let gpu = node.gpus.first().map_or(0, |g| g.0);
+        if state.down() {
+            return Ok(AcceptanceReport {
+                failed_gpus: vec![(gpu, format!("Slurm reports the node {}", state.state))],
+                busbw_gbps: 0.0,
+            });
+        }
+        // Bandwidth as the check measured it, else the threshold (the check did not measure it).
+        let least = rules.min_busbw_gbps.get(fabric_of(node.gpu_model)).copied().unwrap_or(0.0);
+        match self.run_check(node, node.gpus.len()).await? {
+            None => Ok(AcceptanceReport { failed_gpus: Vec::new(), busbw_gbps: least }),
+            Some(problem) => Ok(AcceptanceReport { failed_gpus: vec![(gpu, problem)], busbw_gbps: least }),
+        }
+    }
+
+    async fn issue_credentials(&self, _: &EffectKey, tenant: &TenantTarget) -> DriverResult<IssuedCredential> {
+        let account = self.names.reservation_account(tenant.reservation_id);
+        let reservation = self.names.reservation(tenant.reservation_id);
+        let gpus = match self.store.slurm_gpus_of(tenant.reservation_id).await {
+            Ok(n) => n,
+            Err(e) => return Err(DriverError::transient(format!("cannot read the store: {e}"))),
+        };
+        let host = &self.config.login_host;
+        let secret = format!(
+            "# On {host}, as your own user (members of team {team} are allowed in):\n\
+             sbatch -A {account} --reservation={reservation} --gres=gpu:<n> job.sh\n\
+             srun -A {account} --reservation={reservation} --gres=gpu:1 nvidia-smi\n\
+             # Your jobs may hold up to {gpus} GPU(s) at once inside this reservation; they end when its window ends.\n",
+            team = tenant.tenant
+        );
+        Ok(IssuedCredential { kind: "slurm".to_owned(), username: account, endpoint: host.clone(), secret })
+    }
+
+    async fn revoke_credentials(&self, _: &EffectKey, tenant: &TenantTarget, username: &str) -> DriverResult<String> {
+        let account = self.names.reservation_account(tenant.reservation_id);
+        self.run("scancel", &["--account", &account]).await?;
+        let report = self.sync(Utc::now()).await;
+        if let Some(e) = report.error {
+            return Err(DriverError::transient(format!("Slurm did not take the change: {e}")));
+        }
+        Ok(format!("{username}: the team's jobs were cancelled; Slurm reservation and account removed"))
+    }
+
+    async fn wipe(&self, _: &EffectKey, tenant: &TenantTarget, node: &NodeTarget) -> DriverResult<WipeReport> {
+        let started_at = Utc::now();
+        let account = self.names.reservation_account(tenant.reservation_id);
+        let left = self.run("squeue", &["-h", "-A", &account, "-w", &node.hostname, "-o", "%i"]).await?;
+        if !left.trim().is_empty() {
+            self.run("scancel", &["--account", &account, "--nodelist", &node.hostname]).await?;
+            return Err(DriverError::transient(format!(
+                "{}: jobs of {account} are still ending; checking again",
+                node.hostname
+            )));
+        }
+        Ok(WipeReport {
+            method: "slurm: no job of the team is left on the node; its scratch is cleaned by the site's Slurm epilog"
+                .to_owned(),
+            devices: Vec::new(),
+            started_at,
+            finished_at: Utc::now(),
+            verified: true,
+        })
+    }
+
+    async fn reset_mig(&self, _: &EffectKey, node: &NodeTarget) -> DriverResult<String> {
+        Ok(format!("{}: MIG stays as the node's Slurm GRES configuration declares it", node.hostname))
+    }
+
+    async fn health(&self, _: &EffectKey, node: &NodeTarget) -> DriverResult<HealthReport> {
+        let record = self.node_record(&node.hostname).await?;
+        let state = ActualNode {
+            state: record.get("State").cloned().unwrap_or_default(),
+            reason: record.get("Reason").cloned(),
+        };
+        if state.down() {
+            let why = state.reason.map(|r| format!(" ({r})")).unwrap_or_default();
+            return Ok(HealthReport { problem: Some(format!("Slurm reports the node {}{why}", state.state)) });
+        }
+        // Inside a live reservation the check runs as a job; otherwise Slurm's word is all.
+        let live = self
+            .reservation_record(node.reservation_id)
+            .await?
+            .is_some_and(|r| r.get("State").is_some_and(|s| s == "ACTIVE"));
+        if !live {
+            return Ok(HealthReport { problem: None });
+        }
+        Ok(HealthReport { problem: self.run_check(node, 0).await? })
+    }
+
+    async fn utilization(&self, node: &NodeTarget, _: Workload, at: DateTime<Utc>) -> DriverResult<Vec<GpuSample>> {
+        let account = self.names.reservation_account(node.reservation_id);
+        let jobs = self.jobs_at(at).await?;
+        let busy: u32 = jobs
+            .iter()
+            .filter(|j| j.account == account && j.nodes.contains(&node.hostname))
+            .map(|j| j.gpus / (j.nodes.len() as u32).max(1))
+            .sum();
+        Ok(node
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, (gpu, _))| {
+                let pct = if (i as u32) < busy { 100.0 } else { 0.0 };
+                GpuSample { node_id: node.node_id, gpu_index: *gpu, at, utilization_pct: pct, memory_pct: pct }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gres_reads_models_whole_gpus_and_mig() {
+        let types = default_gpu_types();
+        assert_eq!(gpus_of("gpu:h100:8(S:0-1)", &types), Some((GpuModel::H100Sxm80, 8, 0)));
+        assert_eq!(gpus_of("gpu:a100:4,gpu:a100_1g.10gb:14", &types), Some((GpuModel::A100_80, 6, 2)));
+        assert_eq!(gpus_of("gpu:mi300:8", &types), None);
+        assert_eq!(gpus_of("(null)", &types), None);
+    }
+
+    #[test]
+    fn a_node_record_becomes_an_inventory_entry() {
+        let r = cli::parse_record(
+            "NodeName=gpu001 CPUTot=16 AvailableFeatures=region-eu,fabric-ib-a,rack-r1,driver-550 Gres=gpu:h100:8 \
+             RealMemory=512000 TmpDisk=7000000 State=IDLE",
+        );
+        let n = inventory_node(&r, &default_gpu_types()).unwrap();
+        assert_eq!(
+            (n.gpu_model, n.gpu_count, n.cpu_cores, n.memory_gb, n.nvme_tb),
+            (GpuModel::H100Sxm80, 8, 16, 500, 7)
+        );
+        assert_eq!(
+            (n.region.as_deref(), n.fabric_domain.as_deref(), n.rack.as_deref()),
+            (Some("eu"), Some("ib-a"), Some("r1"))
+        );
+        assert_eq!(n.driver_branches, ["550"]);
+        assert!(n.reachable);
+        let down = cli::parse_record("NodeName=gpu002 Gres=gpu:h100:8 State=DOWN* CPUTot=16");
+        assert!(!inventory_node(&down, &default_gpu_types()).unwrap().reachable);
+    }
+
+    #[test]
+    fn gpu_types_parse_and_refuse_unknown_models() {
+        assert_eq!(parse_gpu_types("h100=H100, mi=L40S").unwrap()[1], ("mi".to_owned(), GpuModel::L40s));
+        assert!(parse_gpu_types("h100=Z9").unwrap_err().contains("Z9"));
+        assert!(parse_gpu_types("h100").is_err());
+    }
+
+    #[test]
+    fn user_names_must_be_valid() {
+        assert!(valid_user("ada"));
+        assert!(valid_user("ada-l_2"));
+        assert!(!valid_user("Ada"));
+        assert!(!valid_user("1ada"));
+        assert!(!valid_user("a.b"));
+    }
+
+    fn row(id: i64, host: &str, gpu: i64, mig: Option<(i64, i64)>) -> SlurmHeld {
+        SlurmHeld {
+            reservation_id: id,
+            tenant_id: 1,
+            state: "scheduled".into(),
+            slug: "acme".into(),
+            start_at: Utc::now(),
+            end_at: Utc::now() + Duration::hours(1),
+            hostname: host.into(),
+            gpu_index: gpu,
+            mig_enabled: mig.is_some(),
+            slice_lo: mig.map_or(0, |m| m.0),
+            slice_hi: mig.map_or(7, |m| m.1),
+            node_gpus: 8,
+            cpu_cores: 16,
+        }
+    }
+
+    #[test]
+    fn whole_nodes_hold_nodes_and_shared_nodes_hold_their_share_of_cores() {
+        let whole: Vec<SlurmHeld> = (0..8).map(|g| row(1, "gpu001", g, None)).collect();
+        let (spec, units) = reservation_spec(&whole, vec!["b".into(), "a".into()]);
+        assert_eq!((spec.cores, units, spec.accounts), (None, 8, vec!["a".to_owned(), "b".to_owned()]));
+        let two = vec![row(2, "gpu001", 0, None), row(2, "gpu001", 1, None), row(2, "gpu002", 0, None)];
+        let (spec, units) = reservation_spec(&two, vec![]);
+        assert_eq!(
+            (spec.nodes, spec.cores, units),
+            (vec!["gpu001".to_owned(), "gpu002".to_owned()], Some(vec![4, 2]), 3)
+        );
+        let slice = vec![row(3, "gpu003", 0, Some((0, 1)))];
+        assert_eq!(reservation_spec(&slice, vec![]).0.cores, Some(vec![1]));
+    }
+}

@@ -1,0 +1,464 @@
+//! What Slurm should hold for Tenantry, what it holds, and the smallest set of changes from one
+//! to the other: a pure function, so the rules (what is re-created, what is only reported, what
+//! is never touched) are tested without a cluster.
+//!
+//! Tenantry's objects in Slurm all carry its prefix (`TENANTRY_SLURM_PREFIX`, default
+//! `tenantry`): the team account `<prefix>-<team>`, one account per reservation
+//! `<prefix>-r<id>` under it (its `GrpTRES=gres/gpu=N` caps the team's jobs at the N GPUs or
+//! slices it booked), the operations account `<prefix>-ops` (Tenantry's own check jobs), and the
+//! advanced reservation `<prefix>-r<id>` on the booked nodes for the window, open to the
+//! reservation's account and the operations account. Anything without the prefix is someone
+//! else's: reported, never changed.
+
+use super::cli::{expand_hostlist, parse_time};
+use chrono::{DateTime, Duration, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// An account Tenantry wants: its parent, and its GPU cap (`None`: no cap).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountSpec {
+    pub parent: String,
+    pub gpus: Option<u32>,
+}
+
+/// An advanced reservation Tenantry wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationSpec {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// Sorted host names.
+    pub nodes: Vec<String>,
+    /// Cores held on each node (in `nodes` order) when the booking holds only part of them;
+    /// `None`: the nodes whole.
+    pub cores: Option<Vec<u32>>,
+    /// Sorted account names allowed in.
+    pub accounts: Vec<String>,
+}
+
+/// A node's drain state Tenantry wants: `Some(reason)` drained, `None` serving.
+pub type DrainSpec = Option<String>;
+
+/// Everything Tenantry wants Slurm to hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Desired {
+    pub accounts: BTreeMap<String, AccountSpec>,
+    /// (Slurm user, account).
+    pub users: BTreeSet<(String, String)>,
+    pub reservations: BTreeMap<String, ReservationSpec>,
+    /// Nodes Tenantry manages, by host name.
+    pub nodes: BTreeMap<String, DrainSpec>,
+}
+
+/// A reservation as Slurm reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActualReservation {
+    pub start: Option<DateTime<Utc>>,
+    pub end: Option<DateTime<Utc>>,
+    pub nodes: Vec<String>,
+    pub core_count: Option<u32>,
+    pub accounts: Vec<String>,
+    pub flags: String,
+}
+
+impl ActualReservation {
+    /// From one record of `scontrol -o show reservation`.
+    pub fn from_record(r: &BTreeMap<String, String>) -> Self {
+        let mut nodes = r.get("Nodes").map(|n| expand_hostlist(n)).unwrap_or_default();
+        nodes.sort();
+        let mut accounts: Vec<String> = r
+            .get("Accounts")
+            .filter(|a| *a != "(null)")
+            .map(|a| a.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+        accounts.sort();
+        ActualReservation {
+            start: r.get("StartTime").and_then(|t| parse_time(t)),
+            end: r.get("EndTime").and_then(|t| parse_time(t)),
+            nodes,
+            core_count: r.get("CoreCnt").and_then(|c| c.parse().ok()),
+            accounts,
+            flags: r.get("Flags").cloned().unwrap_or_default(),
+        }
+    }
+}
+
+/// A node as Slurm reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActualNode {
+    /// Slurm's state words, upper case (`IDLE+DRAIN`, `DOWN*`, `MIXED`).
+    pub state: String,
+    pub reason: Option<String>,
+}
+
+impl ActualNode {
+    pub fn drained(&self) -> bool {
+        self.state.contains("DRAIN")
+    }
+    /// DOWN, FAIL or not responding: the node cannot run work.
+    pub fn down(&self) -> bool {
+        self.state.contains("DOWN")
+            || self.state.contains("FAIL")
+            || self.state.contains("NOT_RESPONDING")
+            || self.state.ends_with('*')
+    }
+}
+
+/// Everything Slurm holds that the plan looks at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Actual {
+    pub accounts: BTreeMap<String, AccountSpec>,
+    pub users: BTreeSet<(String, String)>,
+    pub reservations: BTreeMap<String, ActualReservation>,
+    pub nodes: BTreeMap<String, ActualNode>,
+}
+
+/// One change to make in Slurm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    AddAccount {
+        name: String,
+        spec: AccountSpec,
+    },
+    SetAccountGpus {
+        name: String,
+        gpus: Option<u32>,
+    },
+    AddUser {
+        user: String,
+        account: String,
+    },
+    RemoveUser {
+        user: String,
+        account: String,
+    },
+    DeleteAccount {
+        name: String,
+    },
+    /// `missing_since_known` is true when Slurm lost (or someone deleted) a reservation Tenantry
+    /// had: the report calls it re-created.
+    CreateReservation {
+        name: String,
+        spec: ReservationSpec,
+    },
+    /// Window or accounts changed (an end moved, or someone edited it by hand).
+    UpdateReservation {
+        name: String,
+        spec: ReservationSpec,
+    },
+    /// Nodes or cores changed (a node replaced): Slurm cannot move a core reservation, so it
+    /// is deleted and created again.
+    RecreateReservation {
+        name: String,
+        spec: ReservationSpec,
+    },
+    DeleteReservation {
+        name: String,
+    },
+    Drain {
+        node: String,
+        reason: String,
+    },
+    Resume {
+        node: String,
+    },
+}
+
+/// The plan: changes, and what is only reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    /// Reservations in Slurm that are not Tenantry's (reported, never touched).
+    pub foreign: Vec<String>,
+    /// Nodes Tenantry manages that Slurm reports DOWN or FAILED.
+    pub down: Vec<String>,
+    /// Nodes Tenantry wants serving that someone else drained (reported, left drained).
+    pub drained_by_others: Vec<String>,
+}
+
+/// Tenantry's names in Slurm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    pub prefix: String,
+}
+
+impl Names {
+    pub fn team_account(&self, slug: &str) -> String {
+        format!("{}-{}", self.prefix, slug.to_ascii_lowercase())
+    }
+    pub fn reservation(&self, id: i64) -> String {
+        format!("{}-r{id}", self.prefix)
+    }
+    /// The account of one reservation (the same name as its Slurm reservation: the two live in
+    /// different name spaces).
+    pub fn reservation_account(&self, id: i64) -> String {
+        self.reservation(id)
+    }
+    pub fn ops_account(&self) -> String {
+        format!("{}-ops", self.prefix)
+    }
+    /// Whether `name` is one of Tenantry's (account or reservation).
+    pub fn owns(&self, name: &str) -> bool {
+        name.strip_prefix(&self.prefix).is_some_and(|rest| rest.starts_with('-'))
+    }
+    /// The reservation id in a reservation name of Tenantry's.
+    pub fn reservation_id(&self, name: &str) -> Option<i64> {
+        name.strip_prefix(&self.prefix)?.strip_prefix("-r")?.parse().ok()
+    }
+    /// The reason Tenantry gives when it drains a node; a drain with another reason is not its own.
+    pub fn drain_reason(&self, why: &str) -> String {
+        format!("{}: {why}", self.prefix)
+    }
+    pub fn drained_by_us(&self, reason: Option<&str>) -> bool {
+        reason.is_some_and(|r| r.starts_with(&format!("{}:", self.prefix)))
+    }
+}
+
+/// Slurm rounds a reservation's start to the minute; an already started window starts "now".
+fn same_minute(a: DateTime<Utc>, b: DateTime<Utc>) -> bool {
+    (a - b).num_seconds().abs() < 60
+}
+
+/// The changes that make `actual` what `desired` says, in a safe order: accounts and users
+/// before the reservations that name them; reservations deleted before the accounts they name.
+pub fn plan(desired: &Desired, actual: &Actual, names: &Names, now: DateTime<Utc>) -> Plan {
+    let mut p = Plan::default();
+    // Accounts to add or fix: parents first (team accounts sort before their reservations').
+    let mut adds: Vec<(&String, &AccountSpec)> =
+        desired.accounts.iter().filter(|(n, _)| !actual.accounts.contains_key(*n)).collect();
+    adds.sort_by_key(|(_, spec)| desired.accounts.contains_key(&spec.parent));
+    for (name, spec) in adds {
+        p.actions.push(Action::AddAccount { name: name.clone(), spec: spec.clone() });
+    }
+    for (name, spec) in &desired.accounts {
+        if let Some(have) = actual.accounts.get(name) {
+            if have.gpus != spec.gpus {
+                p.actions.push(Action::SetAccountGpus { name: name.clone(), gpus: spec.gpus });
+            }
+        }
+    }
+    for (user, account) in desired.users.difference(&actual.users) {
+        p.actions.push(Action::AddUser { user: user.clone(), account: account.clone() });
+    }
+    // Reservations.
+    for (name, spec) in &desired.reservations {
+        if spec.end <= now {
+            continue;
+        }
+        match actual.reservations.get(name) {
+            None => p.actions.push(Action::CreateReservation { name: name.clone(), spec: spec.clone() }),
+            Some(have) => {
+                let cores: Option<u32> = spec.cores.as_ref().map(|c| c.iter().sum());
+                let placed_differently = have.nodes != spec.nodes || (cores.is_some() && have.core_count != cores);
+                let start_wanted = spec.start.max(now);
+                // A window that has begun cannot start earlier in Slurm; only a future start is compared.
+                let start_differs =
+                    spec.start > now + Duration::minutes(1) && have.start.is_none_or(|s| !same_minute(s, start_wanted));
+                let end_differs = have.end.is_none_or(|e| !same_minute(e, spec.end));
+                if placed_differently {
+                    p.actions.push(Action::RecreateReservation { name: name.clone(), spec: spec.clone() });
+                } else if start_differs || end_differs || have.accounts != spec.accounts {
+                    p.actions.push(Action::UpdateReservation { name: name.clone(), spec: spec.clone() });
+                }
+            }
+        }
+    }
+    for name in actual.reservations.keys() {
+        if desired.reservations.contains_key(name) {
+            continue;
+        }
+        if names.owns(name) {
+            p.actions.push(Action::DeleteReservation { name: name.clone() });
+        } else {
+            p.foreign.push(name.clone());
+        }
+    }
+    // Users and accounts that are no longer wanted.
+    for (user, account) in actual.users.difference(&desired.users) {
+        if names.owns(account) && desired.accounts.contains_key(account) {
+            p.actions.push(Action::RemoveUser { user: user.clone(), account: account.clone() });
+        }
+    }
+    let gone: Vec<&String> =
+        actual.accounts.keys().filter(|n| names.owns(n) && !desired.accounts.contains_key(*n)).collect();
+    // Children (whose parent goes too) before parents.
+    let (children, parents): (Vec<&String>, Vec<&String>) =
+        gone.iter().partition(|n| actual.accounts.get(**n).is_some_and(|a| gone.contains(&&a.parent)));
+    for name in children.into_iter().chain(parents) {
+        p.actions.push(Action::DeleteAccount { name: name.clone() });
+    }
+    // Nodes.
+    for (node, want) in &desired.nodes {
+        let Some(have) = actual.nodes.get(node) else { continue };
+        if have.down() {
+            p.down.push(node.clone());
+        }
+        match want {
+            Some(reason) if !have.drained() => {
+                p.actions.push(Action::Drain { node: node.clone(), reason: reason.clone() })
+            }
+            None if have.drained() => {
+                if names.drained_by_us(have.reason.as_deref()) {
+                    p.actions.push(Action::Resume { node: node.clone() });
+                } else {
+                    p.drained_by_others.push(node.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn names() -> Names {
+        Names { prefix: "tenantry".to_owned() }
+    }
+    fn t(h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 1, h, 0, 0).unwrap()
+    }
+    fn spec(nodes: &[&str], cores: Option<Vec<u32>>, start: u32, end: u32) -> ReservationSpec {
+        ReservationSpec {
+            start: t(start),
+            end: t(end),
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+            cores,
+            accounts: vec!["tenantry-ops".into(), "tenantry-r1".into()],
+        }
+    }
+    fn actual_of(s: &ReservationSpec) -> ActualReservation {
+        ActualReservation {
+            start: Some(s.start),
+            end: Some(s.end),
+            nodes: s.nodes.clone(),
+            core_count: s.cores.as_ref().map(|c| c.iter().sum()),
+            accounts: s.accounts.clone(),
+            flags: String::new(),
+        }
+    }
+
+    fn desired() -> Desired {
+        let mut d = Desired::default();
+        d.accounts.insert("tenantry-acme".into(), AccountSpec { parent: "root".into(), gpus: None });
+        d.accounts.insert("tenantry-r1".into(), AccountSpec { parent: "tenantry-acme".into(), gpus: Some(2) });
+        d.users.insert(("ada".into(), "tenantry-acme".into()));
+        d.users.insert(("ada".into(), "tenantry-r1".into()));
+        d.reservations.insert("tenantry-r1".into(), spec(&["gpu001"], Some(vec![4]), 10, 12));
+        d
+    }
+
+    #[test]
+    fn an_empty_slurm_gets_accounts_users_then_the_reservation() {
+        let p = plan(&desired(), &Actual::default(), &names(), t(9));
+        let kinds: Vec<&str> = p
+            .actions
+            .iter()
+            .map(|a| match a {
+                Action::AddAccount { .. } => "account",
+                Action::AddUser { .. } => "user",
+                Action::CreateReservation { .. } => "reservation",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["account", "account", "user", "user", "reservation"]);
+        // The team account comes before the reservation's account under it.
+        assert!(matches!(&p.actions[0], Action::AddAccount { name, .. } if name == "tenantry-acme"));
+    }
+
+    #[test]
+    fn in_step_means_nothing_to_do() {
+        let d = desired();
+        let a = Actual {
+            accounts: d.accounts.clone(),
+            users: d.users.clone(),
+            reservations: d.reservations.iter().map(|(n, s)| (n.clone(), actual_of(s))).collect(),
+            nodes: BTreeMap::new(),
+        };
+        assert_eq!(plan(&d, &a, &names(), t(9)), Plan::default());
+    }
+
+    #[test]
+    fn a_moved_end_updates_a_moved_node_recreates_and_foreign_ones_are_only_reported() {
+        let d = desired();
+        let mut a = Actual { accounts: d.accounts.clone(), users: d.users.clone(), ..Default::default() };
+        let mut ended_early = actual_of(&d.reservations["tenantry-r1"]);
+        ended_early.end = Some(t(11));
+        a.reservations.insert("tenantry-r1".into(), ended_early);
+        a.reservations.insert("site-maint".into(), actual_of(&spec(&["gpu009"], None, 1, 2)));
+        a.reservations.insert("tenantry-r99".into(), actual_of(&spec(&["gpu002"], None, 1, 20)));
+        let p = plan(&d, &a, &names(), t(9));
+        assert!(matches!(&p.actions[0], Action::UpdateReservation { name, .. } if name == "tenantry-r1"));
+        assert!(p.actions.contains(&Action::DeleteReservation { name: "tenantry-r99".into() }));
+        assert_eq!(p.foreign, ["site-maint"]);
+        assert!(!p.actions.iter().any(|a| matches!(a, Action::DeleteReservation { name } if name == "site-maint")));
+
+        let mut moved = actual_of(&d.reservations["tenantry-r1"]);
+        moved.nodes = vec!["gpu002".into()];
+        a.reservations.insert("tenantry-r1".into(), moved);
+        let p = plan(&d, &a, &names(), t(9));
+        assert!(matches!(&p.actions[0], Action::RecreateReservation { name, .. } if name == "tenantry-r1"));
+    }
+
+    #[test]
+    fn a_started_window_is_not_moved_back_and_a_past_one_is_not_created() {
+        let d = desired();
+        let mut a = Actual { accounts: d.accounts.clone(), users: d.users.clone(), ..Default::default() };
+        let mut late = actual_of(&d.reservations["tenantry-r1"]);
+        late.start = Some(t(10) + Duration::minutes(7));
+        a.reservations.insert("tenantry-r1".into(), late);
+        assert!(plan(&d, &a, &names(), t(10) + Duration::minutes(8)).actions.is_empty());
+        assert!(plan(&d, &Actual::default(), &names(), t(13))
+            .actions
+            .iter()
+            .all(|a| !matches!(a, Action::CreateReservation { .. })));
+    }
+
+    #[test]
+    fn people_who_left_lose_access_and_ended_accounts_go_children_first() {
+        let d = desired();
+        let mut a = Actual { accounts: d.accounts.clone(), users: d.users.clone(), ..Default::default() };
+        a.users.insert(("max".into(), "tenantry-r1".into()));
+        a.users.insert(("someone".into(), "physics".into()));
+        a.accounts.insert("tenantry-old".into(), AccountSpec { parent: "root".into(), gpus: None });
+        a.accounts.insert("tenantry-r7".into(), AccountSpec { parent: "tenantry-old".into(), gpus: Some(1) });
+        a.accounts.insert("physics".into(), AccountSpec { parent: "root".into(), gpus: None });
+        a.reservations = d.reservations.iter().map(|(n, s)| (n.clone(), actual_of(s))).collect();
+        let p = plan(&d, &a, &names(), t(9));
+        assert_eq!(
+            p.actions,
+            [
+                Action::RemoveUser { user: "max".into(), account: "tenantry-r1".into() },
+                Action::DeleteAccount { name: "tenantry-r7".into() },
+                Action::DeleteAccount { name: "tenantry-old".into() },
+            ]
+        );
+    }
+
+    #[test]
+    fn drains_follow_tenantry_but_leave_other_drains_alone() {
+        let mut d = Desired::default();
+        d.nodes.insert("gpu001".into(), Some("tenantry: quarantined".into()));
+        d.nodes.insert("gpu002".into(), None);
+        d.nodes.insert("gpu003".into(), None);
+        let mut a = Actual::default();
+        a.nodes.insert("gpu001".into(), ActualNode { state: "IDLE".into(), reason: None });
+        a.nodes.insert(
+            "gpu002".into(),
+            ActualNode { state: "IDLE+DRAIN".into(), reason: Some("tenantry: maintenance".into()) },
+        );
+        a.nodes.insert("gpu003".into(), ActualNode { state: "DOWN*+DRAIN".into(), reason: Some("bad fan".into()) });
+        let p = plan(&d, &a, &names(), t(9));
+        assert_eq!(
+            p.actions,
+            [
+                Action::Drain { node: "gpu001".into(), reason: "tenantry: quarantined".into() },
+                Action::Resume { node: "gpu002".into() }
+            ]
+        );
+        assert_eq!(p.drained_by_others, ["gpu003"]);
+        assert_eq!(p.down, ["gpu003"]);
+    }
+}

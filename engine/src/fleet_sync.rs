@@ -1,0 +1,104 @@
+//! Keeps a real fleet's scheduler in step with the store (Slurm: see
+//! [`crate::driver::slurm`]): a loop that syncs at every allocation change this instance hears
+//! of (its own and, on PostgreSQL, other instances'), and every period regardless, so what the
+//! scheduler lost or someone changed by hand is repaired within one period. When the scheduler
+//! does not answer, the loop backs off (2 s doubling to the period) while booking goes on, and
+//! catches up when it returns. Nodes the scheduler reports down get a health check, whose
+//! verdict quarantines and replaces them like any failed check.
+
+use crate::audit::Change;
+use crate::driver::slurm::{SlurmDriver, SyncReport};
+use crate::Engine;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// Reservation states whose nodes a down node is checked for.
+const RUNNING: &[&str] = &["active", "degraded"];
+
+impl Engine {
+    /// One sync into Slurm: makes the change, stores the report for Admin → Fleet, audits the
+    /// drift it repaired or found, and asks for health checks of reservations on down nodes.
+    pub async fn sync_slurm(&self, driver: &SlurmDriver, now: DateTime<Utc>) -> SyncReport {
+        let report = driver.sync(now).await;
+        if let Err(e) = self.store.save_slurm_sync(&report).await {
+            tracing::warn!(error = %e, "cannot store the Slurm sync report");
+        }
+        if !report.ok {
+            tracing::warn!(error = report.error.as_deref().unwrap_or(""), "Slurm sync stopped; retrying");
+            return report;
+        }
+        let drift = !report.recreated.is_empty() || !report.failed.is_empty();
+        if drift || !report.created.is_empty() || !report.deleted.is_empty() || !report.updated.is_empty() {
+            tracing::info!(took_ms = report.took_ms, "Slurm sync: {}", report.summary());
+        }
+        if !report.recreated.is_empty() {
+            let detail = format!(
+                "Slurm no longer held {} reservation(s) Tenantry had made; made again: {}",
+                report.recreated.len(),
+                report.recreated.join(", ")
+            );
+            self.record_system(system_change("slurm.drift_repaired", detail), now).await;
+        }
+        if !report.down.is_empty() {
+            if let Err(e) = self.check_down_nodes(driver, &report.down, now).await {
+                tracing::warn!(error = %e, "cannot queue health checks for down nodes");
+            }
+        }
+        report
+    }
+
+    /// Queues a health check for each running reservation on a node Slurm reports down.
+    async fn check_down_nodes(
+        &self,
+        _driver: &SlurmDriver,
+        down: &[String],
+        now: DateTime<Utc>,
+    ) -> crate::EngineResult<()> {
+        let held = self.store.slurm_held(now).await?;
+        let mut seen = std::collections::BTreeSet::new();
+        for h in held.iter().filter(|h| down.contains(&h.hostname) && RUNNING.contains(&h.state.as_str())) {
+            if seen.insert(h.reservation_id) {
+                // The system asks: no per-team rate limit.
+                self.store.enqueue_health_check(h.tenant_id, h.reservation_id, u32::MAX, now).await?;
+            }
+        }
+        if !seen.is_empty() {
+            self.queue_wakeup.notify_one();
+        }
+        Ok(())
+    }
+}
+
+fn system_change(action: &'static str, detail: String) -> Change<'static> {
+    Change { action, object_type: "fleet", object_id: None, tenant_id: None, detail }
+}
+
+/// Syncs at every allocation change and every `every` until `shutdown` turns true; backs off
+/// while Slurm does not answer.
+pub async fn run_slurm_sync(engine: Engine, every: Duration, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let Some(driver) = engine.driver.as_slurm() else { return };
+    let mut changes = engine.index.subscribe();
+    let mut failures = 0u32;
+    loop {
+        let report = engine.sync_slurm(driver, Utc::now()).await;
+        let wait = if report.ok {
+            failures = 0;
+            every
+        } else {
+            failures += 1;
+            Duration::from_secs(2u64.saturating_pow(failures.min(6))).min(every)
+        };
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tokio::time::sleep(wait) => {}
+            changed = changes.changed(), if report.ok => {
+                if changed.is_err() {
+                    return;
+                }
+                // A burst of bookings becomes one sync.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                changes.borrow_and_update();
+            }
+        }
+    }
+}

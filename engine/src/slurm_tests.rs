@@ -1,0 +1,460 @@
+//! The Slurm fleet against a real Slurm 22.05 (started by `scripts/slurm.sh`, found through
+//! `SLURM_CONF`), on SQLite and PostgreSQL: bookings become Slurm reservations that follow
+//! their changes; a team's jobs run on the booked nodes with the booked GPUs and no more, and
+//! nobody else's get in; checks run as jobs and their verdict quarantines and replaces; drains
+//! follow maintenance; `sacct` usage reaches chargeback; and what Slurm loses to a SIGKILL comes
+//! back within one sync period.
+//!
+//! The tests share one cluster, so they take turns (a lock), and each names its Slurm objects
+//! with its own prefix (`tt…`), removed when the next test starts. Without `SLURM_CONF` they
+//! fail under CI and are skipped (with a message) elsewhere.
+
+use crate::driver::slurm::cli::{parse_records, SlurmCli};
+use crate::driver::slurm::{SlurmConfig, SlurmDriver};
+use crate::seed::{seed_demo, SeedOptions};
+use crate::store::Store;
+use crate::test_helpers::who;
+use crate::{store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
+use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::window::floor_minute;
+use tenantry_domain::{Identity, NodeState, ReservationState};
+
+/// One test at a time on the one cluster.
+static CLUSTER: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(Default::default);
+
+/// Every test prefix starts with this; a test removes whatever earlier tests left.
+const TEST_PREFIX: &str = "tt";
+
+struct World {
+    engine: Engine,
+    prefix: String,
+    /// A node is "bad" for the node check when a file named after it is here.
+    marks: std::path::PathBuf,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl World {
+    fn driver(&self) -> &SlurmDriver {
+        self.engine.driver.as_slurm().unwrap()
+    }
+    fn name(&self, id: i64) -> String {
+        format!("{}-r{id}", self.prefix)
+    }
+    async fn sync(&self) -> crate::driver::slurm::SyncReport {
+        let report = self.engine.sync_slurm(self.driver(), Utc::now()).await;
+        assert!(report.ok, "{report:?}");
+        report
+    }
+    fn mark_bad(&self, hostname: &str) {
+        std::fs::write(self.marks.join(hostname), "").unwrap();
+    }
+}
+
+async fn slurm(args: &[&str]) -> Result<String, String> {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let (program, rest) = args.split_first().unwrap();
+    SlurmCli::default().run(program, rest).await.map_err(|e| e.message)
+}
+
+/// `program args…` as a team's Unix user.
+async fn as_user(user: &str, args: &[&str]) -> Result<String, String> {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let (program, rest) = args.split_first().unwrap();
+    SlurmCli::default().run_as(Some(user), program, rest).await.map_err(|e| e.message)
+}
+
+/// The reservation's record in Slurm.
+async fn reservation(name: &str) -> Option<BTreeMap<String, String>> {
+    let text = slurm(&["scontrol", "-o", "show", "reservation", name]).await.ok()?;
+    parse_records(&text).into_iter().next()
+}
+
+async fn node_state(hostname: &str) -> (String, String) {
+    let text = slurm(&["scontrol", "-o", "show", "node", hostname]).await.unwrap();
+    let r = parse_records(&text).remove(0);
+    (r["State"].clone(), r.get("Reason").cloned().unwrap_or_default())
+}
+
+/// Removes what earlier tests left in Slurm: their reservations, accounts and drains.
+async fn clean_up() {
+    let text = slurm(&["scontrol", "-o", "show", "reservation"]).await.unwrap_or_default();
+    for r in parse_records(&text) {
+        if r["ReservationName"].starts_with(TEST_PREFIX) || r["ReservationName"] == "site-owned" {
+            let _ = slurm(&["scontrol", "delete", &format!("ReservationName={}", r["ReservationName"])]).await;
+        }
+    }
+    let _ = slurm(&["scancel", "--name=tenantry-check"]).await;
+    let assoc = slurm(&["sacctmgr", "-n", "-P", "show", "assoc", "format=account,user"]).await.unwrap_or_default();
+    let mut accounts: Vec<&str> =
+        assoc.lines().filter_map(|l| l.split('|').next()).filter(|a| a.starts_with(TEST_PREFIX)).collect();
+    accounts.sort_by_key(|a| std::cmp::Reverse(a.len()));
+    accounts.dedup();
+    for a in accounts {
+        let _ = slurm(&["scancel", "--account", a]).await;
+        let _ = slurm(&["sacctmgr", "-i", "delete", "account", a]).await;
+    }
+    let nodes = slurm(&["scontrol", "-o", "show", "node"]).await.unwrap_or_default();
+    for n in parse_records(&nodes) {
+        let ours = n.get("Reason").is_some_and(|r| r.starts_with(TEST_PREFIX) || r.starts_with("test:"));
+        if ours || n["State"].contains("DOWN") {
+            let _ = slurm(&["scontrol", "update", &format!("NodeName={}", n["NodeName"]), "State=RESUME"]).await;
+        }
+    }
+}
+
+/// The demo world on the running Slurm: its teams and people, offerings, and the nodes Slurm
+/// reports, admitted. `None` (skipped) without a Slurm outside CI.
+async fn world(store: Store) -> Option<World> {
+    if std::env::var_os("SLURM_CONF").is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the Slurm tests need a running Slurm: `scripts/slurm.sh start`, then export SLURM_CONF"
+        );
+        eprintln!("skipped: no SLURM_CONF (start one with scripts/slurm.sh start)");
+        return None;
+    }
+    let turn = CLUSTER.lock().await;
+    clean_up().await;
+    let mut bytes = [0u8; 4];
+    getrandom::getrandom(&mut bytes).unwrap();
+    let prefix = format!("{TEST_PREFIX}{}", hex::encode(bytes));
+    let marks = std::env::temp_dir().join("tenantry-slurm-marks").join(&prefix);
+    std::fs::create_dir_all(&marks).unwrap();
+    let mut config = SlurmConfig::new(prefix.clone());
+    config.check_command =
+        format!("if [ -e {}/$SLURMD_NODENAME ]; then echo 'GPU 0 has fallen off the bus'; exit 3; fi", marks.display());
+    config.check_timeout = std::time::Duration::from_secs(60);
+    config.login_host = "login.test".to_owned();
+    config.ops_user = "root".to_owned();
+    let mut engine_config = EngineConfig::default();
+    engine_config.queue.retry_base = Duration::milliseconds(200);
+    engine_config.queue.retry_cap = Duration::seconds(1);
+    let engine = Engine::new(store.clone(), engine_config);
+    let engine = engine.with_driver(Arc::new(SlurmDriver::new(store, config)));
+    seed_demo(&engine, &SeedOptions { nodes: 4, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    Some(World { engine, prefix, marks, _turn: turn })
+}
+
+fn starting_now(offering: &str, quantity: i64, hours: i64) -> BookingInput {
+    let start = floor_minute(Utc::now());
+    BookingInput {
+        offering: offering.into(),
+        quantity,
+        start,
+        end: start + Duration::hours(hours),
+        region: None,
+        options: OptionsInput { placement: Some("any".into()), ..OptionsInput::default() },
+    }
+}
+
+async fn book(w: &World, who: &Identity, input: BookingInput) -> i64 {
+    let at = input.start.min(Utc::now());
+    w.engine.book(who, &input, None, at).await.unwrap().detail.reservation.id
+}
+
+async fn hosts(w: &World, id: i64) -> Vec<String> {
+    w.engine.store.reservation_targets(id).await.unwrap().into_iter().map(|n| n.hostname).collect()
+}
+
+/// Runs the provisioning queue until the reservation is handed over.
+async fn until_active(w: &World, lead: &Identity, id: i64) {
+    for _ in 0..120 {
+        w.engine.run_due_jobs(Utc::now()).await.unwrap();
+        let state = w.engine.reservation_detail(lead, id).await.unwrap().reservation.state;
+        if state == ReservationState::Active {
+            return;
+        }
+        if matches!(state, ReservationState::Failed | ReservationState::Cancelled) {
+            let events = w.engine.timeline_events(lead, id, 0).await.unwrap();
+            let said: Vec<String> = events.iter().map(|e| format!("{} {}: {}", e.step, e.status, e.detail)).collect();
+            panic!("#{id} is {state}:\n{}", said.join("\n"));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    panic!("#{id} was not handed over within 30 s");
+}
+
+fn minute(text: &str) -> DateTime<Utc> {
+    crate::driver::slurm::cli::parse_time(text).unwrap()
+}
+
+store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let id = book(&w, &lead, starting_now("h100-gpu", 2, 2)).await;
+    let name = w.name(id);
+    let report = w.sync().await;
+    assert!(report.created.contains(&name), "{report:?}");
+    let r = reservation(&name).await.expect("Slurm holds the booking");
+    let booked = hosts(&w, id).await;
+    assert_eq!(crate::driver::slurm::cli::expand_hostlist(&r["Nodes"]), booked);
+    // Two of a node's eight GPUs: a quarter of its 16 cores, open to the reservation's account.
+    assert_eq!(r["CoreCnt"], "4");
+    assert!(r["Accounts"].split(',').any(|a| a == name), "{r:?}");
+    let detail = w.engine.reservation_detail(&lead, id).await.unwrap().reservation;
+    assert_eq!(minute(&r["EndTime"]), detail.end);
+    let cap = slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={name}"), "format=user,grptres"])
+        .await
+        .unwrap();
+    assert!(cap.lines().any(|l| l == "|gres/gpu=2"), "{cap}");
+
+    // Longer, then shorter: Slurm follows at the next sync.
+    for end in [detail.end + Duration::hours(1), detail.end - Duration::minutes(30)] {
+        w.engine.change_end(&lead, id, end, Utc::now()).await.unwrap();
+        assert!(w.sync().await.updated.contains(&name));
+        assert_eq!(minute(&reservation(&name).await.unwrap()["EndTime"]), end);
+    }
+
+    // The team's user runs on the booked node and sees the two booked GPUs.
+    let account = format!("--account={name}");
+    let resv = format!("--reservation={name}");
+    let out = as_user(
+        "ada",
+        &[
+            "srun",
+            &account,
+            &resv,
+            "--gres=gpu:2",
+            "-n1",
+            "-t1",
+            "bash",
+            "-c",
+            "echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES",
+        ],
+    )
+    .await
+    .unwrap();
+    let (node, gpus) = out.trim().split_once(' ').unwrap();
+    assert_eq!(node, booked[0]);
+    assert_eq!(gpus.split(',').count(), 2, "{out}");
+    // A third GPU is more than it booked: the job waits on the account's cap and never starts.
+    let job =
+        as_user("ada", &["sbatch", "--parsable", &account, &resv, "--gres=gpu:3", "-n1", "-t1", "--wrap", "true"])
+            .await
+            .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let why = slurm(&["squeue", "-h", "-j", job.trim(), "-o", "%T %r"]).await.unwrap();
+    assert_eq!(why.trim(), "PENDING AssocGrpGRES");
+    slurm(&["scancel", job.trim()]).await.unwrap();
+    // Another team's user is refused, with its own account or the reservation's.
+    let theirs = format!("--account={}-globex", w.prefix);
+    let refused = as_user("grace", &["sbatch", &theirs, &resv, "--gres=gpu:1", "-n1", "-t1", "--wrap", "true"]).await;
+    assert!(refused.unwrap_err().contains("Access denied to requested reservation"));
+    let refused = as_user("grace", &["sbatch", &account, &resv, "--gres=gpu:1", "-n1", "-t1", "--wrap", "true"]).await;
+    assert!(refused.unwrap_err().contains("Invalid account"));
+    // Outside a reservation nobody gets a GPU.
+    let refused = as_user("ada", &["sbatch", &account, "--gres=gpu:1", "-n1", "-t1", "--wrap", "true"]).await;
+    assert!(refused.is_err());
+
+    // After the window, Slurm holds it no more.
+    let after = w.engine.sync_slurm(w.driver(), detail.end + Duration::hours(2)).await;
+    assert!(after.deleted.contains(&name), "{after:?}");
+    assert!(reservation(&name).await.is_none());
+    w.sync().await;
+
+    // Cancelled: gone at the next sync, its account with it.
+    let second = book(&w, &lead, starting_now("h100-node", 1, 1)).await;
+    w.sync().await;
+    let node_resv = reservation(&w.name(second)).await.unwrap();
+    assert_eq!(node_resv["CoreCnt"], "16", "a whole node holds all its cores");
+    w.engine.cancel(&lead, second, Utc::now()).await.unwrap();
+    let report = w.sync().await;
+    assert!(report.deleted.contains(&w.name(second)), "{report:?}");
+    assert!(reservation(&w.name(second)).await.is_none());
+    let left = slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={}", w.name(second))]).await.unwrap();
+    assert!(left.trim().is_empty(), "{left}");
+});
+
+store_test!(a_failing_check_quarantines_the_node_drains_it_in_slurm_and_replaces_it, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let id = book(&w, &lead, starting_now("h100-node", 1, 2)).await;
+    let first = hosts(&w, id).await.remove(0);
+    w.mark_bad(&first);
+    until_active(&w, &lead, id).await;
+    let now_on = hosts(&w, id).await;
+    assert_ne!(now_on, std::slice::from_ref(&first), "the reservation moved off the failed node");
+    let timeline = w.engine.timeline_events(&lead, id, 0).await.unwrap();
+    assert!(
+        timeline.iter().any(|e| e.detail.contains("GPU 0 has fallen off the bus")),
+        "the check's own words reach the timeline: {timeline:?}"
+    );
+    let admin = who(&w.engine, "admin@tenantry.example").await;
+    assert_eq!(w.engine.fleet_node(&admin, &first).await.unwrap().state, NodeState::Failed);
+    w.sync().await;
+    let (state, reason) = node_state(&first).await;
+    assert!(state.contains("DRAIN") && reason.starts_with(&w.prefix), "{state} {reason}");
+    let r = reservation(&w.name(id)).await.unwrap();
+    assert_eq!(crate::driver::slurm::cli::expand_hostlist(&r["Nodes"]), now_on);
+    // The hand-over says how to submit.
+    let credential = w.engine.store.credential(id).await.unwrap().unwrap();
+    assert!(credential.secret.contains(&format!("sbatch -A {} --reservation={}", w.name(id), w.name(id))));
+});
+
+store_test!(maintenance_drains_the_node_in_slurm_and_restore_resumes_it, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let admin = who(&w.engine, "admin@tenantry.example").await;
+    let node = "gpu003";
+    w.engine.drain_node(&admin, node, Utc::now()).await.unwrap();
+    assert_eq!(w.sync().await.drained, [node]);
+    let (state, reason) = node_state(node).await;
+    assert!(state.contains("DRAIN"), "{state}");
+    assert!(reason.starts_with(&format!("{}: ", w.prefix)), "{reason}");
+    w.engine.restore_node(&admin, node, Utc::now()).await.unwrap();
+    assert_eq!(w.sync().await.resumed, [node]);
+    assert!(!node_state(node).await.0.contains("DRAIN"));
+    // A drain someone else made in Slurm is reported and left alone.
+    slurm(&["scontrol", "update", "NodeName=gpu004", "State=DRAIN", "Reason=test: site work"]).await.unwrap();
+    let report = w.sync().await;
+    assert_eq!(report.drained_by_others, ["gpu004"], "{:?} {report:?}", node_state("gpu004").await);
+    assert!(node_state("gpu004").await.0.contains("DRAIN"));
+});
+
+store_test!(a_node_slurm_reports_down_is_quarantined_and_replaced, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let id = book(&w, &lead, starting_now("h100-gpu", 1, 2)).await;
+    until_active(&w, &lead, id).await;
+    let failed = hosts(&w, id).await.remove(0);
+    slurm(&["scontrol", "update", &format!("NodeName={failed}"), "State=DOWN", "Reason=test: power supply"])
+        .await
+        .unwrap();
+    let report = w.sync().await;
+    assert_eq!(report.down, std::slice::from_ref(&failed));
+    // The queued health check sees Slurm's verdict and replaces the node.
+    for _ in 0..40 {
+        w.engine.run_due_jobs(Utc::now()).await.unwrap();
+        if hosts(&w, id).await != [failed.clone()] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let admin = who(&w.engine, "admin@tenantry.example").await;
+    let node = w.engine.fleet_node(&admin, &failed).await.unwrap();
+    assert_eq!(node.state, NodeState::Failed);
+    assert!(node.health_reason.unwrap_or_default().contains("DOWN"));
+    assert_ne!(hosts(&w, id).await, std::slice::from_ref(&failed));
+    slurm(&["scontrol", "update", &format!("NodeName={failed}"), "State=RESUME"]).await.unwrap();
+});
+
+store_test!(slurm_accounting_reaches_chargeback, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let id = book(&w, &lead, starting_now("h100-gpu", 2, 2)).await;
+    until_active(&w, &lead, id).await;
+    let name = w.name(id);
+    let job = as_user(
+        "ada",
+        &[
+            "sbatch",
+            "--parsable",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            &format!("-A{name}"),
+            &format!("--reservation={name}"),
+            "--gres=gpu:1",
+            "-n1",
+            "-t2",
+            "--wrap",
+            "sleep 8",
+        ],
+    )
+    .await
+    .unwrap();
+    let mut running = false;
+    for _ in 0..40 {
+        let state = slurm(&["squeue", "-h", "-j", job.trim(), "-o", "%T"]).await.unwrap();
+        if state.trim() == "RUNNING" {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let why = slurm(&["squeue", "-h", "-j", job.trim(), "-o", "%T %r"]).await.unwrap_or_default();
+    assert!(running, "the team's job started: {why}");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let at = Utc::now().duration_trunc(Duration::seconds(1)).unwrap();
+    assert_eq!(w.engine.sample_usage(at, 60).await.unwrap(), 1);
+    let overview = w.engine.chargeback_overview(&lead, at).await.unwrap();
+    let cost = overview.reservations.iter().find(|r| r.reservation_id == id).unwrap();
+    // One of the two booked GPUs was busy (held by the team's job in the reservation).
+    let pct = cost.usage.utilization_pct().unwrap();
+    assert!((pct - 50.0).abs() < 1e-6, "{pct}");
+    slurm(&["scancel", job.trim()]).await.unwrap();
+});
+
+store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(1);
+    let mut names = Vec::new();
+    for hour in 0..20 {
+        let input = BookingInput {
+            start: start + Duration::hours(hour),
+            end: start + Duration::hours(hour + 1),
+            ..starting_now("h100-gpu", 1, 1)
+        };
+        names.push(w.name(book(&w, &lead, input).await));
+    }
+    let period = std::time::Duration::from_secs(3);
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let sync = tokio::spawn(crate::fleet_sync::run_slurm_sync(w.engine.clone(), period, shutdown));
+    // Held by Slurm within a moment of booking, then slurmctld dies before saving its state.
+    let held = |names: Vec<String>| async move {
+        let text = slurm(&["scontrol", "-o", "show", "reservation"]).await.unwrap_or_default();
+        let have: Vec<String> = parse_records(&text).into_iter().map(|r| r["ReservationName"].clone()).collect();
+        names.iter().filter(|n| have.contains(n)).count()
+    };
+    for _ in 0..40 {
+        if held(names.clone()).await == names.len() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(held(names.clone()).await, names.len());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/slurm.sh");
+    let dir = std::env::var("TENANTRY_SLURM_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../.tmp/slurm").to_owned());
+    let pid = std::fs::read_to_string(format!("{dir}/run/slurmctld.pid")).unwrap();
+    std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let started = std::process::Command::new("bash").args([script, "start"]).output().unwrap();
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let restarted = std::time::Instant::now();
+    let lost = names.len() - held(names.clone()).await;
+    eprintln!("Slurm alone lost {lost} of {} reservations to the SIGKILL", names.len());
+    while held(names.clone()).await < names.len() {
+        assert!(restarted.elapsed() < period * 2 + std::time::Duration::from_secs(2), "not back within one period");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Deleted by hand: made again, and the admin report says so.
+    slurm(&["scontrol", "delete", &format!("ReservationName={}", names[3])]).await.unwrap();
+    let report = w.sync().await;
+    assert_eq!(report.recreated, [names[3].clone()]);
+    assert!(reservation(&names[3]).await.is_some());
+    let _ = stop.send(true);
+    sync.await.unwrap();
+    // A reservation Tenantry does not know is reported, never deleted.
+    let theirs = "Nodes=gpu004";
+    let end = crate::driver::slurm::cli::format_time(start + Duration::days(3));
+    let begin = crate::driver::slurm::cli::format_time(start + Duration::days(2));
+    slurm(&[
+        "scontrol",
+        "create",
+        "reservation",
+        "ReservationName=site-owned",
+        theirs,
+        &format!("StartTime={begin}"),
+        &format!("EndTime={end}"),
+        "Users=root",
+    ])
+    .await
+    .unwrap();
+    let report = w.sync().await;
+    assert!(report.foreign.contains(&"site-owned".to_owned()));
+    assert!(reservation("site-owned").await.is_some());
+    slurm(&["scontrol", "delete", "ReservationName=site-owned"]).await.unwrap();
+});

@@ -1,0 +1,129 @@
+//! What the Slurm fleet reads to know what Slurm should hold: the live reservations with the
+//! GPUs (and slices) they hold on which nodes, the teams and their people, and the last sync's
+//! report. Read-only apart from the report and people's user names.
+
+use super::Store;
+use crate::driver::slurm::SyncReport;
+use crate::error::{EngineError, EngineResult};
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+
+/// Reservation states whose window Slurm holds: approved and not yet over.
+pub const HELD_IN_SLURM: &[&str] = &["scheduled", "provisioning", "active", "degraded"];
+
+/// One GPU (or slice range) a live reservation holds, with what the sync needs of its node.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SlurmHeld {
+    pub reservation_id: i64,
+    pub tenant_id: i64,
+    pub state: String,
+    pub slug: String,
+    pub start_at: DateTime<Utc>,
+    pub end_at: DateTime<Utc>,
+    pub hostname: String,
+    pub gpu_index: i64,
+    pub mig_enabled: bool,
+    pub slice_lo: i64,
+    pub slice_hi: i64,
+    /// GPUs the node has.
+    pub node_gpus: i64,
+    pub cpu_cores: i64,
+}
+
+/// A team member who may use Slurm (enabled, in a team).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SlurmMember {
+    pub user_id: i64,
+    pub slug: String,
+    pub email: String,
+    pub username: Option<String>,
+}
+
+impl Store {
+    /// Every GPU held by a reservation Slurm should hold at `now` or later, ordered by
+    /// reservation, node and GPU.
+    pub async fn slurm_held(&self, now: DateTime<Utc>) -> EngineResult<Vec<SlurmHeld>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname, g.gpu_index, g.mig_enabled,
+                        a.slice_lo, a.slice_hi, n.cpu_cores,
+                        (select count(*) from gpu x where x.node_id = n.node_id) as node_gpus
+                 from allocation a join reservation r on r.reservation_id = a.reservation_id
+                 join tenant t on t.tenant_id = r.tenant_id
+                 join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
+                 where a.kind = 'reservation' and a.live and a.replaced_at is null and r.end_at > ",
+            );
+            q.push_bind(now).push(" and r.state in (");
+            let mut list = q.separated(", ");
+            for s in HELD_IN_SLURM {
+                list.push_bind(s.to_string());
+            }
+            q.push(") order by r.reservation_id, n.hostname, g.gpu_index, a.slice_lo");
+            q.build_query_as::<SlurmHeld>().fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// How many GPUs (or MIG instances) a reservation holds now.
+    pub async fn slurm_gpus_of(&self, reservation_id: i64) -> EngineResult<i64> {
+        let n = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from allocation where reservation_id = $1 and live and replaced_at is null",
+            )
+            .bind(reservation_id)
+            .fetch_one(pool)
+            .await?
+        });
+        Ok(n)
+    }
+
+    /// Enabled people in a team, oldest first.
+    pub async fn slurm_members(&self) -> EngineResult<Vec<SlurmMember>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, SlurmMember>(
+                "select u.user_id, t.slug, u.email, u.username from app_user u join tenant t on t.tenant_id = u.tenant_id
+                 where u.disabled_at is null order by u.user_id",
+            )
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows)
+    }
+
+    /// Records a person's user name at the identity provider.
+    pub async fn set_username(&self, user_id: i64, username: Option<&str>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("update app_user set username = $1 where user_id = $2")
+                .bind(username)
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
+    }
+
+    pub async fn save_slurm_sync(&self, report: &SyncReport) -> EngineResult<()> {
+        let json = serde_json::to_string(report).unwrap_or_default();
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "insert into slurm_sync (id, at, ok, report) values (1, $1, $2, $3)
+                 on conflict (id) do update set at = excluded.at, ok = excluded.ok, report = excluded.report",
+            )
+            .bind(report.at)
+            .bind(report.ok)
+            .bind(json)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// The last sync into Slurm, if one ran.
+    pub async fn last_slurm_sync(&self) -> EngineResult<Option<SyncReport>> {
+        let json: Option<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("select report from slurm_sync where id = 1").fetch_optional(pool).await?
+        });
+        json.map(|j| serde_json::from_str(&j).map_err(|e| EngineError::Store(sqlx::Error::Decode(Box::new(e)))))
+            .transpose()
+    }
+}
