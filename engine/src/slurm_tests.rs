@@ -458,3 +458,38 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
     assert!(reservation("site-owned").await.is_some());
     slurm(&["scontrol", "delete", "ReservationName=site-owned"]).await.unwrap();
 });
+
+store_test!(people_who_leave_lose_slurm_access_and_come_back_when_enabled, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let admin = who(&w.engine, "admin@tenantry.example").await;
+    let member = who(&w.engine, "member@acme.example").await;
+    let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(1);
+    let id = book(&w, &lead, BookingInput { start, end: start + Duration::hours(1), ..starting_now("h100-gpu", 1, 1) })
+        .await;
+    let (team, account) = (format!("{}-acme", w.prefix), w.name(id));
+    let associations = |user: &'static str| async move {
+        let text =
+            slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("user={user}"), "format=account"]).await.unwrap();
+        let mut accounts: Vec<String> = text.lines().map(str::to_owned).collect();
+        accounts.sort();
+        accounts
+    };
+    w.sync().await;
+    // Every Slurm object carries the team: its people are users of its account and of each
+    // reservation's, and nobody else's.
+    let mut both = vec![team.clone(), account.clone()];
+    both.sort();
+    assert_eq!(associations("max").await.into_iter().filter(|a| a.starts_with(&w.prefix)).collect::<Vec<_>>(), both);
+    assert!(associations("grace").await.iter().all(|a| !a.starts_with(&team) && *a != account));
+    w.engine.disable_user(&admin, member.user_id, Utc::now()).await.unwrap();
+    let report = w.sync().await;
+    assert_eq!(report.users_removed, 2, "{report:?}");
+    assert!(associations("max").await.iter().all(|a| !a.starts_with(&w.prefix)));
+    let refused =
+        as_user("max", &["sbatch", &format!("-A{account}"), &format!("--reservation={account}"), "--wrap", "true"])
+            .await;
+    assert!(refused.unwrap_err().contains("Invalid account"));
+    w.engine.enable_user(&admin, member.user_id, Utc::now()).await.unwrap();
+    assert_eq!(w.sync().await.users_added, 2);
+});

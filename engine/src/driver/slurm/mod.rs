@@ -23,6 +23,9 @@
 pub mod cli;
 pub mod plan;
 
+/// What one sync did: a domain type, so Admin → Fleet (in the browser) reads it too.
+pub use tenantry_domain::fleet::SyncReport;
+
 use super::{
     DriverError, DriverResult, EffectKey, FleetDriver, GpuSample, HealthReport, IssuedCredential, NodeTarget,
     TenantTarget, WipeReport,
@@ -33,7 +36,6 @@ use chrono::{DateTime, Duration, Utc};
 use cli::{format_time, parse_records, parse_time, tres_gpus, SlurmCli};
 use futures::StreamExt;
 use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Desired, Names, ReservationSpec};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use tenantry_domain::fleet::{InventoryNode, NodeState};
 use tenantry_domain::provisioning::{fabric_of, AcceptanceReport, AcceptanceRules, MigGpuConfig};
@@ -118,56 +120,6 @@ pub fn parse_gpu_types(text: &str) -> Result<Vec<(String, GpuModel)>, String> {
             Ok((gres.trim().to_ascii_lowercase(), model))
         })
         .collect()
-}
-
-/// What one sync did, kept for Admin → Fleet (the last one) and the logs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct SyncReport {
-    pub at: DateTime<Utc>,
-    pub ok: bool,
-    /// Why it stopped (Slurm not answering), when it did.
-    pub error: Option<String>,
-    pub created: Vec<String>,
-    /// Reservations Slurm had lost or someone deleted, made again.
-    pub recreated: Vec<String>,
-    pub updated: Vec<String>,
-    pub deleted: Vec<String>,
-    /// Reservations in Slurm that are not Tenantry's: reported, never touched.
-    pub foreign: Vec<String>,
-    /// Changes Slurm refused, with its words (retried at the next sync).
-    pub failed: Vec<String>,
-    pub accounts_added: u32,
-    pub accounts_removed: u32,
-    pub users_added: u32,
-    pub users_removed: u32,
-    pub drained: Vec<String>,
-    pub resumed: Vec<String>,
-    /// Nodes Tenantry manages that Slurm reports DOWN or FAILED.
-    pub down: Vec<String>,
-    /// Nodes Tenantry wants serving that someone else drained in Slurm.
-    pub drained_by_others: Vec<String>,
-    /// People who cannot be Slurm users (no valid user name, or one another team's person has).
-    pub unmapped: Vec<String>,
-    pub took_ms: u64,
-}
-
-impl SyncReport {
-    pub fn summary(&self) -> String {
-        if let Some(e) = &self.error {
-            return format!("failed: {e}");
-        }
-        format!(
-            "{} created, {} re-created, {} updated, {} deleted, {} foreign, {} failed, {} down",
-            self.created.len(),
-            self.recreated.len(),
-            self.updated.len(),
-            self.deleted.len(),
-            self.foreign.len(),
-            self.failed.len(),
-            self.down.len()
-        )
-    }
 }
 
 /// A job's GPUs on nodes at a moment, from `sacct`.
@@ -445,10 +397,8 @@ impl SlurmDriver {
             return Err(e);
         }
         for (user, accounts) in user_removals {
-            let list = format!("account={}", accounts.join(","));
-            let who = format!("name={user}");
-            match self.run("sacctmgr", &["-i", "delete", "user", "where", &who, &list]).await {
-                Ok(_) => report.users_removed += accounts.len() as u32,
+            match self.remove_user(&user, &accounts).await {
+                Ok(()) => report.users_removed += accounts.len() as u32,
                 Err(e) => self.refused(report, &user, e)?,
             }
         }
@@ -479,6 +429,32 @@ impl SlurmDriver {
             }
         }
         Ok(())
+    }
+
+    /// Removes a user's associations with `accounts`. Slurm refuses to remove a user's default
+    /// account while other associations remain, so the default moves to one that stays first;
+    /// a user left with none is removed from the cluster.
+    async fn remove_user(&self, user: &str, accounts: &[String]) -> DriverResult<()> {
+        let who = format!("name={user}");
+        let list = format!("account={}", accounts.join(","));
+        match self.run("sacctmgr", &["-i", "delete", "user", "where", &who, &list]).await {
+            Err(e) if !e.transient && e.message.to_ascii_lowercase().contains("changes discarded") => {
+                let all = self
+                    .run("sacctmgr", &["-n", "-P", "show", "assoc", &format!("user={user}"), "format=account"])
+                    .await?;
+                let staying: Vec<&str> =
+                    all.lines().map(str::trim).filter(|a| !accounts.iter().any(|r| r == a)).collect();
+                match staying.first() {
+                    None => self.run("sacctmgr", &["-i", "delete", "user", &who]).await.map(drop),
+                    Some(stays) => {
+                        let default = format!("defaultaccount={stays}");
+                        self.run("sacctmgr", &["-i", "modify", "user", "where", &who, "set", &default]).await?;
+                        self.run("sacctmgr", &["-i", "delete", "user", "where", &who, &list]).await.map(drop)
+                    }
+                }
+            }
+            other => other.map(drop),
+        }
     }
 
     /// Records a refusal and goes on, or stops when Slurm did not answer.
