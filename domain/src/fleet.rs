@@ -245,6 +245,60 @@ impl ReconcileReport {
     }
 }
 
+/// What one sync of the store into Slurm did (the engine's Slurm fleet driver), kept for
+/// Admin → Fleet and `GET /api/v1/admin/slurm/sync` (the last one) and the logs. Names are Slurm
+/// reservation names (`<prefix>-r<id>`), node hostnames, or e-mails for `unmapped`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SyncReport {
+    pub at: DateTime<Utc>,
+    pub ok: bool,
+    /// Why it stopped (Slurm not answering), when it did.
+    pub error: Option<String>,
+    /// Reservations made in Slurm.
+    pub created: Vec<String>,
+    /// Reservations Slurm had lost or someone deleted, made again.
+    pub recreated: Vec<String>,
+    pub updated: Vec<String>,
+    pub deleted: Vec<String>,
+    /// Reservations in Slurm that are not Tenantry's: reported, never touched.
+    pub foreign: Vec<String>,
+    /// Changes Slurm refused, with its words (retried at the next sync).
+    pub failed: Vec<String>,
+    pub accounts_added: u32,
+    pub accounts_removed: u32,
+    pub users_added: u32,
+    pub users_removed: u32,
+    pub drained: Vec<String>,
+    pub resumed: Vec<String>,
+    /// Nodes Tenantry manages that Slurm reports DOWN or FAILED.
+    pub down: Vec<String>,
+    /// Nodes Tenantry wants serving that someone else drained in Slurm.
+    pub drained_by_others: Vec<String>,
+    /// People who cannot be Slurm users (no valid user name, or one another team's person has).
+    pub unmapped: Vec<String>,
+    pub took_ms: u64,
+}
+
+impl SyncReport {
+    /// One line for logs.
+    pub fn summary(&self) -> String {
+        if let Some(e) = &self.error {
+            return format!("failed: {e}");
+        }
+        format!(
+            "{} created, {} re-created, {} updated, {} deleted, {} foreign, {} failed, {} down",
+            self.created.len(),
+            self.recreated.len(),
+            self.updated.len(),
+            self.deleted.len(),
+            self.foreign.len(),
+            self.failed.len(),
+            self.down.len()
+        )
+    }
+}
+
 /// Which enrolled nodes to admit: some by hostname, or all of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -8,9 +8,11 @@
 
 use crate::audit::Change;
 use crate::driver::slurm::{SlurmDriver, SyncReport};
-use crate::Engine;
+use crate::identity::require_admin;
+use crate::{Engine, EngineResult};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
+use tenantry_domain::Identity;
 
 /// Reservation states whose nodes a down node is checked for.
 const RUNNING: &[&str] = &["active", "degraded"];
@@ -47,13 +49,15 @@ impl Engine {
         report
     }
 
+    /// The last sync into Slurm, whichever instance ran it (admins); `None` on a simulated fleet
+    /// or before the first sync.
+    pub async fn last_slurm_sync(&self, who: &Identity) -> EngineResult<Option<SyncReport>> {
+        require_admin(who)?;
+        self.store.last_slurm_sync().await
+    }
+
     /// Queues a health check for each running reservation on a node Slurm reports down.
-    async fn check_down_nodes(
-        &self,
-        _driver: &SlurmDriver,
-        down: &[String],
-        now: DateTime<Utc>,
-    ) -> crate::EngineResult<()> {
+    async fn check_down_nodes(&self, _driver: &SlurmDriver, down: &[String], now: DateTime<Utc>) -> EngineResult<()> {
         let held = self.store.slurm_held(now).await?;
         let mut seen = std::collections::BTreeSet::new();
         for h in held.iter().filter(|h| down.contains(&h.hostname) && RUNNING.contains(&h.state.as_str())) {
