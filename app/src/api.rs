@@ -332,7 +332,7 @@ pub async fn set_node_service(hostname: String, in_service: bool) -> Result<Node
     })
 }
 
-use tenantry_domain::fleet::{AdmitInput, PlacementInput, ReconcileReport};
+use tenantry_domain::fleet::{AdmitInput, PlacementInput, ReconcileReport, SyncReport};
 
 /// What an admin does to the fleet's enrollment from Admin → Fleet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -395,6 +395,14 @@ pub async fn last_reconcile() -> Result<Option<ReconcileReport>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
     Ok(server::engine()?.last_reconcile(&who).await?)
+}
+
+/// The last sync into Slurm, if this portal drives Slurm and one ran.
+#[server(prefix = "/sfn", endpoint = "last_slurm_sync")]
+pub async fn last_slurm_sync() -> Result<Option<SyncReport>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.last_slurm_sync(&who).await?)
 }
 
 use tenantry_domain::metering::{ChargebackOverview, UsageReport};

@@ -80,6 +80,7 @@ api_table! {
     post "/admin/nodes/admit" Admin => api::fleet::admit_nodes;
     get "/admin/fleet/reconcile" Admin => api::fleet::last_reconcile;
     post "/admin/fleet/reconcile" Admin => api::fleet::reconcile;
+    get "/admin/slurm/sync" Admin => api::fleet::last_slurm_sync;
     get "/admin/maintenance" Admin => api::fleet::maintenance;
     post "/admin/maintenance" Admin => api::fleet::schedule_maintenance;
     post "/admin/maintenance/check" Admin => api::fleet::check_maintenance;

@@ -230,6 +230,52 @@ app_test_with!(the_admin_page_shows_enrollment, |app: TestApp| async move {
     assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
 });
 
+app_test_with!(admins_read_the_last_slurm_sync_over_http_and_on_the_page, |app: TestApp| async move {
+    let admin = app.token("admin@tenantry.example").await;
+    let lead = app.token("lead@acme.example").await;
+    let session = app.demo_session("admin@tenantry.example").await;
+    // A simulated fleet never syncs into Slurm: nothing to read, and no panel.
+    let (code, body) = call(&app, "GET", "/admin/slurm/sync", &admin, None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(message(&body).contains("no Slurm sync has run"), "{body}");
+    let (_, page) = app.get("/admin/fleet", Some(&session)).await;
+    assert!(!page.contains("slurm-panel"), "no panel before a sync");
+    assert_eq!(call(&app, "GET", "/admin/slurm/sync", &lead, None).await.0, StatusCode::FORBIDDEN);
+
+    let report = tenantry_domain::fleet::SyncReport {
+        at: chrono::Utc::now(),
+        ok: true,
+        created: vec!["tenantry-r7".into(), "tenantry-r8".into()],
+        foreign: vec!["maint-weekly".into()],
+        failed: vec!["tenantry-r9: Requested nodes are busy".into()],
+        down: vec!["gpu003".into()],
+        unmapped: vec!["x@acme.example: `X` is not a valid Slurm user name".into()],
+        took_ms: 42,
+        ..Default::default()
+    };
+    app.engine.store.save_slurm_sync(&report).await.unwrap();
+    let (code, body) = call(&app, "GET", "/admin/slurm/sync", &admin, None).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(serde_json::from_value::<tenantry_domain::fleet::SyncReport>(body).unwrap(), report);
+    assert_eq!(call(&app, "GET", "/admin/slurm/sync", &lead, None).await.0, StatusCode::FORBIDDEN);
+
+    let (code, page) = app.get("/admin/fleet", Some(&session)).await;
+    assert_eq!(code, StatusCode::OK);
+    for text in [
+        "slurm-panel",
+        "(42 ms): ok",
+        "Reservations in Slurm but not Tenantry",
+        "left alone (1)",
+        "maint-weekly",
+        "Requested nodes are busy",
+        "Nodes Slurm reports down (1)",
+        "People who cannot be Slurm users (1)",
+    ] {
+        assert!(page.contains(text), "the page shows {text:?}");
+    }
+    assert!(!page.contains("slurm-recreated"), "empty lists are left out");
+});
+
 mod cli {
     use super::*;
 

@@ -6,7 +6,7 @@ use super::input::{self, ApiJson, ApiPath, ApiQuery};
 use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
 use super::Items;
 use crate::auth::Admin;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -15,7 +15,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use tenantry_domain::fleet::{
     AdmitInput, AdmitOutcome, MaintenanceClash, MaintenanceInput, MaintenanceWindow, NodeSummary, PlacementInput,
-    QueueOverview, ReconcileReport, RetireInput,
+    QueueOverview, ReconcileReport, RetireInput, SyncReport,
 };
 use tenantry_domain::NodeState;
 
@@ -241,6 +241,31 @@ pub async fn reconcile(State(state): State<AppState>, Admin(who): Admin) -> ApiR
 pub async fn last_reconcile(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<ReconcileReport>> {
     let report = state.engine.last_reconcile(&who).await?;
     Ok(Json(report.ok_or(tenantry_engine::EngineError::NotFound("reconcile"))?))
+}
+
+/// The last sync into Slurm, whichever instance ran it (admins): what it created, re-created,
+/// updated and deleted, what Slurm refused, and what it found that is not Tenantry's
+#[utoipa::path(
+    get,
+    path = "/admin/slurm/sync",
+    tag = "fleet",
+    responses(
+        (status = 200, description = "The last Slurm sync", body = SyncReport),
+        (status = 401, response = Unauthenticated),
+        (status = 403, response = AdminOnly),
+        (status = 404, description = "No Slurm sync has run: the portal drives the simulated fleet, or has not synced yet", body = ErrorBody),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn last_slurm_sync(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<SyncReport>> {
+    let report = state.engine.last_slurm_sync(&who).await?;
+    report.map(Json).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no Slurm sync has run: this portal drives the simulated fleet, or has not synced yet",
+        )
+    })
 }
 
 /// Drain a node: no new bookings, running ones continue (admins)

@@ -164,6 +164,7 @@ impl Modify for SecuritySchemes {
         fleet::admit_nodes,
         fleet::last_reconcile,
         fleet::reconcile,
+        fleet::last_slurm_sync,
         fleet::maintenance,
         fleet::schedule_maintenance,
         fleet::check_maintenance,

@@ -1,13 +1,15 @@
 //! Admin → Fleet: the provisioning queue and maintenance windows, the fleet's enrollment (the
 //! last reconcile with the driver's inventory, enrolled nodes to admit, nodes missing or
-//! reporting new facts, placing and retiring a node: `enrollment.rs`), then every node grouped by
+//! reporting new facts, placing and retiring a node: `enrollment.rs`), the last sync into Slurm
+//! on a portal that drives Slurm (`slurm.rs`), then every node grouped by
 //! region and fabric domain, with GPU model and count, state and health (with the reason for a
 //! quarantined node) and its actions (drain or restore, admit, edit its place, retire). The page refreshes itself every few seconds. The filters are a plain GET form (they work before the wasm arrives and survive a
 //! reload or a shared link); once hydrated they also filter as you type.
 
 use super::enrollment::{CommandOutcome, Enrollment, EnrollmentPanel, InventoryPanel, NodeForms};
 use super::operations::{MaintenancePanel, Operations, QueuePanel};
-use crate::api::{fleet_nodes, set_node_service, FleetAction};
+use super::slurm::SlurmPanel;
+use crate::api::{fleet_nodes, last_slurm_sync, set_node_service, FleetAction};
 use crate::components::badges::{HealthBadge, NodeStateBadge};
 use crate::components::errors::ErrorPanel;
 use crate::components::layout::use_session;
@@ -69,6 +71,7 @@ pub fn FleetPage() -> impl IntoView {
     // The panels' resources, made here rather than inside the Suspense below (see `Operations`).
     let ops = Operations::new(revision);
     let enrollment = Enrollment::new(revision);
+    let slurm = Resource::new(move || revision.get(), |_| last_slurm_sync());
     let service = Action::new(move |(host, on): &(String, bool)| set_node_service(host.clone(), *on));
     Effect::new(move |_| {
         if matches!(service.value().get(), Some(Ok(_))) {
@@ -90,6 +93,7 @@ pub fn FleetPage() -> impl IntoView {
                             <QueuePanel revision ops />
                             <MaintenancePanel revision ops />
                             <InventoryPanel enrollment />
+                            <SlurmPanel last=slurm />
                             <NodeForms enrollment />
                         }
                     })

@@ -8,5 +8,6 @@ pub mod offerings;
 pub mod operations;
 pub mod reports;
 pub mod setup;
+pub mod slurm;
 pub mod tenants;
 pub mod users;
