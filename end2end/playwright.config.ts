@@ -14,8 +14,15 @@ export const installURL = `http://127.0.0.1:${installPort}`;
 const postgresURL = process.env.TENANTRY_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const installDatabase = 'tenantry_e2e_install';
 const installDatabaseURL = postgresURL.replace(/\/[^/?]*(\?|$)/, `/${installDatabase}$1`);
+// A third portal driving the real Slurm that scripts/slurm.sh runs on this machine (its tools find
+// it through SLURM_CONF, which scripts/test.sh exports): the demo world seeded into an empty
+// SQLite database, the nodes Slurm reports admitted, every Slurm object it makes named `e2e-…`
+// (slurm.spec.ts). Without SLURM_CONF it is not started, and slurm.spec.ts says why it cannot run.
+const slurmPort = Number(process.env.TENANTRY_E2E_SLURM_PORT ?? 3102);
+export const slurmURL = `http://127.0.0.1:${slurmPort}`;
+export const slurmConf = process.env.SLURM_CONF;
 
-// Single sign-on settings both portals share.
+// Single sign-on settings every portal shares.
 const sso = {
   OIDC_ISSUER_URL: oidcIssuer,
   OIDC_CLIENT_ID: 'tenantry',
@@ -58,7 +65,7 @@ export default defineConfig({
       timeout: 30_000,
       stdout: 'ignore',
       stderr: 'pipe',
-      env: { OIDC_PORTAL_URLS: `${baseURL},${installURL}` },
+      env: { OIDC_PORTAL_URLS: `${baseURL},${installURL},${slurmURL}` },
     },
     {
       command: 'rm -rf .tmp && mkdir -p .tmp && exec ../target/debug/tenantry serve',
@@ -108,5 +115,43 @@ export default defineConfig({
         TENANTRY_POST_LOGOUT_REDIRECT_URL: `${installURL}/sign-in`,
       },
     },
+    ...(slurmConf
+      ? [
+          {
+            command: 'rm -rf .tmp-slurm && mkdir -p .tmp-slurm && exec ../target/debug/tenantry serve',
+            url: `${slurmURL}/readyz`,
+            reuseExistingServer: false,
+            // Seeding reads Slurm's inventory and the first sync makes its accounts.
+            timeout: 90_000,
+            stdout: 'pipe' as const,
+            stderr: 'pipe' as const,
+            env: {
+              DATABASE_URL: 'sqlite://.tmp-slurm/e2e.db',
+              TENANTRY_FLEET: 'slurm',
+              // Every account and reservation this portal makes in Slurm is `e2e-…`; anything
+              // else there (other tests' objects) it reports and leaves alone.
+              TENANTRY_SLURM_PREFIX: 'e2e',
+              // The demo's teams, people (Slurm users ada, max, grace, pat) and offerings, and
+              // the nodes Slurm reports, admitted.
+              TENANTRY_DEMO: '1',
+              // The default check runs nvidia-smi, which the emulated nodes lack.
+              TENANTRY_SLURM_CHECK: 'true',
+              TENANTRY_SAMPLE_SECONDS: '5',
+              TENANTRY_SLURM_SYNC_SECONDS: '5',
+              TENANTRY_SLURM_LOGIN_HOST: 'login.example',
+              SLURM_CONF: slurmConf,
+              PATH: process.env.PATH ?? '/usr/bin:/bin',
+              TENANTRY_ADDR: `127.0.0.1:${slurmPort}`,
+              LEPTOS_SITE_ROOT: '../target/site',
+              RUST_LOG: 'warn',
+              ...sso,
+              OIDC_REDIRECT_URL: `${slurmURL}/auth/callback`,
+              OIDC_GROUP_MAP:
+                'acme-leads=acme:lead,acme-members=acme:member,globex-leads=globex:lead,platform-admins=admin',
+              TENANTRY_POST_LOGOUT_REDIRECT_URL: `${slurmURL}/sign-in`,
+            },
+          },
+        ]
+      : []),
   ],
 });
