@@ -103,6 +103,14 @@ async fn clean_up() {
             let _ = slurm(&["scontrol", "update", &format!("NodeName={}", n["NodeName"]), "State=RESUME"]).await;
         }
     }
+    // A resumed node answers Slurm's next ping a moment later.
+    for _ in 0..50 {
+        let nodes = slurm(&["scontrol", "-o", "show", "node"]).await.unwrap_or_default();
+        if !nodes.contains("NOT_RESPONDING") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// The demo world on the running Slurm: its teams and people, offerings, and the nodes Slurm
@@ -309,7 +317,14 @@ store_test!(maintenance_drains_the_node_in_slurm_and_restore_resumes_it, |store:
     // A drain someone else made in Slurm is reported and left alone.
     slurm(&["scontrol", "update", "NodeName=gpu004", "State=DRAIN", "Reason=test: site work"]).await.unwrap();
     let report = w.sync().await;
-    assert_eq!(report.drained_by_others, ["gpu004"], "{:?} {report:?}", node_state("gpu004").await);
+    let tenantry = w.engine.fleet_node(&admin, "gpu004").await.unwrap();
+    assert_eq!(
+        report.drained_by_others,
+        ["gpu004"],
+        "{:?} {:?} {report:?}",
+        node_state("gpu004").await,
+        (tenantry.state, tenantry.missing_since)
+    );
     assert!(node_state("gpu004").await.0.contains("DRAIN"));
 });
 
@@ -408,7 +423,7 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
         let have: Vec<String> = parse_records(&text).into_iter().map(|r| r["ReservationName"].clone()).collect();
         names.iter().filter(|n| have.contains(n)).count()
     };
-    for _ in 0..40 {
+    for _ in 0..200 {
         if held(names.clone()).await == names.len() {
             break;
         }
@@ -421,11 +436,21 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
     let pid = std::fs::read_to_string(format!("{dir}/run/slurmctld.pid")).unwrap();
     std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // While Slurm is down, booking goes on; syncing waits for it.
+    let input = BookingInput {
+        start: start + Duration::hours(30),
+        end: start + Duration::hours(31),
+        ..starting_now("h100-gpu", 1, 1)
+    };
+    let booked_while_down = w.name(book(&w, &lead, input).await);
+    let down = w.engine.sync_slurm(w.driver(), Utc::now()).await;
+    assert!(!down.ok && down.error.as_deref().unwrap_or("").contains("Unable to contact"), "{down:?}");
+    names.push(booked_while_down);
     let started = std::process::Command::new("bash").args([script, "start"]).output().unwrap();
     assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
     let restarted = std::time::Instant::now();
-    let lost = names.len() - held(names.clone()).await;
-    eprintln!("Slurm alone lost {lost} of {} reservations to the SIGKILL", names.len());
+    let lost = names.len() - 1 - held(names.clone()).await;
+    eprintln!("Slurm alone lost {lost} of {} reservations to the SIGKILL", names.len() - 1);
     while held(names.clone()).await < names.len() {
         assert!(restarted.elapsed() < period * 2 + std::time::Duration::from_secs(2), "not back within one period");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;

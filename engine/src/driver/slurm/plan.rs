@@ -94,12 +94,11 @@ impl ActualNode {
     pub fn drained(&self) -> bool {
         self.state.contains("DRAIN")
     }
-    /// DOWN, FAIL or not responding: the node cannot run work.
+    /// DOWN or FAILED: the node cannot run work. "Not responding" alone (`IDLE*`) is not down:
+    /// Slurm shows it for a moment after every resume, and marks a node that stays silent DOWN
+    /// itself after `SlurmdTimeout`.
     pub fn down(&self) -> bool {
-        self.state.contains("DOWN")
-            || self.state.contains("FAIL")
-            || self.state.contains("NOT_RESPONDING")
-            || self.state.ends_with('*')
+        self.state.split('+').any(|w| matches!(w.trim_end_matches('*'), "DOWN" | "FAIL" | "FAILING"))
     }
 }
 
@@ -460,5 +459,25 @@ mod tests {
         );
         assert_eq!(p.drained_by_others, ["gpu003"]);
         assert_eq!(p.down, ["gpu003"]);
+    }
+
+    #[test]
+    fn powered_down_or_briefly_silent_is_not_down() {
+        let node = |state: &str| ActualNode { state: state.into(), reason: None };
+        for down in ["DOWN", "DOWN*+DRAIN", "FAIL", "MIXED+FAILING"] {
+            assert!(node(down).down(), "{down}");
+        }
+        // Not responding for a moment (as after every resume) is not down: Slurm marks DOWN itself.
+        for up in [
+            "IDLE",
+            "IDLE*",
+            "IDLE+NOT_RESPONDING",
+            "IDLE+CLOUD+POWERED_DOWN",
+            "IDLE+POWERING_DOWN",
+            "ALLOCATED+POWER_DOWN",
+            "IDLE+DRAIN",
+        ] {
+            assert!(!node(up).down(), "{up}");
+        }
     }
 }
