@@ -124,7 +124,12 @@ impl Engine {
         except: Option<i64>,
         now: DateTime<Utc>,
     ) -> EngineResult<(Decision, QuotaEffect)> {
-        let policy = self.policy_of(tenant_id).await?;
+        let mut policy = self.policy_of(tenant_id).await?;
+        if except.is_some() {
+            // A change of an existing reservation keeps its start, which met the notice rule when
+            // it was booked; judging it again would refuse extending a window that has begun.
+            policy.min_notice_minutes = None;
+        }
         let holdings = self.holdings(tenant_id, ReservationKind::Reservation, &window, except).await?;
         let ask =
             Ask { window, gpu_model: offering.gpu_model, quantity, gpus: policy_gpus(offering, i64::from(quantity)) };

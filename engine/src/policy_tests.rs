@@ -307,3 +307,19 @@ async fn other_instances_hear_of_freed_capacity() {
     engine.cancel_maintenance(&admin, window.id, now).await.unwrap();
     eventually("l40s-gpu", at, free, "a cancelled maintenance window").await;
 }
+
+store_test!(a_window_that_has_begun_can_still_be_extended_under_a_notice_rule, |store: Store| async move {
+    let (engine, lead, admin) = setup(store).await;
+    let patch: PolicyPatch = serde_json::from_value(serde_json::json!({"min_notice_minutes": 60})).unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, Utc::now()).await.unwrap();
+    let booked_at = Utc::now();
+    let start = booked_at.duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(2);
+    let id = engine.book(&lead, &ask("h100-gpu", 1, start, 2), None, booked_at).await.unwrap().detail.reservation.id;
+    // Half an hour into the window, the start no longer meets the notice rule; the end may still move.
+    let later = start + Duration::minutes(30);
+    let changed = engine.change_end(&lead, id, start + Duration::hours(3), later).await.unwrap();
+    assert_eq!(changed.reservation.end, start + Duration::hours(3));
+    // A new booking starting then is still held to it.
+    let refused = engine.book(&lead, &ask("h100-gpu", 1, later, 1), None, later).await;
+    assert!(matches!(refused, Err(EngineError::Forbidden(m)) if m.contains("60 minutes ahead")));
+});
