@@ -10,12 +10,22 @@
 #
 # Settings (environment):
 #   TENANTRY_SLURM_DIR     scratch directory (default: .tmp/slurm in the repository)
-#   TENANTRY_SLURM_NODES   emulated nodes that run jobs, gpu001… (default 4; 8 GPUs, 16 cores each)
+#   TENANTRY_SLURM_NODES   emulated nodes that run jobs, gpu001… (default 4; 8 GPUs, 16 cores each;
+#                          0: none, for a cluster of CLOUD nodes only)
 #   TENANTRY_SLURM_CLOUD   extra powered-down (CLOUD) nodes for scale, cloud0001… (default 0): they
 #                          hold reservations but never run jobs
 #   TENANTRY_SLURM_DB      MariaDB database for accounting (default tenantry_slurm_acct)
+#   TENANTRY_SLURM_CLUSTER cluster name (default tenantry)
+#   TENANTRY_SLURM_PORT_BASE  slurmctld listens on it + 17, slurmdbd on + 19, the emulated nodes'
+#                          slurmd on + 101… (default 16800: 16817, 16819, 16901…)
 #   TENANTRY_SLURM_USERS   Unix users made for the demo's people, who submit jobs in the tests
 #                          (default "ada max grace pat")
+#
+# A second Slurm can run beside the first (munge and MariaDB are shared): give it its own
+# directory, ports, cluster name and accounting database, e.g. for the Slurm benchmark
+# (server/benches/slurm.rs):
+#   TENANTRY_SLURM_DIR=.tmp/slurm-bench TENANTRY_SLURM_PORT_BASE=17800 TENANTRY_SLURM_CLUSTER=bench \
+#     TENANTRY_SLURM_DB=tenantry_slurm_bench TENANTRY_SLURM_NODES=0 TENANTRY_SLURM_CLOUD=64 scripts/slurm.sh start
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,11 +34,12 @@ NODES="${TENANTRY_SLURM_NODES:-4}"
 CLOUD="${TENANTRY_SLURM_CLOUD:-0}"
 DB="${TENANTRY_SLURM_DB:-tenantry_slurm_acct}"
 USERS="${TENANTRY_SLURM_USERS:-ada max grace pat}"
-CLUSTER=tenantry
-CTLD_PORT=16817
-DBD_PORT=16819
+CLUSTER="${TENANTRY_SLURM_CLUSTER:-tenantry}"
+PORT_BASE="${TENANTRY_SLURM_PORT_BASE:-16800}"
+CTLD_PORT=$((PORT_BASE + 17))
+DBD_PORT=$((PORT_BASE + 19))
 # slurmd ports: one per emulated node, from here up.
-SLURMD_PORT0=16900
+SLURMD_PORT0=$((PORT_BASE + 100))
 
 say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -117,13 +128,19 @@ CONF
       echo "NodeName=$(node_name "$n") NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + n)) CPUs=16 RealMemory=2200000 TmpDisk=110000000 Gres=gpu:h100:8 Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
     done
     if (( CLOUD > 0 )); then
+      # Without it Slurm hides powered-down CLOUD nodes from `scontrol show node`, the inventory.
+      echo "PrivateData=cloud"
       echo "NodeName=cloud[0001-$(printf '%04d' "$CLOUD")] CPUs=16 RealMemory=2200000 TmpDisk=110000000 Gres=gpu:h100:8 Feature=region-local,fabric-local-b,rack-r2,driver-570,driver-550,driver-535 State=CLOUD"
     fi
     # ReqResv: a job must name a reservation, so no job ever gets a GPU outside one.
     echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP ReqResv=YES"
   } >"$A/etc/slurm.conf.new"
   mv "$A/etc/slurm.conf.new" "$A/etc/slurm.conf"
-  echo "NodeName=gpu[001-$(printf '%03d' "$NODES")] Name=gpu Type=h100 File=$A/dev/nvidia[0-7]" >"$A/etc/gres.conf"
+  if (( NODES > 0 )); then
+    echo "NodeName=gpu[001-$(printf '%03d' "$NODES")] Name=gpu Type=h100 File=$A/dev/nvidia[0-7]" >"$A/etc/gres.conf"
+  else
+    : >"$A/etc/gres.conf"
+  fi
   cat >"$A/etc/slurmdbd.conf" <<CONF
 AuthType=auth/munge
 DbdHost=localhost
@@ -188,6 +205,10 @@ start() {
     alive "$A/run/slurmd-$name.pid" && continue
     setsid slurmd -D -N "$name" >>"$A/log/slurmd-$name.out" 2>&1 < /dev/null &
   done
+  if (( NODES == 0 )); then
+    say "Slurm is up (no emulated nodes): SLURM_CONF=$SLURM_CONF"
+    return
+  fi
   say "waiting for $NODES nodes to answer"
   for _ in $(seq 1 150); do
     local up
