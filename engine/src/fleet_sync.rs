@@ -42,7 +42,7 @@ impl Engine {
             self.record_system(system_change("slurm.drift_repaired", detail), now).await;
         }
         if !report.down.is_empty() {
-            if let Err(e) = self.check_down_nodes(driver, &report.down, now).await {
+            if let Err(e) = self.check_down_nodes(&report.down, now).await {
                 tracing::warn!(error = %e, "cannot queue health checks for down nodes");
             }
         }
@@ -57,7 +57,7 @@ impl Engine {
     }
 
     /// Queues a health check for each running reservation on a node Slurm reports down.
-    async fn check_down_nodes(&self, _driver: &SlurmDriver, down: &[String], now: DateTime<Utc>) -> EngineResult<()> {
+    async fn check_down_nodes(&self, down: &[String], now: DateTime<Utc>) -> EngineResult<()> {
         let held = self.store.slurm_held(now).await?;
         let mut seen = std::collections::BTreeSet::new();
         for h in held.iter().filter(|h| down.contains(&h.hostname) && RUNNING.contains(&h.state.as_str())) {

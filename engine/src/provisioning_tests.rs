@@ -9,11 +9,11 @@ use crate::driver::EffectKey;
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
-use crate::test_helpers::who;
+use crate::test_helpers::{starting_now, who};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
-use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::booking::BookingInput;
 use tenantry_domain::policy::{BurstInput, PolicyPatch};
 use tenantry_domain::provisioning::{JobKind, Step, StepStatus};
 use tenantry_domain::window::floor_minute;
@@ -28,18 +28,6 @@ async fn world(store: Store, sim: SimConfig) -> Engine {
     let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..sim })));
     seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
     engine
-}
-
-fn starting_now(offering: &str, quantity: i64, hours: i64, placement: &str) -> BookingInput {
-    let start = floor_minute(Utc::now());
-    BookingInput {
-        offering: offering.into(),
-        quantity,
-        start,
-        end: start + Duration::hours(hours),
-        region: None,
-        options: OptionsInput { placement: Some(placement.into()), ..OptionsInput::default() },
-    }
 }
 
 /// The engine with another simulated fleet (same store and index).

@@ -13,13 +13,12 @@ use crate::driver::slurm::cli::{parse_records, SlurmCli};
 use crate::driver::slurm::{SlurmConfig, SlurmDriver};
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
-use crate::test_helpers::who;
+use crate::test_helpers::{starting_now, who};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
-use tenantry_domain::booking::{BookingInput, OptionsInput};
-use tenantry_domain::window::floor_minute;
+use tenantry_domain::booking::BookingInput;
 use tenantry_domain::{Identity, NodeState, ReservationState};
 
 /// One test at a time on the one cluster.
@@ -146,18 +145,6 @@ async fn world(store: Store) -> Option<World> {
     Some(World { engine, prefix, marks, _turn: turn })
 }
 
-fn starting_now(offering: &str, quantity: i64, hours: i64) -> BookingInput {
-    let start = floor_minute(Utc::now());
-    BookingInput {
-        offering: offering.into(),
-        quantity,
-        start,
-        end: start + Duration::hours(hours),
-        region: None,
-        options: OptionsInput { placement: Some("any".into()), ..OptionsInput::default() },
-    }
-}
-
 async fn book(w: &World, who: &Identity, input: BookingInput) -> i64 {
     let at = input.start.min(Utc::now());
     w.engine.book(who, &input, None, at).await.unwrap().detail.reservation.id
@@ -192,7 +179,7 @@ fn minute(text: &str) -> DateTime<Utc> {
 store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |store: Store| async move {
     let Some(w) = world(store).await else { return };
     let lead = who(&w.engine, "lead@acme.example").await;
-    let id = book(&w, &lead, starting_now("h100-gpu", 2, 2)).await;
+    let id = book(&w, &lead, starting_now("h100-gpu", 2, 2, "any")).await;
     let name = w.name(id);
     let report = w.sync().await;
     assert!(report.created.contains(&name), "{report:?}");
@@ -264,7 +251,7 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     w.sync().await;
 
     // Cancelled: gone at the next sync, its account with it.
-    let second = book(&w, &lead, starting_now("h100-node", 1, 1)).await;
+    let second = book(&w, &lead, starting_now("h100-node", 1, 1, "any")).await;
     w.sync().await;
     let node_resv = reservation(&w.name(second)).await.unwrap();
     assert_eq!(node_resv["CoreCnt"], "16", "a whole node holds all its cores");
@@ -279,7 +266,7 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
 store_test!(a_failing_check_quarantines_the_node_drains_it_in_slurm_and_replaces_it, |store: Store| async move {
     let Some(w) = world(store).await else { return };
     let lead = who(&w.engine, "lead@acme.example").await;
-    let id = book(&w, &lead, starting_now("h100-node", 1, 2)).await;
+    let id = book(&w, &lead, starting_now("h100-node", 1, 2, "any")).await;
     let first = hosts(&w, id).await.remove(0);
     w.mark_bad(&first);
     until_active(&w, &lead, id).await;
@@ -331,7 +318,7 @@ store_test!(maintenance_drains_the_node_in_slurm_and_restore_resumes_it, |store:
 store_test!(a_node_slurm_reports_down_is_quarantined_and_replaced, |store: Store| async move {
     let Some(w) = world(store).await else { return };
     let lead = who(&w.engine, "lead@acme.example").await;
-    let id = book(&w, &lead, starting_now("h100-gpu", 1, 2)).await;
+    let id = book(&w, &lead, starting_now("h100-gpu", 1, 2, "any")).await;
     until_active(&w, &lead, id).await;
     let failed = hosts(&w, id).await.remove(0);
     slurm(&["scontrol", "update", &format!("NodeName={failed}"), "State=DOWN", "Reason=test: power supply"])
@@ -358,7 +345,7 @@ store_test!(a_node_slurm_reports_down_is_quarantined_and_replaced, |store: Store
 store_test!(slurm_accounting_reaches_chargeback, |store: Store| async move {
     let Some(w) = world(store).await else { return };
     let lead = who(&w.engine, "lead@acme.example").await;
-    let id = book(&w, &lead, starting_now("h100-gpu", 2, 2)).await;
+    let id = book(&w, &lead, starting_now("h100-gpu", 2, 2, "any")).await;
     until_active(&w, &lead, id).await;
     let name = w.name(id);
     let job = as_user(
@@ -410,7 +397,7 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
         let input = BookingInput {
             start: start + Duration::hours(hour),
             end: start + Duration::hours(hour + 1),
-            ..starting_now("h100-gpu", 1, 1)
+            ..starting_now("h100-gpu", 1, 1, "any")
         };
         names.push(w.name(book(&w, &lead, input).await));
     }
@@ -440,7 +427,7 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
     let input = BookingInput {
         start: start + Duration::hours(30),
         end: start + Duration::hours(31),
-        ..starting_now("h100-gpu", 1, 1)
+        ..starting_now("h100-gpu", 1, 1, "any")
     };
     let booked_while_down = w.name(book(&w, &lead, input).await);
     let down = w.engine.sync_slurm(w.driver(), Utc::now()).await;
@@ -490,8 +477,12 @@ store_test!(people_who_leave_lose_slurm_access_and_come_back_when_enabled, |stor
     let admin = who(&w.engine, "admin@tenantry.example").await;
     let member = who(&w.engine, "member@acme.example").await;
     let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(1);
-    let id = book(&w, &lead, BookingInput { start, end: start + Duration::hours(1), ..starting_now("h100-gpu", 1, 1) })
-        .await;
+    let id = book(
+        &w,
+        &lead,
+        BookingInput { start, end: start + Duration::hours(1), ..starting_now("h100-gpu", 1, 1, "any") },
+    )
+    .await;
     let (team, account) = (format!("{}-acme", w.prefix), w.name(id));
     let associations = |user: &'static str| async move {
         let text =

@@ -3,6 +3,7 @@
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::window::floor_minute;
 use tenantry_domain::Identity;
 
 /// The seeded user with this e-mail.
@@ -19,5 +20,14 @@ pub fn ask(offering: &str, quantity: i64, start: DateTime<Utc>, hours: i64) -> B
         end: start + Duration::hours(hours),
         region: None,
         options: OptionsInput::default(),
+    }
+}
+
+/// A booking of `quantity` units of `offering` from this minute for `hours`, with `placement`.
+pub fn starting_now(offering: &str, quantity: i64, hours: i64, placement: &str) -> BookingInput {
+    let start = floor_minute(Utc::now());
+    BookingInput {
+        options: OptionsInput { placement: Some(placement.into()), ..OptionsInput::default() },
+        ..ask(offering, quantity, start, hours)
     }
 }

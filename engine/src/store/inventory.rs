@@ -7,8 +7,9 @@
 //! is recorded once: the reconcile also takes a transaction-scoped advisory lock, so they take
 //! turns, and inserts ignore a second copy regardless.
 
+use super::reports::LastReport;
 use super::Store;
-use crate::error::{EngineError, EngineResult};
+use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap};
@@ -955,27 +956,11 @@ impl Store {
 
     /// Records the outcome of a reconcile (the one row every instance reads).
     pub async fn save_reconcile(&self, report: &ReconcileReport) -> EngineResult<()> {
-        let json = serde_json::to_string(report).unwrap_or_default();
-        write_tx!(self, |tx| {
-            sqlx::query(
-                "insert into fleet_reconcile (id, at, ok, report) values (1, $1, $2, $3)
-                 on conflict (id) do update set at = excluded.at, ok = excluded.ok, report = excluded.report",
-            )
-            .bind(report.at)
-            .bind(report.ok)
-            .bind(json)
-            .execute(&mut *tx)
-            .await?;
-        });
-        Ok(())
+        self.save_last_report(LastReport::FleetReconcile, report.at, report.ok, report).await
     }
 
     /// The last reconcile, if any ran.
     pub async fn last_reconcile(&self) -> EngineResult<Option<ReconcileReport>> {
-        let json: Option<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar("select report from fleet_reconcile where id = 1").fetch_optional(pool).await?
-        });
-        json.map(|j| serde_json::from_str(&j).map_err(|e| EngineError::Store(sqlx::Error::Decode(Box::new(e)))))
-            .transpose()
+        self.last_report(LastReport::FleetReconcile).await
     }
 }

@@ -82,6 +82,7 @@ pub mod metering;
 pub mod offerings;
 pub mod policy;
 pub mod provisioning;
+pub mod reports;
 pub mod reservations;
 pub mod seed_support;
 pub mod settings;

@@ -2,9 +2,10 @@
 //! GPUs (and slices) they hold on which nodes, the teams and their people, and the last sync's
 //! report. Read-only apart from the report and people's user names.
 
+use super::reports::LastReport;
 use super::Store;
 use crate::driver::slurm::SyncReport;
-use crate::error::{EngineError, EngineResult};
+use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 
@@ -103,27 +104,11 @@ impl Store {
     }
 
     pub async fn save_slurm_sync(&self, report: &SyncReport) -> EngineResult<()> {
-        let json = serde_json::to_string(report).unwrap_or_default();
-        write_tx!(self, |tx| {
-            sqlx::query(
-                "insert into slurm_sync (id, at, ok, report) values (1, $1, $2, $3)
-                 on conflict (id) do update set at = excluded.at, ok = excluded.ok, report = excluded.report",
-            )
-            .bind(report.at)
-            .bind(report.ok)
-            .bind(json)
-            .execute(&mut *tx)
-            .await?;
-        });
-        Ok(())
+        self.save_last_report(LastReport::SlurmSync, report.at, report.ok, report).await
     }
 
     /// The last sync into Slurm, if one ran.
     pub async fn last_slurm_sync(&self) -> EngineResult<Option<SyncReport>> {
-        let json: Option<String> = on_pool!(self, |pool| {
-            sqlx::query_scalar("select report from slurm_sync where id = 1").fetch_optional(pool).await?
-        });
-        json.map(|j| serde_json::from_str(&j).map_err(|e| EngineError::Store(sqlx::Error::Decode(Box::new(e)))))
-            .transpose()
+        self.last_report(LastReport::SlurmSync).await
     }
 }
