@@ -210,7 +210,7 @@ start() {
     return
   fi
   say "waiting for $NODES nodes to answer"
-  for _ in $(seq 1 150); do
+  for _ in $(seq 1 300); do
     local up
     up=$(sinfo -h -N -n "gpu[001-$(printf '%03d' "$NODES")]" -o '%N %t' | grep -cvE 'down|unk|fail|drain' || true)
     (( up >= NODES )) && { say "Slurm is up: SLURM_CONF=$SLURM_CONF"; return; }
