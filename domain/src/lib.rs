@@ -2,9 +2,11 @@
 //! no clock (the current time is always a parameter), so it is tested with ordinary `#[test]`s and
 //! property tests and it compiles for the browser (wasm) as well as for the server.
 
+pub mod advisor;
 pub mod audit;
 pub mod availability;
 pub mod booking;
+pub mod calendar;
 pub mod codes;
 pub mod fleet;
 pub mod identity;
