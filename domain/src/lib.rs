@@ -6,6 +6,7 @@ pub mod advisor;
 pub mod audit;
 pub mod availability;
 pub mod booking;
+pub mod calendar;
 pub mod codes;
 pub mod fleet;
 pub mod identity;

@@ -22,6 +22,9 @@ pub struct EngineConfig {
     pub sample_every: Duration,
     /// Health checks one team may request per hour (they share the provisioning queue).
     pub health_checks_per_hour: u32,
+    /// The portal's public URL (`TENANTRY_PUBLIC_URL`), for absolute links such as calendar
+    /// feeds; without it the request's own origin is used.
+    pub public_url: Option<String>,
 }
 
 /// How the provisioning queue runs.
@@ -68,6 +71,7 @@ impl Default for EngineConfig {
             cancellation: Default::default(),
             sample_every: Duration::seconds(60),
             health_checks_per_hour: 20,
+            public_url: None,
         }
     }
 }

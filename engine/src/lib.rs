@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod booking;
+pub mod calendar;
 pub mod config;
 pub mod counters;
 pub mod driver;
@@ -26,6 +27,8 @@ pub mod token;
 
 #[cfg(test)]
 mod booking_tests;
+#[cfg(test)]
+mod calendar_tests;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]

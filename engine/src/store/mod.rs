@@ -73,6 +73,7 @@ mod postgres;
 mod sqlite;
 
 pub mod audit;
+pub mod calendar;
 pub mod fleet;
 pub mod identity;
 pub mod inventory;
