@@ -316,6 +316,7 @@ impl ServeArgs {
             late_share_percent: self.metering.cancel_late_share_percent,
         };
         config.sample_every = chrono::Duration::seconds(i64::from(self.metering.sample_seconds.max(1)));
+        config.public_url = self.public_url.clone();
         config
     }
 

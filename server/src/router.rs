@@ -55,6 +55,9 @@ macro_rules! api_table {
 api_table! {
     get "/openapi.json" Public => api::openapi::serve;
     get "/me" SignedIn => api::me::me;
+    get "/calendar" SignedIn => api::calendar::feeds;
+    post "/calendar/rotate" SignedIn => api::calendar::rotate;
+    post "/calendar/team/rotate" Tenant => api::calendar::rotate_team;
     get "/offerings" SignedIn => api::offerings::list;
     get "/availability" SignedIn => api::availability::grid;
     get "/availability/events" SignedIn => api::availability::events;
@@ -64,6 +67,7 @@ api_table! {
     get "/reservations/{id}" Tenant => api::reservations::get;
     patch "/reservations/{id}" Tenant => api::reservations::change_end;
     post "/reservations/{id}/cancel" Tenant => api::reservations::cancel;
+    get "/reservations/{id}/ics" Tenant => api::calendar::reservation;
     get "/reservations/{id}/events" Tenant => api::provisioning::events;
     post "/reservations/{id}/health-checks" Tenant => api::provisioning::health_check;
     post "/bursts" Tenant => api::bursts::create;
@@ -141,6 +145,8 @@ pub fn build_router(state: AppState, sessions: sessions::DbSessionStore) -> Rout
         .route("/auth/callback", get(auth::callback))
         .route("/auth/demo", post(auth::demo_sign_in))
         .route("/auth/logout", post(auth::logout))
+        // Calendar apps cannot sign in: the secret in the path is the credential.
+        .route("/calendar/{file}", get(api::calendar::feed))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::metrics::serve))

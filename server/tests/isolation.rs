@@ -79,6 +79,9 @@ mod isolation {
         // the end through acme's token).
         let acme_lead = w.app.engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
         let acme_token = w.app.engine.api_tokens(&acme_lead).await.unwrap()[0].id;
+        // acme's calendar feeds, which no other team's call may change or open.
+        let (_, feeds) = w.app.get("/api/v1/calendar", Some(&w.acme)).await;
+        let acme_feeds: Value = serde_json::from_str(&feeds).unwrap();
         for route in API_ROUTES {
             let object = if route.path.starts_with("/admin/users/") { acme_lead.user_id } else { id };
             let path = format!(
@@ -118,6 +121,14 @@ mod isolation {
                         w.app.send(request(method, &path, &w.globex, Some(body.to_string()))).await;
                     assert_eq!(code, StatusCode::CREATED, "{created}");
                     assert_eq!(serde_json::from_str::<Value>(&created).unwrap()["tenant"], "globex");
+                }
+                (Access::SignedIn, "post", "/calendar/rotate") | (Access::Tenant, "post", "/calendar/team/rotate") => {
+                    // Rotating rotates the caller's own feed (or team's), never acme's.
+                    let (code, _, body) = w.app.send(request(method, &path, &w.globex, None)).await;
+                    assert_eq!(code, StatusCode::OK, "{body}");
+                    let theirs: Value = serde_json::from_str(&body).unwrap();
+                    assert_ne!(theirs["personal_url"], acme_feeds["personal_url"]);
+                    assert_ne!(theirs["team_url"], acme_feeds["team_url"]);
                 }
                 (Access::SignedIn, "get", _) => {
                     assert_eq!(status(&w.app, request(method, &path, &w.globex, None)).await, StatusCode::OK, "{path}");
@@ -183,6 +194,7 @@ mod isolation {
                 }
                 (Access::Tenant, "get", "/reservations/{id}")
                 | (Access::Tenant, "get", "/reservations/{id}/events")
+                | (Access::Tenant, "get", "/reservations/{id}/ics")
                 | (Access::Tenant, "post", "/reservations/{id}/health-checks")
                 | (Access::Tenant, "post", "/reservations/{id}/cancel") => {
                     let got = status(&w.app, request(method, &path, &w.globex, None)).await;
@@ -195,6 +207,14 @@ mod isolation {
                 }
                 (access, method, path) => panic!("no isolation case for {method} {path} ({access:?}): add one"),
             }
+        }
+        // acme's feeds still open, with the same URLs.
+        let (_, feeds) = w.app.get("/api/v1/calendar", Some(&w.acme)).await;
+        assert_eq!(serde_json::from_str::<Value>(&feeds).unwrap(), acme_feeds);
+        for url in [&acme_feeds["personal_url"], &acme_feeds["team_url"]] {
+            let url = url.as_str().unwrap();
+            let feed = &url[url.find("/calendar/").unwrap()..];
+            assert_eq!(w.app.get(feed, None).await.0, StatusCode::OK, "{feed}");
         }
         // The page and the server functions answer the same way for another team's reservation.
         let globex_session = w.app.demo_session("lead@globex.example").await;

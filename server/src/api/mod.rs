@@ -6,6 +6,7 @@ pub mod admin;
 pub mod audit;
 pub mod availability;
 pub mod bursts;
+pub mod calendar;
 pub mod chargeback;
 pub mod fleet;
 pub mod input;

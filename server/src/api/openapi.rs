@@ -21,6 +21,7 @@ use tenantry_domain::ReservationState;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
 
+use super::calendar;
 use super::{
     admin, audit, availability, bursts, chargeback, fleet, me, notifications, offerings, provisioning, reservations,
     users,
@@ -139,6 +140,10 @@ impl Modify for SecuritySchemes {
     paths(
         serve,
         me::me,
+        calendar::feeds,
+        calendar::rotate,
+        calendar::rotate_team,
+        calendar::reservation,
         offerings::list,
         availability::grid,
         availability::events,
