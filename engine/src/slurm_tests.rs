@@ -240,6 +240,11 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(refused.unwrap_err().contains("Access denied to requested reservation"));
     let refused = as_user("grace", &["sbatch", &account, &resv, "--gres=gpu:1", "-n1", "-t1", "--wrap", "true"]).await;
     assert!(refused.unwrap_err().contains("Invalid account"));
+    // The team's own account does not reach the capped reservation uncapped.
+    let team_account = format!("--account={}-acme", w.prefix);
+    let refused =
+        as_user("ada", &["sbatch", &team_account, &resv, "--gres=gpu:3", "-n1", "-t1", "--wrap", "true"]).await;
+    assert!(refused.unwrap_err().contains("Access denied to requested reservation"));
     // Outside a reservation nobody gets a GPU.
     let refused = as_user("ada", &["sbatch", &account, "--gres=gpu:1", "-n1", "-t1", "--wrap", "true"]).await;
     assert!(refused.is_err());
@@ -250,17 +255,33 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(reservation(&name).await.is_none());
     w.sync().await;
 
-    // Cancelled: gone at the next sync, its account with it.
+    // A whole node: the team's own account is let in, with no account of the reservation's;
+    // the team's job gets all eight GPUs of the booked node and no other.
     let second = book(&w, &lead, starting_now("h100-node", 1, 1, "any")).await;
     w.sync().await;
     let node_resv = reservation(&w.name(second)).await.unwrap();
     assert_eq!(node_resv["CoreCnt"], "16", "a whole node holds all its cores");
+    let team = format!("{}-acme", w.prefix);
+    let mut let_in: Vec<&str> = node_resv["Accounts"].split(',').collect();
+    let_in.sort();
+    assert_eq!(let_in, [team.as_str(), &format!("{}-ops", w.prefix)]);
+    let own = slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={}", w.name(second))]).await.unwrap();
+    assert!(own.trim().is_empty(), "a whole-node booking needs no account of its own: {own}");
+    let whole = format!("--reservation={}", w.name(second));
+    let script = "echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES";
+    let out =
+        as_user("ada", &["srun", &format!("-A{team}"), &whole, "--gres=gpu:8", "-n1", "-t1", "bash", "-c", script])
+            .await
+            .unwrap();
+    let (node, gpus) = out.trim().split_once(' ').unwrap();
+    assert_eq!((node, gpus.split(',').count()), (hosts(&w, second).await[0].as_str(), 8), "{out}");
+    let refused = as_user("grace", &["sbatch", &theirs, &whole, "--gres=gpu:1", "-n1", "-t1", "--wrap", "true"]).await;
+    assert!(refused.unwrap_err().contains("Access denied to requested reservation"));
+    // Cancelled: gone at the next sync.
     w.engine.cancel(&lead, second, Utc::now()).await.unwrap();
     let report = w.sync().await;
     assert!(report.deleted.contains(&w.name(second)), "{report:?}");
     assert!(reservation(&w.name(second)).await.is_none());
-    let left = slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={}", w.name(second))]).await.unwrap();
-    assert!(left.trim().is_empty(), "{left}");
 });
 
 store_test!(a_failing_check_quarantines_the_node_drains_it_in_slurm_and_replaces_it, |store: Store| async move {
@@ -284,9 +305,10 @@ store_test!(a_failing_check_quarantines_the_node_drains_it_in_slurm_and_replaces
     assert!(state.contains("DRAIN") && reason.starts_with(&w.prefix), "{state} {reason}");
     let r = reservation(&w.name(id)).await.unwrap();
     assert_eq!(crate::driver::slurm::cli::expand_hostlist(&r["Nodes"]), now_on);
-    // The hand-over says how to submit.
+    // The hand-over says how to submit: whole nodes take the team's own account.
     let credential = w.engine.store.credential(id).await.unwrap().unwrap();
-    assert!(credential.secret.contains(&format!("sbatch -A {} --reservation={}", w.name(id), w.name(id))));
+    let submit = format!("sbatch -A {}-acme --reservation={}", w.prefix, w.name(id));
+    assert!(credential.secret.contains(&submit), "{}", credential.secret);
 });
 
 store_test!(maintenance_drains_the_node_in_slurm_and_restore_resumes_it, |store: Store| async move {

@@ -6,17 +6,19 @@
 //!   instances), memory, cores, local disk, and node features `region-…`, `fabric-…`, `rack-…`
 //!   and `driver-<branch>`. A DOWN or FAILED node is reported unreachable.
 //! - **Sync** ([`SlurmDriver::sync`]) makes Slurm hold what Tenantry's store says, by the plan
-//!   in [`plan`]: a team account per team with its people as users, an account per live
-//!   reservation capped at the GPUs it booked (`GrpTRES=gres/gpu=N`), and an advanced
-//!   reservation on exactly the booked nodes for the window (whole nodes, or the booked share
-//!   of each node's cores when GPUs of one node are shared between teams), open only to that
-//!   account and Tenantry's operations account; node drains follow quarantine, maintenance and
-//!   retirement. The partition requires a reservation (`ReqResv=YES`), so no job gets a GPU
-//!   outside one. Sync runs at every allocation change and every minute; Slurm down makes it
-//!   back off, and it catches up when Slurm returns (re-creating what Slurm lost).
+//!   in [`plan`]: a team account per team with its people as users, and an advanced
+//!   reservation on exactly the booked nodes for the window, open only to the team and
+//!   Tenantry's operations account. A booking of whole nodes lets the team's account in (the
+//!   nodes confine its jobs); one that shares a node with other bookings holds its share of
+//!   the node's cores and lets in an account of its own, capped at the GPUs it booked
+//!   (`GrpTRES=gres/gpu=N`), since Slurm 22.05 reserves cores, not GPUs. Node drains follow
+//!   quarantine, maintenance and retirement. The partition requires a reservation
+//!   (`ReqResv=YES`), so no job gets a GPU outside one. Sync runs at every allocation change
+//!   and every minute; Slurm down makes it back off, and it catches up when Slurm returns
+//!   (re-creating what Slurm lost).
 //! - **Lifecycle steps** run on Slurm: acceptance and health checks are jobs (`srun`) inside
 //!   the reservation running `TENANTRY_SLURM_CHECK`; credentials say how to submit; release
-//!   cancels the team's jobs and the sync removes its reservation and account.
+//!   cancels the jobs in the reservation and the sync removes it (and its account, if any).
 //! - **Metering** reads accounting (`sacct`): the GPUs a team's jobs hold inside a reservation
 //!   at each sample are its busy GPUs.
 
@@ -126,6 +128,7 @@ pub fn parse_gpu_types(text: &str) -> Result<Vec<(String, GpuModel)>, String> {
 #[derive(Debug, Clone)]
 struct JobUse {
     account: String,
+    reservation: String,
     nodes: Vec<String>,
     gpus: u32,
 }
@@ -221,15 +224,8 @@ impl SlurmDriver {
         }
         let held = self.store.slurm_held(now).await.map_err(store_error)?;
         for rows in held.chunk_by(|a, b| a.reservation_id == b.reservation_id) {
-            let first = &rows[0];
-            let account = names.reservation_account(first.reservation_id);
-            let (spec, units) = reservation_spec(rows, vec![ops.clone(), account.clone()]);
-            d.accounts
-                .insert(account.clone(), AccountSpec { parent: names.team_account(&first.slug), gpus: Some(units) });
-            for user in members.get(&first.slug).into_iter().flatten() {
-                d.users.insert((user.clone(), account.clone()));
-            }
-            d.reservations.insert(names.reservation(first.reservation_id), spec);
+            let people = members.get(&rows[0].slug).map_or(&[][..], Vec::as_slice);
+            want_reservation(&mut d, rows, names, people);
         }
         let nodes = self.store.list_nodes().await.map_err(store_error)?;
         for n in nodes.into_iter().filter(|n| n.state != NodeState::Enrolled) {
@@ -531,6 +527,13 @@ impl SlurmDriver {
     }
 
     /// The reservation's record in Slurm, if it holds it.
+    /// The account a Slurm reservation of Tenantry's lets the team in with: the team's own for
+    /// whole nodes, the reservation's capped account when it shares a node.
+    fn account_let_in(&self, record: &BTreeMap<String, String>) -> Option<String> {
+        let ops = self.names.ops_account();
+        record.get("Accounts")?.split(',').find(|a| **a != *ops && self.names.owns(a)).map(str::to_owned)
+    }
+
     async fn reservation_record(&self, id: i64) -> DriverResult<Option<BTreeMap<String, String>>> {
         let name = self.names.reservation(id);
         match self.run("scontrol", &["-o", "show", "reservation", &name]).await {
@@ -610,30 +613,40 @@ impl SlurmDriver {
             }
         }
         let t = format_time(at);
-        let format = "--format=JobID,Account,NodeList,AllocTRES,Start,End";
+        let format = "--format=JobID,Account,Reservation,NodeList,AllocTRES,Start,End";
         let text = self.run("sacct", &["-a", "-X", "-n", "-P", "-S", &t, "-E", &t, format]).await?;
         let mut seen = BTreeSet::new();
         let mut jobs = Vec::new();
         for line in text.lines() {
             let f: Vec<&str> = line.split('|').collect();
-            let [id, account, nodes, tres, start, end, ..] = f.as_slice() else { continue };
+            let [id, account, reservation, nodes, tres, start, end, ..] = f.as_slice() else { continue };
             let (Some(start), gpus) = (parse_time(start), tres_gpus(tres).unwrap_or(0)) else { continue };
             // Running at `at`: started by then and not ended before.
             if !self.names.owns(account) || start > at || parse_time(end).is_some_and(|e| e <= at) || gpus == 0 {
                 continue;
             }
             seen.insert((*id).to_owned());
-            jobs.push(JobUse { account: (*account).to_owned(), nodes: cli::expand_hostlist(nodes), gpus });
+            jobs.push(JobUse {
+                account: (*account).to_owned(),
+                reservation: (*reservation).to_owned(),
+                nodes: cli::expand_hostlist(nodes),
+                gpus,
+            });
         }
         if (Utc::now() - at).num_seconds().abs() < 300 {
-            let running =
-                self.run("squeue", &["-h", "-a", "-t", "R", "-O", "JobID:|,Account:|,NodeList:|,tres-alloc:|"]).await?;
+            let fields = "JobID:|,Account:|,Reservation:|,NodeList:|,tres-alloc:|";
+            let running = self.run("squeue", &["-h", "-a", "-t", "R", "-O", fields]).await?;
             for line in running.lines() {
                 let f: Vec<&str> = line.split('|').map(str::trim).collect();
-                let [id, account, nodes, tres, ..] = f.as_slice() else { continue };
+                let [id, account, reservation, nodes, tres, ..] = f.as_slice() else { continue };
                 let gpus = tres_gpus(tres).unwrap_or(0);
                 if self.names.owns(account) && gpus > 0 && !seen.contains(*id) {
-                    jobs.push(JobUse { account: (*account).to_owned(), nodes: cli::expand_hostlist(nodes), gpus });
+                    jobs.push(JobUse {
+                        account: (*account).to_owned(),
+                        reservation: (*reservation).to_owned(),
+                        nodes: cli::expand_hostlist(nodes),
+                        gpus,
+                    });
                 }
             }
         }
@@ -642,9 +655,35 @@ impl SlurmDriver {
     }
 }
 
-/// A reservation's spec and the GPUs (or MIG instances) it holds, from its held rows (one
-/// reservation, ordered by node).
-fn reservation_spec(rows: &[SlurmHeld], accounts: Vec<String>) -> (ReservationSpec, u32) {
+/// Adds what one reservation needs in Slurm (from its held rows, ordered by node) to `d`.
+/// Whole nodes confine the team's jobs by themselves, so the reservation lets the team's own
+/// account in and needs nothing else. A booking that shares a node needs a cap on GPUs (Slurm
+/// 22.05 reserves cores, not GPUs): an account of its own under the team's with
+/// `GrpTRES=gres/gpu=N`, and the team's people (`members`) as its users. Per-reservation
+/// accounts cost slurmdbd dearly at scale (docs/PERFORMANCE.md, "Slurm"), so only sharing
+/// bookings have one.
+fn want_reservation(d: &mut Desired, rows: &[SlurmHeld], names: &Names, members: &[String]) {
+    let first = &rows[0];
+    let (mut spec, units) = reservation_spec(rows);
+    let team = names.team_account(&first.slug);
+    let account = if spec.cores.is_some() {
+        let account = names.reservation_account(first.reservation_id);
+        d.accounts.insert(account.clone(), AccountSpec { parent: team, gpus: Some(units) });
+        for user in members {
+            d.users.insert((user.clone(), account.clone()));
+        }
+        account
+    } else {
+        team
+    };
+    spec.accounts = vec![names.ops_account(), account];
+    spec.accounts.sort();
+    d.reservations.insert(names.reservation(first.reservation_id), spec);
+}
+
+/// A reservation's spec (without the accounts let in) and the GPUs (or MIG instances) it
+/// holds, from its held rows (one reservation, ordered by node).
+fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32) {
     let first = &rows[0];
     let mut nodes = Vec::new();
     let mut cores = Vec::new();
@@ -660,10 +699,13 @@ fn reservation_spec(rows: &[SlurmHeld], accounts: Vec<String>) -> (ReservationSp
         nodes.push(n.hostname.clone());
         cores.push(if whole { n.cpu_cores } else { share } as u32);
     }
-    let mut accounts = accounts;
-    accounts.sort();
-    let spec =
-        ReservationSpec { start: first.start_at, end: first.end_at, nodes, cores: partial.then_some(cores), accounts };
+    let spec = ReservationSpec {
+        start: first.start_at,
+        end: first.end_at,
+        nodes,
+        cores: partial.then_some(cores),
+        accounts: Vec::new(),
+    };
     (spec, rows.len() as u32)
 }
 
@@ -797,7 +839,7 @@ impl FleetDriver for SlurmDriver {
             hosts.join(", "),
             record.get("StartTime").map_or("?", String::as_str),
             record.get("EndTime").map_or("?", String::as_str),
-            self.names.reservation_account(tenant.reservation_id),
+            self.account_let_in(&record).unwrap_or_default(),
             self.names.team_account(&tenant.tenant)
         ))
     }
@@ -826,41 +868,49 @@ impl FleetDriver for SlurmDriver {
     }
 
     async fn issue_credentials(&self, _: &EffectKey, tenant: &TenantTarget) -> DriverResult<IssuedCredential> {
-        let account = self.names.reservation_account(tenant.reservation_id);
         let reservation = self.names.reservation(tenant.reservation_id);
         let gpus = match self.store.slurm_gpus_of(tenant.reservation_id).await {
             Ok(n) => n,
             Err(e) => return Err(DriverError::transient(format!("cannot read the store: {e}"))),
+        };
+        let record = self.reservation_record(tenant.reservation_id).await?;
+        let Some(account) = record.as_ref().and_then(|r| self.account_let_in(r)) else {
+            return Err(DriverError::transient(format!("Slurm does not hold reservation {reservation} yet")));
+        };
+        let limit = if account == reservation {
+            format!("Your jobs may hold up to {gpus} GPU(s) at once inside this reservation")
+        } else {
+            format!("The reservation holds its nodes whole: your jobs may use all {gpus} of their GPUs")
         };
         let host = &self.config.login_host;
         let secret = format!(
             "# On {host}, as your own user (members of team {team} are allowed in):\n\
              sbatch -A {account} --reservation={reservation} --gres=gpu:<n> job.sh\n\
              srun -A {account} --reservation={reservation} --gres=gpu:1 nvidia-smi\n\
-             # Your jobs may hold up to {gpus} GPU(s) at once inside this reservation; they end when its window ends.\n",
+             # {limit}; they end when its window ends.\n",
             team = tenant.tenant
         );
         Ok(IssuedCredential { kind: "slurm".to_owned(), username: account, endpoint: host.clone(), secret })
     }
 
     async fn revoke_credentials(&self, _: &EffectKey, tenant: &TenantTarget, username: &str) -> DriverResult<String> {
-        let account = self.names.reservation_account(tenant.reservation_id);
-        self.run("scancel", &["--account", &account]).await?;
+        let reservation = self.names.reservation(tenant.reservation_id);
+        self.run("scancel", &["--reservation", &reservation]).await?;
         let report = self.sync(Utc::now()).await;
         if let Some(e) = report.error {
             return Err(DriverError::transient(format!("Slurm did not take the change: {e}")));
         }
-        Ok(format!("{username}: the team's jobs were cancelled; Slurm reservation and account removed"))
+        Ok(format!("{username}: the team's jobs in {reservation} were cancelled and the Slurm reservation removed"))
     }
 
     async fn wipe(&self, _: &EffectKey, tenant: &TenantTarget, node: &NodeTarget) -> DriverResult<WipeReport> {
         let started_at = Utc::now();
-        let account = self.names.reservation_account(tenant.reservation_id);
-        let left = self.run("squeue", &["-h", "-A", &account, "-w", &node.hostname, "-o", "%i"]).await?;
+        let reservation = self.names.reservation(tenant.reservation_id);
+        let left = self.run("squeue", &["-h", "-R", &reservation, "-w", &node.hostname, "-o", "%i"]).await?;
         if !left.trim().is_empty() {
-            self.run("scancel", &["--account", &account, "--nodelist", &node.hostname]).await?;
+            self.run("scancel", &["--reservation", &reservation, "--nodelist", &node.hostname]).await?;
             return Err(DriverError::transient(format!(
-                "{}: jobs of {account} are still ending; checking again",
+                "{}: jobs in {reservation} are still ending; checking again",
                 node.hostname
             )));
         }
@@ -900,11 +950,13 @@ impl FleetDriver for SlurmDriver {
     }
 
     async fn utilization(&self, node: &NodeTarget, _: Workload, at: DateTime<Utc>) -> DriverResult<Vec<GpuSample>> {
-        let account = self.names.reservation_account(node.reservation_id);
+        let reservation = self.names.reservation(node.reservation_id);
+        let ops = self.names.ops_account();
         let jobs = self.jobs_at(at).await?;
+        // The team's jobs inside the reservation (Tenantry's own check jobs are not the team's use).
         let busy: u32 = jobs
             .iter()
-            .filter(|j| j.account == account && j.nodes.contains(&node.hostname))
+            .filter(|j| j.reservation == reservation && j.account != ops && j.nodes.contains(&node.hostname))
             .map(|j| j.gpus / (j.nodes.len() as u32).max(1))
             .sum();
         Ok(node
@@ -990,15 +1042,35 @@ mod tests {
     #[test]
     fn whole_nodes_hold_nodes_and_shared_nodes_hold_their_share_of_cores() {
         let whole: Vec<SlurmHeld> = (0..8).map(|g| row(1, "gpu001", g, None)).collect();
-        let (spec, units) = reservation_spec(&whole, vec!["b".into(), "a".into()]);
-        assert_eq!((spec.cores, units, spec.accounts), (None, 8, vec!["a".to_owned(), "b".to_owned()]));
+        let (spec, units) = reservation_spec(&whole);
+        assert_eq!((spec.cores, units), (None, 8));
         let two = vec![row(2, "gpu001", 0, None), row(2, "gpu001", 1, None), row(2, "gpu002", 0, None)];
-        let (spec, units) = reservation_spec(&two, vec![]);
+        let (spec, units) = reservation_spec(&two);
         assert_eq!(
             (spec.nodes, spec.cores, units),
             (vec!["gpu001".to_owned(), "gpu002".to_owned()], Some(vec![4, 2]), 3)
         );
         let slice = vec![row(3, "gpu003", 0, Some((0, 1)))];
-        assert_eq!(reservation_spec(&slice, vec![]).0.cores, Some(vec![1]));
+        assert_eq!(reservation_spec(&slice).0.cores, Some(vec![1]));
+    }
+
+    #[test]
+    fn whole_nodes_let_the_team_in_and_shared_ones_get_a_capped_account_of_their_own() {
+        let names = Names { prefix: "tenantry".to_owned() };
+        let people = ["ada".to_owned(), "max".to_owned()];
+        let mut d = Desired::default();
+        want_reservation(&mut d, &(0..8).map(|g| row(1, "gpu001", g, None)).collect::<Vec<_>>(), &names, &people);
+        assert_eq!(d.reservations["tenantry-r1"].accounts, ["tenantry-acme", "tenantry-ops"]);
+        assert!(d.accounts.is_empty() && d.users.is_empty(), "a whole node needs no account: {d:?}");
+
+        want_reservation(&mut d, &[row(2, "gpu002", 0, None), row(2, "gpu002", 1, None)], &names, &people);
+        assert_eq!(d.reservations["tenantry-r2"].accounts, ["tenantry-ops", "tenantry-r2"]);
+        assert_eq!(
+            d.accounts["tenantry-r2"],
+            AccountSpec { parent: "tenantry-acme".to_owned(), gpus: Some(2) },
+            "two GPUs of a shared node: capped at two"
+        );
+        let users: Vec<_> = d.users.iter().map(|(u, a)| format!("{u}@{a}")).collect();
+        assert_eq!(users, ["ada@tenantry-r2", "max@tenantry-r2"]);
     }
 }

@@ -3,11 +3,12 @@
 //! is never touched) are tested without a cluster.
 //!
 //! Tenantry's objects in Slurm all carry its prefix (`TENANTRY_SLURM_PREFIX`, default
-//! `tenantry`): the team account `<prefix>-<team>`, one account per reservation
-//! `<prefix>-r<id>` under it (its `GrpTRES=gres/gpu=N` caps the team's jobs at the N GPUs or
-//! slices it booked), the operations account `<prefix>-ops` (Tenantry's own check jobs), and the
-//! advanced reservation `<prefix>-r<id>` on the booked nodes for the window, open to the
-//! reservation's account and the operations account. Anything without the prefix is someone
+//! `tenantry`): the team account `<prefix>-<team>`, the operations account `<prefix>-ops`
+//! (Tenantry's own check jobs), the advanced reservation `<prefix>-r<id>` on the booked nodes
+//! for the window, open to the operations account and the team's account, and, only for a
+//! booking that shares a node, an account `<prefix>-r<id>` under the team's (its
+//! `GrpTRES=gres/gpu=N` caps the team's jobs at the N GPUs or slices it booked) that the
+//! reservation lets in instead of the team's. Anything without the prefix is someone
 //! else's: reported, never changed.
 
 use super::cli::{expand_hostlist, parse_time};
