@@ -123,6 +123,10 @@ pub struct WorkloadInput {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 512))]
     pub nodes: Option<i64>,
+    /// A shape already chosen (the booking form's), to check against the job:
+    /// `chosen_warnings` then lists what is wrong with it.
+    #[serde(default)]
+    pub chosen: Option<ChosenShape>,
 }
 
 /// A described job that passed every check.
@@ -291,6 +295,10 @@ pub struct Advice {
     pub reasons: Vec<Note>,
     /// What to watch for in the recommendation.
     pub warnings: Vec<Note>,
+    /// What is wrong with the `chosen` shape of the request (empty when none was sent, or
+    /// when nothing is).
+    #[serde(default)]
+    pub chosen_warnings: Vec<Note>,
 }
 
 /// A shape someone chose, to check against the job.
@@ -324,8 +332,8 @@ fn device_memory_gb(o: &Offering) -> u32 {
 /// instances, which are separate devices without peer-to-peer access between them.
 pub fn shape_memory_gb(o: &Offering, quantity: u32) -> u32 {
     match o.grain {
-        Grain::Node => o.gpu_model.memory_gb() * o.gpu_model.gpus_per_node() * quantity,
-        Grain::Gpu => o.gpu_model.memory_gb() * quantity,
+        Grain::Node => (o.gpu_model.memory_gb() * o.gpu_model.gpus_per_node()).saturating_mul(quantity),
+        Grain::Gpu => o.gpu_model.memory_gb().saturating_mul(quantity),
         Grain::Mig => device_memory_gb(o),
     }
 }
@@ -395,7 +403,11 @@ fn cheapest<'a>(job: &Job, offerings: &'a [Offering], grains: &[Grain]) -> Optio
         .filter(|o| !o.is_retired() && grains.contains(&o.grain))
         .filter_map(|o| {
             let quantity = units_for(job, o)?;
-            Some(Candidate { offering: o, quantity, cost: o.reserved_cents_per_hour.0 * i64::from(quantity) })
+            Some(Candidate {
+                offering: o,
+                quantity,
+                cost: o.reserved_cents_per_hour.0.saturating_mul(i64::from(quantity)),
+            })
         })
         .min_by(|a, b| {
             let rank = |c: &Candidate| grains.iter().position(|g| *g == c.offering.grain);
@@ -421,9 +433,13 @@ fn storage_choice(o: &Offering, need_gb: f64) -> Option<(u32, bool)> {
 }
 
 /// The shape to book for `input` among `offerings` (the team's, at the team's rates), with the
-/// reasons and warnings.
+/// reasons and warnings, and the warnings for the shape `input` chose, if it chose one.
 pub fn advise(input: &WorkloadInput, offerings: &[Offering]) -> Result<Advice, FieldError> {
     let job = input.checked()?;
+    let chosen_warnings = match &input.chosen {
+        Some(chosen) => check(input, chosen, offerings)?,
+        None => Vec::new(),
+    };
     let footprint = job.footprint_gb();
     let storage = job.storage_gb();
     let mut reasons = Vec::new();
@@ -472,7 +488,14 @@ pub fn advise(input: &WorkloadInput, offerings: &[Offering]) -> Result<Advice, F
                 gb(footprint)
             ),
         ));
-        return Ok(Advice { footprint_gb: footprint, storage_gb: storage, recommendation: None, reasons, warnings });
+        return Ok(Advice {
+            footprint_gb: footprint,
+            storage_gb: storage,
+            recommendation: None,
+            reasons,
+            warnings,
+            chosen_warnings,
+        });
     };
     let o = pick.offering;
     let quantity = pick.quantity;
@@ -545,7 +568,14 @@ pub fn advise(input: &WorkloadInput, offerings: &[Offering]) -> Result<Advice, F
         memory_gb: memory,
         cents_per_hour: pick.cost,
     };
-    Ok(Advice { footprint_gb: footprint, storage_gb: storage, recommendation: Some(shape), reasons, warnings })
+    Ok(Advice {
+        footprint_gb: footprint,
+        storage_gb: storage,
+        recommendation: Some(shape),
+        reasons,
+        warnings,
+        chosen_warnings,
+    })
 }
 
 /// `7` rather than `7.0`, `0.125` as it is.
@@ -681,7 +711,7 @@ pub fn check(input: &WorkloadInput, chosen: &ChosenShape, offerings: &[Offering]
         ));
     }
     if top_tier(o.gpu_model) {
-        let cost = o.reserved_cents_per_hour.0 * i64::from(quantity);
+        let cost = o.reserved_cents_per_hour.0.saturating_mul(i64::from(quantity));
         if let Some(better) = cheapest(&job, offerings, allowed_grains(&job)) {
             if better.cost < cost && !(better.offering.id == o.id && better.quantity == quantity) {
                 warnings.push(note(
@@ -776,6 +806,7 @@ mod tests {
             precision: precision.into(),
             dataset_gb: dataset,
             nodes,
+            chosen: None,
         }
     }
 

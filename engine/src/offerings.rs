@@ -11,6 +11,7 @@ use crate::identity::require_admin;
 use crate::store::offerings::OfferingWrite;
 use crate::Engine;
 use chrono::{DateTime, Utc};
+use tenantry_domain::advisor::{self, Advice, WorkloadInput};
 use tenantry_domain::offering::{NewOffering, OfferingPatch, OfferingRecord, PriceChange};
 use tenantry_domain::pricing::PricePoint;
 use tenantry_domain::{Identity, Offering};
@@ -31,6 +32,23 @@ impl Engine {
     /// Live (not retired) offerings at the rates in effect at `now`, with their option catalogs.
     pub async fn offerings(&self, now: DateTime<Utc>) -> EngineResult<Vec<Offering>> {
         Ok(self.store.list_offerings(now).await?.into_iter().filter(|o| !o.is_retired()).collect())
+    }
+
+    /// The workload advisor (`domain::advisor`) over the live offerings at the caller's team's
+    /// rates (a negotiated rate can make another shape the cheapest), for any member of a team;
+    /// a platform admin without a team gets list rates. Reads nothing of any team but the
+    /// caller's policy.
+    pub async fn advise(&self, who: &Identity, input: &WorkloadInput, now: DateTime<Utc>) -> EngineResult<Advice> {
+        let offerings = self.offerings(now).await?;
+        let offerings = match crate::booking::tenant_of(who) {
+            Ok(team) => {
+                let policy = self.policy_of(team).await?;
+                offerings.iter().map(|o| policy.priced(o)).collect()
+            }
+            Err(_) if who.is_admin => offerings,
+            Err(e) => return Err(e),
+        };
+        advisor::advise(input, &offerings).map_err(field_error)
     }
 
     /// Every offering, retired ones too, with its price history (admins).

@@ -62,6 +62,7 @@ api_table! {
     get "/availability" SignedIn => api::availability::grid;
     get "/availability/events" SignedIn => api::availability::events;
     post "/quotes" Tenant => api::reservations::quote;
+    post "/advisor" Tenant => api::advisor::advise;
     get "/reservations" Tenant => api::reservations::list;
     post "/reservations" Tenant => api::reservations::create;
     get "/reservations/{id}" Tenant => api::reservations::get;

@@ -154,6 +154,16 @@ mod isolation {
                     assert_eq!(code, StatusCode::CREATED);
                     assert_eq!(serde_json::from_str::<Value>(&created).unwrap()["tenant"], "globex");
                 }
+                (Access::Tenant, "post", "/advisor") => {
+                    // Advice reads only the caller's team (its rates); a body cannot name another.
+                    let ask = serde_json::json!({"workload": "inference", "params_billion": 7, "precision": "bf16"});
+                    let mut naming = ask.clone();
+                    naming["tenant"] = "acme".into();
+                    let (code, _, _) = w.app.send(request(method, &path, &w.globex, Some(naming.to_string()))).await;
+                    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "a body cannot name a tenant");
+                    let (code, _, body) = w.app.send(request(method, &path, &w.globex, Some(ask.to_string()))).await;
+                    assert_eq!(code, StatusCode::OK, "{body}");
+                }
                 (Access::Tenant, "post", "/quotes") => {
                     let (code, _, _) = w.app.send(request(method, &path, &w.globex, Some(booking("h100-gpu")))).await;
                     assert_eq!(code, StatusCode::OK);

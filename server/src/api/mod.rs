@@ -3,6 +3,7 @@
 //! JSON shape. One module per noun.
 
 pub mod admin;
+pub mod advisor;
 pub mod audit;
 pub mod availability;
 pub mod bursts;

@@ -23,8 +23,8 @@ use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
 
 use super::calendar;
 use super::{
-    admin, audit, availability, bursts, chargeback, fleet, me, notifications, offerings, provisioning, reservations,
-    users,
+    admin, advisor, audit, availability, bursts, chargeback, fleet, me, notices, notifications, offerings,
+    provisioning, reservations, users,
 };
 
 /// The body of every error answer: `{"error":{"code","message","field"?}}`.
@@ -148,6 +148,7 @@ impl Modify for SecuritySchemes {
         availability::grid,
         availability::events,
         reservations::quote,
+        advisor::advise,
         reservations::list,
         reservations::create,
         reservations::get,
