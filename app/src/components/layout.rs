@@ -146,6 +146,13 @@ fn UserMenu(user: tenantry_domain::Identity, unread: u32) -> impl IntoView {
         <a href="/settings/tokens" class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300">
             "API tokens"
         </a>
+        <a
+            href="/settings/calendar"
+            class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300"
+            data-testid="calendar-link"
+        >
+            "Calendar"
+        </a>
         <div class="text-right leading-tight">
             <div class="font-medium" data-testid="signed-in-as">
                 {user.email.clone()}

@@ -105,6 +105,17 @@ fn Detail(
             title=format!("Reservation #{id}")
             subtitle=format!("{} × {} for team {}", r.quantity, r.offering, r.tenant)
         />
+        // A plain link: the browser downloads the file with the session cookie.
+        <p class="mb-4 text-sm">
+            <a
+                href=format!("/api/v1/reservations/{id}/ics")
+                download=format!("reservation-{id}.ics")
+                data-testid="reservation-ics"
+                class="font-medium text-indigo-700 underline dark:text-indigo-300"
+            >
+                "Add to calendar (.ics)"
+            </a>
+        </p>
         {r
             .decision_reason
             .clone()
