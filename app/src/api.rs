@@ -597,3 +597,93 @@ pub async fn retire_offering(id: String) -> Result<OfferingRecord, AppError> {
     let who = server::require_identity().await?;
     Ok(server::engine()?.retire_offering(&who, &id, Utc::now()).await?)
 }
+
+use tenantry_domain::calendar::CalendarFeeds;
+
+/// The portal's address for calendar URLs: the configured public URL, else this request's host.
+#[cfg(feature = "ssr")]
+fn calendar_portal() -> Result<tenantry_domain::calendar::Portal, AppError> {
+    let host = use_context::<http::request::Parts>()
+        .and_then(|p| p.headers.get(http::header::HOST).and_then(|h| h.to_str().ok()).map(|h| format!("http://{h}")));
+    Ok(crate::server::engine()?.portal(host.as_deref()))
+}
+
+/// The signed-in user's calendar feed URLs (their own; the team's for leads).
+#[server(prefix = "/sfn", endpoint = "calendar_feeds")]
+pub async fn my_calendar_feeds() -> Result<CalendarFeeds, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.calendar_feeds(&who, &calendar_portal()?, Utc::now()).await?)
+}
+
+/// A new secret URL for the user's own feed (`team: false`) or their team's (`team: true`, leads
+/// only); the old URL stops working at once.
+#[server(prefix = "/sfn", endpoint = "rotate_calendar_feed")]
+pub async fn rotate_calendar_feed(team: bool) -> Result<CalendarFeeds, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let engine = server::engine()?;
+    let portal = calendar_portal()?;
+    Ok(if team {
+        engine.rotate_team_calendar(&who, &portal, Utc::now()).await?
+    } else {
+        engine.rotate_personal_calendar(&who, &portal, Utc::now()).await?
+    })
+}
+
+use tenantry_domain::notice::{NewWebhook, NoticeKind, NoticeSettings, WebhookView};
+
+/// The signed-in person's notice settings (their e-mail choice per kind).
+#[server(prefix = "/sfn", endpoint = "notice_settings")]
+pub async fn my_notice_settings() -> Result<NoticeSettings, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.notice_settings(&who).await?)
+}
+
+/// Turns e-mail on or off for one kind of notice.
+#[server(prefix = "/sfn", endpoint = "set_notice_email")]
+pub async fn choose_notice_email(kind: NoticeKind, email: bool) -> Result<NoticeSettings, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.set_notice_preferences(&who, &[(kind, email)]).await?)
+}
+
+/// The team's webhooks with their delivery logs (leads).
+#[server(prefix = "/sfn", endpoint = "team_webhooks")]
+pub async fn team_webhooks() -> Result<Vec<WebhookView>, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.webhooks(&who).await?)
+}
+
+/// Registers a webhook for the team; its secret comes back this once.
+#[server(prefix = "/sfn", endpoint = "create_webhook")]
+pub async fn create_webhook(url: String) -> Result<NewWebhook, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.create_webhook(&who, &url, Utc::now()).await?)
+}
+
+/// What a lead does to one webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WebhookAction {
+    Test,
+    Enable,
+    Delete,
+}
+
+/// Sends a test to, enables or deletes one of the team's webhooks.
+#[server(prefix = "/sfn", endpoint = "webhook_action")]
+pub async fn act_on_webhook(id: i64, action: WebhookAction) -> Result<(), AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    let engine = server::engine()?;
+    let now = Utc::now();
+    match action {
+        WebhookAction::Test => engine.test_webhook(&who, id, now).await.map(|_| ())?,
+        WebhookAction::Enable => engine.enable_webhook(&who, id, now).await.map(|_| ())?,
+        WebhookAction::Delete => engine.delete_webhook(&who, id, now).await?,
+    }
+    Ok(())
+}

@@ -88,6 +88,16 @@ pub fn App() -> impl IntoView {
                         ssr=SsrMode::Async
                     />
                     <Route path=path!("/settings/tokens") view=pages::settings::tokens::TokensPage ssr=SsrMode::Async />
+                    <Route
+                        path=path!("/settings/notifications")
+                        view=pages::settings::notifications::NotificationSettingsPage
+                        ssr=SsrMode::Async
+                    />
+                    <Route
+                        path=path!("/settings/calendar")
+                        view=pages::settings::calendar::CalendarPage
+                        ssr=SsrMode::Async
+                    />
                 </Routes>
             </Layout>
         </Router>

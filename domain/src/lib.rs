@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod identity;
 pub mod metering;
 pub mod money;
+pub mod notice;
 pub mod offering;
 pub mod placement;
 pub mod policy;

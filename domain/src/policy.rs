@@ -47,6 +47,14 @@ pub struct Policy {
     /// it and warns when the forecast crosses it); `None`: no budget.
     #[serde(default)]
     pub monthly_budget_dollars: Option<u32>,
+    /// The thresholds of the budget, in percent, that notify the team's leads (each once a
+    /// month for the spend so far and once for the forecast).
+    #[serde(default = "default_budget_alerts")]
+    pub budget_alert_percents: Vec<u32>,
+}
+
+fn default_budget_alerts() -> Vec<u32> {
+    crate::notice::DEFAULT_BUDGET_ALERTS.to_vec()
 }
 
 /// A team's own price for an offering, in cents per unit-hour.
@@ -86,6 +94,7 @@ impl Default for Policy {
             burst_max_hours: Some(24),
             rate_overrides: BTreeMap::new(),
             monthly_budget_dollars: None,
+            budget_alert_percents: default_budget_alerts(),
         }
     }
 }
@@ -117,6 +126,9 @@ pub struct PolicyPatch {
     pub rate_overrides: Option<BTreeMap<String, Option<RateOverride>>>,
     #[serde(default, with = "double_option")]
     pub monthly_budget_dollars: Option<Option<u32>>,
+    /// Percentages of the budget that notify the team (1 to 1,000, at most 5; `[]`: none).
+    #[serde(default)]
+    pub budget_alert_percents: Option<Vec<u32>>,
 }
 
 /// The OpenAPI schema of [`PolicyPatch::rate_overrides`] (utoipa cannot derive a map of optional
@@ -194,6 +206,18 @@ impl Policy {
         }
         if let Some(v) = patch.monthly_budget_dollars {
             p.monthly_budget_dollars = v;
+        }
+        if let Some(percents) = &patch.budget_alert_percents {
+            if percents.len() > 5 || percents.iter().any(|p| !(1..=1000).contains(p)) {
+                return Err(PolicyError {
+                    field: "budget_alert_percents",
+                    message: "give at most 5 thresholds, each from 1 to 1000 percent of the budget".to_owned(),
+                });
+            }
+            let mut percents = percents.clone();
+            percents.sort_unstable();
+            percents.dedup();
+            p.budget_alert_percents = percents;
         }
         if let Some(rates) = &patch.rate_overrides {
             for (offering, rate) in rates {

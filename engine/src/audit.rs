@@ -30,6 +30,11 @@ impl<'a> Change<'a> {
             detail: detail.into(),
         }
     }
+
+    /// A change to one of a tenant's webhooks.
+    pub fn webhook(action: &'a str, id: i64, tenant_id: i64, detail: impl Into<String>) -> Self {
+        Change { object_type: "webhook", ..Change::reservation(action, id, tenant_id, detail) }
+    }
 }
 
 impl Engine {

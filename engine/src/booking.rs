@@ -7,6 +7,7 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::index::{Narrowed, Snapshot};
+use crate::store::notices::{NewNotice, Recipients};
 use crate::store::reservations::{
     is_overlap, CancelPlan, Clash, EndChange, Inserted, NewReservation, ReservationFilter,
 };
@@ -16,6 +17,7 @@ use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use tenantry_domain::availability::{self, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
+use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
@@ -378,6 +380,7 @@ impl Engine {
                         ),
                     );
                     self.record(who, change, now).await;
+                    self.tell_booked(who, tenant_id, id, &new, now).await;
                     let detail = self.reservation_detail(who, id).await?;
                     return Ok(Booked { detail, replayed: false });
                 }
@@ -408,6 +411,51 @@ impl Engine {
         } else {
             format!("another booking took this capacity at the same moment: {}", describe(&last_clash))
         }))
+    }
+
+    /// Tells the lead their booking is scheduled or waits for approval, and the admins that an
+    /// approval waits.
+    async fn tell_booked(&self, who: &Identity, tenant_id: i64, id: i64, new: &NewReservation, now: DateTime<Utc>) {
+        let what = format!(
+            "Reservation #{id} ({} × {}, {} to {} UTC)",
+            new.quantity,
+            new.offering_id,
+            new.window.start.format("%Y-%m-%d %H:%M"),
+            new.window.end.format("%Y-%m-%d %H:%M")
+        );
+        let team = who.tenant.as_ref().map_or("", |t| t.slug.as_str());
+        let lead = Recipients::User(who.user_id);
+        match (new.state, new.approval_deadline) {
+            (ReservationState::PendingApproval, Some(deadline)) => {
+                let why = new.decision_reason.as_deref().unwrap_or("it is past a soft limit");
+                let until = deadline.format("%Y-%m-%d %H:%M");
+                let message =
+                    format!("{what} waits for an admin's approval: {why}. It holds its capacity until {until} UTC.");
+                self.tell(
+                    NewNotice::new(NoticeKind::AwaitingApproval, lead, message).team(tenant_id).reservation(id),
+                    now,
+                )
+                .await;
+                let message = format!(
+                    "Team {team} asks for approval of {what}, {}: {why}. Decide on Admin → Approvals before {until} UTC,                      when its hold lapses.",
+                    new.price
+                );
+                self.tell(
+                    NewNotice::new(NoticeKind::ApprovalWaiting, Recipients::Admins, message).reservation(id),
+                    now,
+                )
+                .await;
+            }
+            _ => {
+                let message =
+                    format!("{what} is scheduled, for {}. Provisioning begins shortly before it starts.", new.price);
+                self.tell(
+                    NewNotice::new(NoticeKind::BookingScheduled, lead, message).team(tenant_id).reservation(id),
+                    now,
+                )
+                .await;
+            }
+        }
     }
 
     /// One of the caller's team's reservations with the slices it holds; another team's answers

@@ -25,6 +25,33 @@ pub struct EngineConfig {
     /// The portal's public URL (`TENANTRY_PUBLIC_URL`), for absolute links such as calendar
     /// feeds; without it the request's own origin is used.
     pub public_url: Option<String>,
+    /// How notices leave the portal (e-mail, webhooks).
+    pub notices: NoticeConfig,
+}
+
+/// How notices are sent: the SMTP server and sender (`TENANTRY_SMTP_URL`, `TENANTRY_MAIL_FROM`;
+/// without a URL nothing is e-mailed), how deliveries retry and when a webhook is disabled.
+#[derive(Debug, Clone)]
+pub struct NoticeConfig {
+    pub smtp_url: Option<String>,
+    pub mail_from: String,
+    pub delivery: tenantry_domain::notice::DeliveryPolicy,
+    /// The longest an SMTP exchange or a webhook's answer may take.
+    pub send_timeout: std::time::Duration,
+    /// How often an idle delivery worker looks for due deliveries (retries, other instances').
+    pub poll: std::time::Duration,
+}
+
+impl Default for NoticeConfig {
+    fn default() -> Self {
+        NoticeConfig {
+            smtp_url: None,
+            mail_from: "Tenantry <tenantry@localhost>".to_owned(),
+            delivery: Default::default(),
+            send_timeout: std::time::Duration::from_secs(10),
+            poll: std::time::Duration::from_secs(5),
+        }
+    }
 }
 
 /// How the provisioning queue runs.
@@ -72,6 +99,7 @@ impl Default for EngineConfig {
             sample_every: Duration::seconds(60),
             health_checks_per_hour: 20,
             public_url: None,
+            notices: NoticeConfig::default(),
         }
     }
 }

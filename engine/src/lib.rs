@@ -16,6 +16,7 @@ pub mod identity;
 pub mod index;
 pub mod inventory;
 pub mod metering;
+pub mod notices;
 pub mod offerings;
 pub mod policy;
 pub mod provisioning;
@@ -35,6 +36,8 @@ mod identity_tests;
 mod inventory_tests;
 #[cfg(test)]
 mod metering_tests;
+#[cfg(test)]
+mod notices_tests;
 #[cfg(test)]
 mod offerings_tests;
 #[cfg(test)]
@@ -72,6 +75,8 @@ pub struct Engine {
     /// Reservations whose timeline gained events (this instance's steps, and other instances'
     /// through [`provisioning::follow_timelines`]): live timelines wake on it.
     pub timeline_changes: tokio::sync::broadcast::Sender<i64>,
+    /// How notices leave the portal (SMTP, webhooks) and the delivery workers' wake-up.
+    pub(crate) outbox: std::sync::Arc<notices::Outbox>,
 }
 
 impl Engine {
@@ -81,6 +86,7 @@ impl Engine {
     pub fn new(store: Store, config: EngineConfig) -> Self {
         let booking_locks = tenantry_domain::GpuModel::ALL.iter().map(|_| tokio::sync::Mutex::new(())).collect();
         let driver = std::sync::Arc::new(driver::sim::SimDriver::new(store.clone(), Default::default()));
+        let outbox = std::sync::Arc::new(notices::Outbox::new(&config.notices));
         Engine {
             store,
             config,

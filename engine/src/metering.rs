@@ -121,6 +121,29 @@ impl Engine {
         Ok(metering::statement(&tenant, month, &items, &credits, &self.config.cancellation, now))
     }
 
+    /// The caller's team's month against its budget, with its alert thresholds.
+    pub async fn budget(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<tenantry_domain::notice::Budget> {
+        self.team_budget(tenant_of(who)?, now).await
+    }
+
+    /// A team's month against its budget (what `GET /api/v1/budget` answers and the budget
+    /// alerts are measured on).
+    pub(crate) async fn team_budget(
+        &self,
+        tenant_id: i64,
+        now: DateTime<Utc>,
+    ) -> EngineResult<tenantry_domain::notice::Budget> {
+        let month = Month::of(now);
+        let span = month.window();
+        let metered = self.metered_items(Some(tenant_id), span).await?;
+        let credits = self.store.credits_in(Some(tenant_id), span).await?;
+        let lines = metering::lines(&metered, &credits, span, &self.config.cancellation, now);
+        let policy = self.policy_of(tenant_id).await?;
+        let budget = policy.monthly_budget_dollars.map(|d| Cents(i64::from(d) * 100));
+        let forecast = metering::forecast(month, &lines, budget, now);
+        Ok(tenantry_domain::notice::Budget::of(&forecast, &policy.budget_alert_percents))
+    }
+
     /// The Chargeback page: this month against the budget, spend by week (eight weeks back, four
     /// ahead), this month by offering and per reservation with its use, six months of statements.
     pub async fn chargeback_overview(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<ChargebackOverview> {

@@ -5,6 +5,7 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
+use crate::store::notices::{NewNotice, Recipients};
 use crate::store::policy::AfterDecision;
 use crate::store::policy::NotificationRow;
 use crate::store::reservations::{Inserted, NewReservation};
@@ -13,6 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 use tenantry_domain::availability;
 use tenantry_domain::booking::default_options;
+use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::policy::{
     self, ApprovalItem, Ask, BurstInput, Decision, DefaultPolicy, Holding, Policy, PolicyPatch, QuotaEffect,
@@ -255,7 +257,11 @@ impl Engine {
         }
         self.queue_wakeup.notify_one();
         let message = format!("Reservation #{id} ({} × {}) was approved.", r.quantity, r.offering);
-        self.store.notify(requester, &message, Some(id), now).await?;
+        self.tell(
+            NewNotice::new(NoticeKind::Approved, Recipients::User(requester), message).team(tenant_id).reservation(id),
+            now,
+        )
+        .await;
         let change = Change::reservation("reservation.approved", id, tenant_id, reason);
         self.record(who, change, now).await;
         self.admin_detail(id).await
@@ -284,7 +290,11 @@ impl Engine {
         }
         self.refresh_reservation_gpus(id, now).await?;
         let message = format!("Reservation #{id} ({} × {}) was rejected: {reason}", r.quantity, r.offering);
-        self.store.notify(requester, &message, Some(id), now).await?;
+        self.tell(
+            NewNotice::new(NoticeKind::Rejected, Recipients::User(requester), message).team(tenant_id).reservation(id),
+            now,
+        )
+        .await;
         let change = Change::reservation("reservation.rejected", id, tenant_id, decision);
         self.record(who, change, now).await;
         self.admin_detail(id).await
@@ -307,7 +317,8 @@ impl Engine {
                     "Reservation #{id} ({} × {}) was released: {reason}. Book again or ask an admin.",
                     r.quantity, r.offering
                 );
-                self.store.notify(requester, &message, Some(id), now).await?;
+                let notice = NewNotice::new(NoticeKind::HoldLapsed, Recipients::User(requester), message);
+                self.tell(notice.team(tenant_id).reservation(id), now).await;
                 self.record_system(Change::reservation("reservation.hold_expired", id, tenant_id, reason), now).await;
             }
         }
@@ -345,7 +356,8 @@ impl Engine {
                     r.offering,
                     r.end.format("%Y-%m-%d %H:%M")
                 );
-                self.store.notify(requester, &message, Some(burst), now).await?;
+                let notice = NewNotice::new(NoticeKind::Preempted, Recipients::User(requester), message);
+                self.tell(notice.team(tenant_id).reservation(burst), now).await;
                 let detail = format!("preempted by reservation #{by}; ends at {}", r.end);
                 self.record_system(Change::reservation("burst.preempted", burst, tenant_id, detail), now).await;
             }

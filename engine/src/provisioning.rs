@@ -9,10 +9,12 @@ use crate::booking::tenant_of;
 use crate::driver::{DriverError, EffectKey, NodeTarget, TenantTarget};
 use crate::error::{EngineError, EngineResult};
 use crate::store::jobs::{ClaimedJob, Completion, HealthCheckRequest, JobEffect, NextMove, StepRecord};
+use crate::store::notices::{NewNotice, Recipients};
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use tenantry_domain::availability;
+use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::provisioning::Timeline;
 use tenantry_domain::provisioning::{self as rules, JobKind, Step, StepEvent, StepStatus};
@@ -354,8 +356,7 @@ impl Engine {
                 Some(problem) if job.kind == JobKind::Release => {
                     // The window is over: the node only needs to stay out of the pool.
                     let reason = format!("failed the health check after a reservation: {problem}");
-                    self.store.quarantine_node(node.node_id, &reason, now).await?;
-                    self.refresh_nodes(std::slice::from_ref(node), now).await?;
+                    self.quarantine(node, &reason, now).await?;
                     lines.push(format!("{}: {problem}; quarantined", node.hostname));
                 }
                 Some(problem) => {
@@ -388,8 +389,7 @@ impl Engine {
         let now = Utc::now();
         let offering = self.offering_priced_for(Some(tenant_id), &r.offering, now).await?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
-        self.store.quarantine_node(failed.node_id, reason, now).await?;
-        self.refresh_nodes(std::slice::from_ref(failed), now).await?;
+        self.quarantine(failed, reason, now).await?;
         let start = tenantry_domain::window::floor_minute(now).max(r.start);
         let lost_units = if offering.grain == tenantry_domain::Grain::Node { 1 } else { failed.gpus.len() as u32 };
         let Ok(window) = Window::new(start, r.end) else {
@@ -440,7 +440,7 @@ impl Engine {
                         "Reservation #{}: node {} {reason}. It was quarantined and replaced by {with}; the reservation is degraded until the replacement passes its tests.",
                         r.id, failed.hostname
                     );
-                    self.tell_team(r.id, &message, now).await?;
+                    self.tell_requester(NoticeKind::Replaced, r.id, message.clone(), now).await;
                     self.record_system(Change::reservation("node.replaced", r.id, tenant_id, message.as_str()), now)
                         .await;
                     return Ok(Replacement::Replaced(with));
@@ -470,15 +470,20 @@ impl Engine {
             "Reservation #{}: node {} {reason}. No replacement was free, so it runs on fewer units; {credit} is credited to your next statement.",
             r.id, failed.hostname
         );
-        self.tell_team(r.id, &message, now).await?;
+        self.tell_requester(NoticeKind::Degraded, r.id, message.clone(), now).await;
         self.record_system(Change::reservation("node.lost", r.id, tenant_id, message.as_str()), now).await;
         Ok(Replacement::Lost(credit))
     }
 
-    async fn tell_team(&self, reservation_id: i64, message: &str, now: DateTime<Utc>) -> EngineResult<()> {
-        if let Some((_, requester, _)) = self.store.reservation_for_admin(reservation_id).await? {
-            self.store.notify(requester, message, Some(reservation_id), now).await?;
-        }
+    /// Takes a node out of service for `reason` and tells the admins.
+    async fn quarantine(&self, node: &NodeTarget, reason: &str, now: DateTime<Utc>) -> EngineResult<()> {
+        self.store.quarantine_node(node.node_id, reason, now).await?;
+        self.refresh_nodes(std::slice::from_ref(node), now).await?;
+        let message = format!(
+            "Node {} was quarantined: it {reason}. It takes no new work until an admin restores it on Admin → Fleet.",
+            node.hostname
+        );
+        self.tell(NewNotice::new(NoticeKind::NodeQuarantined, Recipients::Admins, message), now).await;
         Ok(())
     }
 

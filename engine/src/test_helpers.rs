@@ -31,3 +31,162 @@ pub fn starting_now(offering: &str, quantity: i64, hours: i64, placement: &str) 
         ..ask(offering, quantity, start, hours)
     }
 }
+
+/// A real SMTP server on loopback (`scripts/smtp-sink.py`, aiosmtpd) that saves what it accepts
+/// as files; stopped when dropped. With `auth`, it requires those credentials.
+pub struct SmtpSink {
+    pub port: u16,
+    pub dir: std::path::PathBuf,
+    _child: tokio::process::Child,
+}
+
+impl SmtpSink {
+    pub async fn start(auth: Option<(&str, &str)>) -> SmtpSink {
+        use tokio::io::AsyncBufReadExt;
+        let dir = std::env::temp_dir().join("tenantry-tests").join(format!("mail-{}", crate::calendar::new_secret()));
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/smtp-sink.py");
+        let mut command = tokio::process::Command::new("python3");
+        command.arg(script).arg("--dir").arg(&dir).stdout(std::process::Stdio::piped()).kill_on_drop(true);
+        if let Some((user, password)) = auth {
+            command.args(["--user", user, "--password", password]);
+        }
+        let mut child = command.spawn().expect("python3 runs scripts/smtp-sink.py");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("the SMTP sink starts within 20 s")
+            .unwrap()
+            .unwrap_or_else(|| panic!("the SMTP sink did not start: is aiosmtpd installed (pip install aiosmtpd)?"));
+        let port = line.rsplit(':').next().and_then(|p| p.trim().parse().ok()).expect("listening on HOST:PORT");
+        SmtpSink { port, dir, _child: child }
+    }
+
+    /// The messages received so far, oldest first, each as its raw text.
+    pub fn messages(&self) -> Vec<String> {
+        let mut names: Vec<_> = std::fs::read_dir(&self.dir)
+            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        names.retain(|p: &std::path::PathBuf| p.extension().is_some_and(|e| e == "eml"));
+        names.sort();
+        names.iter().map(|p| std::fs::read_to_string(p).unwrap()).collect()
+    }
+}
+
+/// One POST a [`WebhookReceiver`] received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub headers: std::collections::HashMap<String, String>,
+    pub body: String,
+    /// Whether `X-Tenantry-Signature` checked out with the receiver's secret, computed here
+    /// with HMAC-SHA256 over `<t>.<body>`, and `t` is within five minutes of now.
+    pub signed: bool,
+}
+
+/// A real HTTP server on loopback that records the POSTs it gets, checks their signatures with
+/// its secret, and answers each with the next status of its script (200 once the script runs out).
+#[derive(Clone)]
+pub struct WebhookReceiver {
+    pub url: String,
+    pub secret: std::sync::Arc<std::sync::Mutex<String>>,
+    pub received: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+    pub answers: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u16>>>,
+}
+
+impl WebhookReceiver {
+    pub async fn start() -> WebhookReceiver {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let receiver = WebhookReceiver {
+            url: format!("http://{}/hook", listener.local_addr().unwrap()),
+            secret: Default::default(),
+            received: Default::default(),
+            answers: Default::default(),
+        };
+        let r = receiver.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let r = r.clone();
+                tokio::spawn(async move {
+                    let mut data = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    // Headers, then as much body as Content-Length says.
+                    let (head, length) = loop {
+                        let n = socket.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&data[..end]).to_string();
+                            let length = head
+                                .lines()
+                                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+                                .and_then(|v| v.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            data.drain(..end + 4);
+                            break (head, length);
+                        }
+                    };
+                    while data.len() < length {
+                        let n = socket.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                    }
+                    let headers: std::collections::HashMap<String, String> = head
+                        .lines()
+                        .skip(1)
+                        .filter_map(|l| l.split_once(':'))
+                        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                        .collect();
+                    let body = String::from_utf8_lossy(&data).to_string();
+                    let secret = r.secret.lock().unwrap().clone();
+                    let signed = headers.get("x-tenantry-signature").is_some_and(|s| verify(&secret, s, &body));
+                    r.received.lock().unwrap().push(Received { headers, body, signed });
+                    let status = r.answers.lock().unwrap().pop_front().unwrap_or(200);
+                    let answer =
+                        format!("HTTP/1.1 {status} Scripted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        receiver
+    }
+
+    /// The bodies received so far, parsed.
+    pub fn bodies(&self) -> Vec<serde_json::Value> {
+        self.received.lock().unwrap().iter().map(|r| serde_json::from_str(&r.body).unwrap()).collect()
+    }
+
+    pub fn kinds(&self) -> Vec<String> {
+        self.bodies().iter().map(|b| b["kind"].as_str().unwrap_or_default().to_owned()).collect()
+    }
+
+    /// Answers the next POSTs with these statuses, then 200.
+    pub fn answer(&self, statuses: &[u16]) {
+        self.answers.lock().unwrap().extend(statuses);
+    }
+}
+
+/// Checks `t=<t>,v1=<hex>` against HMAC-SHA256(secret, "<t>.<body>") the way a receiver would.
+fn verify(secret: &str, header: &str, body: &str) -> bool {
+    use hmac::Mac;
+    let mut t = None;
+    let mut v1 = None;
+    for part in header.split(',') {
+        match part.split_once('=') {
+            Some(("t", value)) => t = value.parse::<i64>().ok(),
+            Some(("v1", value)) => v1 = hex::decode(value).ok(),
+            _ => {}
+        }
+    }
+    let (Some(t), Some(v1)) = (t, v1) else { return false };
+    if (Utc::now().timestamp() - t).abs() > 300 {
+        return false;
+    }
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{t}.{body}").as_bytes());
+    mac.verify_slice(&v1).is_ok()
+}

@@ -244,6 +244,8 @@ pub struct ServeArgs {
     pub queue: QueueArgs,
     #[command(flatten)]
     pub metering: MeteringArgs,
+    #[command(flatten)]
+    pub notices: NoticeArgs,
     /// When set, `/metrics` requires `Authorization: Bearer <this token>`.
     #[arg(long, env = "TENANTRY_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
@@ -317,6 +319,10 @@ impl ServeArgs {
         };
         config.sample_every = chrono::Duration::seconds(i64::from(self.metering.sample_seconds.max(1)));
         config.public_url = self.public_url.clone();
+        let n = &self.notices;
+        config.notices.smtp_url = n.smtp_url.clone();
+        config.notices.mail_from = n.mail_from.clone();
+        config.notices.delivery.disable_after = n.webhook_disable_after.max(1);
         config
     }
 
@@ -336,6 +342,21 @@ impl ServeArgs {
             seed: q.sim_seed,
         })
     }
+}
+
+/// Where notices go besides the in-app list: e-mail and webhooks.
+#[derive(Debug, Clone, Args)]
+pub struct NoticeArgs {
+    /// The SMTP server for e-mail notices: `smtp://host:port` (plain), `smtp://user:pass@host:587?tls=required`
+    /// (STARTTLS), `smtps://user:pass@host:465` (TLS); unset: nothing is e-mailed.
+    #[arg(long, env = "TENANTRY_SMTP_URL", hide_env_values = true)]
+    pub smtp_url: Option<String>,
+    /// The sender of e-mail notices.
+    #[arg(long, env = "TENANTRY_MAIL_FROM", default_value = "Tenantry <tenantry@localhost>")]
+    pub mail_from: String,
+    /// Failed delivery attempts in a row after which a webhook is disabled (its team is told).
+    #[arg(long, env = "TENANTRY_WEBHOOK_DISABLE_AFTER", default_value_t = 20)]
+    pub webhook_disable_after: u32,
 }
 
 /// Single sign-on with an OpenID provider; on when `OIDC_ISSUER_URL` is set.

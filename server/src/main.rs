@@ -120,7 +120,9 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
 
 async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(), String> {
     let sim = args.sim_config()?;
-    let engine = open(database_url, args.engine_config()).await?;
+    let config = args.engine_config();
+    tenantry_engine::notices::Outbox::check(&config.notices)?;
+    let engine = open(database_url, config).await?;
     let engine = with_fleet(engine, fleet, sim)?;
     if args.demo {
         tracing::warn!("DEMO MODE: anyone can sign in as any seeded user without a password");
@@ -153,6 +155,8 @@ async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(),
     });
     let sampler = (args.metering.sample_seconds > 0)
         .then(|| tokio::spawn(tenantry_engine::metering::run_sampler(engine.clone(), shutdown.clone())));
+    let deliveries = tokio::spawn(tenantry_engine::notices::run_deliveries(engine.clone(), shutdown.clone()));
+    let due_notices = tokio::spawn(tenantry_engine::notices::run_due_notices(engine.clone(), shutdown.clone()));
     let session_store = sessions::DbSessionStore::open(&engine.store)
         .await
         .map_err(|e| format!("cannot prepare the session table: {e}"))?;
@@ -192,7 +196,8 @@ async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(),
         .map_err(|e| format!("server error: {e}"))?;
     // Running steps finish (or go back to the queue) before the database closes.
     let _ = stop_workers.send(true);
-    for worker in workers.into_iter().chain(sampler).chain(slurm_sync).chain([session_cleanup]) {
+    for worker in workers.into_iter().chain(sampler).chain(slurm_sync).chain([session_cleanup, deliveries, due_notices])
+    {
         let _ = worker.await;
     }
     engine.store.close().await;

@@ -74,6 +74,15 @@ api_table! {
     post "/bursts" Tenant => api::bursts::create;
     get "/notifications" SignedIn => api::notifications::list;
     post "/notifications/read" SignedIn => api::notifications::mark_read;
+    get "/notifications/preferences" SignedIn => api::notices::preferences;
+    patch "/notifications/preferences" SignedIn => api::notices::set_preferences;
+    get "/webhooks" Tenant => api::notices::webhooks;
+    post "/webhooks" Tenant => api::notices::create_webhook;
+    get "/webhooks/{id}" Tenant => api::notices::webhook;
+    delete "/webhooks/{id}" Tenant => api::notices::delete_webhook;
+    post "/webhooks/{id}/test" Tenant => api::notices::test_webhook;
+    post "/webhooks/{id}/enable" Tenant => api::notices::enable_webhook;
+    get "/budget" Tenant => api::notices::budget;
     get "/admin/nodes" Admin => api::fleet::nodes;
     post "/admin/nodes/{hostname}/drain" Admin => api::fleet::drain;
     post "/admin/nodes/{hostname}/restore" Admin => api::fleet::restore;

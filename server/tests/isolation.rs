@@ -82,8 +82,19 @@ mod isolation {
         // acme's calendar feeds, which no other team's call may change or open.
         let (_, feeds) = w.app.get("/api/v1/calendar", Some(&w.acme)).await;
         let acme_feeds: Value = serde_json::from_str(&feeds).unwrap();
+        // acme's webhook and notice preferences, which no other team's call may reach or change.
+        let acme_hook = w.app.engine.create_webhook(&acme_lead, "https://hooks.acme.example/t", chrono::Utc::now());
+        let acme_hook = acme_hook.await.unwrap().webhook.webhook_id;
+        let (_, prefs) = w.app.get("/api/v1/notifications/preferences", Some(&w.acme)).await;
+        let acme_prefs: Value = serde_json::from_str(&prefs).unwrap();
         for route in API_ROUTES {
-            let object = if route.path.starts_with("/admin/users/") { acme_lead.user_id } else { id };
+            let object = if route.path.starts_with("/admin/users/") {
+                acme_lead.user_id
+            } else if route.path.starts_with("/webhooks/") {
+                acme_hook
+            } else {
+                id
+            };
             let path = format!(
                 "/api/v1{}",
                 route
@@ -129,6 +140,42 @@ mod isolation {
                     let theirs: Value = serde_json::from_str(&body).unwrap();
                     assert_ne!(theirs["personal_url"], acme_feeds["personal_url"]);
                     assert_ne!(theirs["team_url"], acme_feeds["team_url"]);
+                }
+                (Access::SignedIn, "patch", "/notifications/preferences") => {
+                    // The caller's own choices change, never acme's (checked at the end).
+                    let body = serde_json::json!({"kinds": [{"kind": "approved", "email": false}]}).to_string();
+                    let (code, _, body) = w.app.send(request(method, &path, &w.globex, Some(body))).await;
+                    assert_eq!(code, StatusCode::OK, "{body}");
+                    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["email"], "lead@globex.example");
+                }
+                (Access::Tenant, "get", "/webhooks") => {
+                    let (code, body) = w.app.get(&path, Some(&w.globex)).await;
+                    assert_eq!(code, StatusCode::OK);
+                    assert!(!body.contains("hooks.acme.example"), "{body}");
+                }
+                (Access::Tenant, "post", "/webhooks") => {
+                    let hook = serde_json::json!({"url": "https://hooks.globex.example/t"});
+                    let mut naming = hook.clone();
+                    naming["tenant"] = "acme".into();
+                    let (code, _, _) = w.app.send(request(method, &path, &w.globex, Some(naming.to_string()))).await;
+                    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "a body cannot name a tenant");
+                    let (code, _, created) =
+                        w.app.send(request(method, &path, &w.globex, Some(hook.to_string()))).await;
+                    assert_eq!(code, StatusCode::CREATED, "{created}");
+                }
+                (Access::Tenant, "get", "/budget") => {
+                    let (code, body) = w.app.get(&path, Some(&w.globex)).await;
+                    assert_eq!(code, StatusCode::OK, "{body}");
+                    let mine = w.app.engine.budget(&acme_lead, chrono::Utc::now()).await.unwrap();
+                    let theirs: Value = serde_json::from_str(&body).unwrap();
+                    assert_ne!(theirs["budget_cents"].as_i64(), mine.budget_cents.map(|c| c.0), "globex's own budget");
+                }
+                (Access::Tenant, "get", "/webhooks/{id}")
+                | (Access::Tenant, "delete", "/webhooks/{id}")
+                | (Access::Tenant, "post", "/webhooks/{id}/test")
+                | (Access::Tenant, "post", "/webhooks/{id}/enable") => {
+                    let got = status(&w.app, request(method, &path, &w.globex, None)).await;
+                    assert_eq!(got, StatusCode::NOT_FOUND, "{method} {path} with another tenant's credentials");
                 }
                 (Access::SignedIn, "get", _) => {
                     assert_eq!(status(&w.app, request(method, &path, &w.globex, None)).await, StatusCode::OK, "{path}");
@@ -240,6 +287,15 @@ mod isolation {
             assert!(body.contains("NotFound"), "{endpoint}: {code} {body}");
             assert_eq!(code, StatusCode::NOT_FOUND, "server functions answer client mistakes with 4xx, not 500");
         }
+        for action in ["Test", "Enable", "Delete"] {
+            let req = globex_session
+                .apply(Request::post("/sfn/act_on_webhook"))
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(format!("id={acme_hook}&action={action}")))
+                .unwrap();
+            let (code, _, body) = w.app.send(req).await;
+            assert_eq!(code, StatusCode::NOT_FOUND, "{action} on acme's webhook: {body}");
+        }
         // A malformed argument is the caller's mistake, answered as such.
         let req = globex_session
             .apply(Request::post("/sfn/get_reservation"))
@@ -249,6 +305,10 @@ mod isolation {
         let (code, _, body) = w.app.send(req).await;
         assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
         assert_eq!(acme_view(&w).await, before, "nothing of acme's changed");
+        // acme's webhook and preferences are as they were.
+        assert_eq!(w.app.engine.webhooks(&acme_lead).await.unwrap().len(), 1);
+        let (_, prefs) = w.app.get("/api/v1/notifications/preferences", Some(&w.acme)).await;
+        assert_eq!(serde_json::from_str::<Value>(&prefs).unwrap(), acme_prefs);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

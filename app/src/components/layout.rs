@@ -143,6 +143,13 @@ fn UserMenu(user: tenantry_domain::Identity, unread: u32) -> impl IntoView {
         >
             {if unread > 0 { format!("Notifications ({unread})") } else { "Notifications".to_owned() }}
         </a>
+        <a
+            href="/settings/notifications"
+            class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300"
+            data-testid="notification-settings-link"
+        >
+            "Settings"
+        </a>
         <a href="/settings/tokens" class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300">
             "API tokens"
         </a>

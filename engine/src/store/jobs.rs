@@ -4,11 +4,13 @@
 //! (it stalled, another claimed the job) cannot record anything. Finishes of several jobs share
 //! one transaction, so a worker commits a batch of quick steps at once.
 
+use super::notices::{NewNotice, Recipients};
 use super::{Backend, Store};
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use tenantry_domain::fleet::{FailedJob, QueueStats};
+use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::provisioning::{JobKind, JobState, Step, StepEvent, StepStatus};
 
 /// A job a worker holds.
@@ -137,6 +139,18 @@ pub(crate) const INSERT_JOB: &str =
 const INSERT_EVENT: &str =
     "insert into job_event (job_id, reservation_id, kind, step, status, at, attempt, duration_ms, detail) ";
 
+/// A reservation's team, requester and state, inside the caller's transaction.
+macro_rules! reservation_party {
+    ($tx:ident, $reservation_id:expr) => {{
+        let party: (i64, i64, String) =
+            sqlx::query_as("select tenant_id, requested_by, state from reservation where reservation_id = $1")
+                .bind($reservation_id)
+                .fetch_one(&mut *$tx)
+                .await?;
+        party
+    }};
+}
+
 /// Applies a [`JobEffect`] inside the completion's transaction.
 macro_rules! apply_effect {
     ($store:expr, $tx:ident, $effect:expr, $now:expr) => {
@@ -171,16 +185,14 @@ macro_rules! apply_effect {
                 .bind($now)
                 .execute(&mut *$tx)
                 .await?;
-                sqlx::query(
-                    "insert into notification (user_id, at, message, reservation_id)
-                     select requested_by, $2, 'Reservation #' || reservation_id || ' is ' || state
-                                              || ': its nodes passed acceptance and credentials are on its page.', reservation_id
-                     from reservation where reservation_id = $1",
-                )
-                .bind(reservation_id)
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?;
+                let (tenant_id, requester, state) = reservation_party!($tx, *reservation_id);
+                let message = format!(
+                    "Reservation #{reservation_id} is {state}: its nodes passed acceptance and credentials are on its page."
+                );
+                let told = NewNotice::new(NoticeKind::HandedOver, Recipients::User(requester), message)
+                    .team(tenant_id)
+                    .reservation(*reservation_id);
+                $crate::insert_notice!($tx, &told, $now);
             }
             JobEffect::Complete { reservation_id } => {
                 sqlx::query(
@@ -191,6 +203,34 @@ macro_rules! apply_effect {
                 .bind($now)
                 .execute(&mut *$tx)
                 .await?;
+                let (tenant_id, requester, state) = reservation_party!($tx, *reservation_id);
+                let wiped: Vec<(String, String, bool)> = sqlx::query_as(
+                    "select n.hostname, w.method, w.verified from wipe_certificate w join node n on n.node_id = w.node_id
+                     where w.reservation_id = $1 order by n.hostname",
+                )
+                .bind(reservation_id)
+                .fetch_all(&mut *$tx)
+                .await?;
+                let certificates = if wiped.is_empty() {
+                    "nothing had been set up on its nodes, so nothing needed wiping".to_owned()
+                } else {
+                    let each: Vec<String> = wiped
+                        .iter()
+                        .map(|(host, method, verified)| {
+                            format!("{host} ({method}{})", if *verified { ", verified" } else { ", NOT verified" })
+                        })
+                        .collect();
+                    format!("wipe certificates: {}", each.join("; "))
+                };
+                let ended = if state == "completed" { "ended" } else { "was released" };
+                let message = format!(
+                    "Reservation #{reservation_id} {ended}: its nodes were returned to the pool; {certificates}. The certificates are on its page."
+                );
+                let told = NewNotice::new(NoticeKind::Ended, Recipients::User(requester), message)
+                    .team(tenant_id)
+                    .reservation(*reservation_id)
+                    .once(format!("ended:r{reservation_id}"));
+                $crate::insert_notice!($tx, &told, $now);
             }
             JobEffect::FailReservation { reservation_id, reason } => {
                 let failed = sqlx::query(
@@ -218,17 +258,13 @@ macro_rules! apply_effect {
                     // A reservation that failed while degraded already has one, at its end.
                     move_release!($tx, reservation_id, $now, $now);
                 }
-                sqlx::query(
-                    "insert into notification (user_id, at, message, reservation_id)
-                     select requested_by, $2, 'Reservation #' || reservation_id || ' could not be set up: ' || $3
-                                              || ' An admin has been alerted.', reservation_id
-                     from reservation where reservation_id = $1",
-                )
-                .bind(reservation_id)
-                .bind($now)
-                .bind(reason)
-                .execute(&mut *$tx)
-                .await?;
+                let (tenant_id, requester, _) = reservation_party!($tx, *reservation_id);
+                let message =
+                    format!("Reservation #{reservation_id} could not be set up: {reason} An admin has been alerted.");
+                let told = NewNotice::new(NoticeKind::SetupFailed, Recipients::User(requester), message)
+                    .team(tenant_id)
+                    .reservation(*reservation_id);
+                $crate::insert_notice!($tx, &told, $now);
             }
         }
     };
@@ -487,6 +523,22 @@ impl Store {
                 }
                 for effect in &c.effects {
                     apply_effect!(self, tx, effect, now);
+                }
+                if let NextMove::Fail(error) = &c.next {
+                    // Admins hear of every job that failed for good (they can retry it).
+                    let what = match job.reservation_id {
+                        Some(id) => format!("{} job #{} of reservation #{id}", job.kind, job.job_id),
+                        None => format!("{} job #{}", job.kind, job.job_id),
+                    };
+                    let message =
+                        format!("The {what} failed at step {} after {} attempts: {error}", job.step, job.attempt);
+                    let told = NewNotice::new(NoticeKind::JobFailed, Recipients::Admins, message)
+                        .once(format!("job_failed:{}:{}", job.job_id, job.lease_token));
+                    let told = match job.reservation_id {
+                        Some(id) => told.reservation(id),
+                        None => told,
+                    };
+                    crate::insert_notice!(tx, &told, now);
                 }
             }
             for chunk in events.chunks(500) {

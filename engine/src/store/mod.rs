@@ -80,6 +80,7 @@ pub mod inventory;
 pub mod jobs;
 pub mod maintenance;
 pub mod metering;
+pub mod notices;
 pub mod offerings;
 pub mod policy;
 pub mod provisioning;

@@ -36,6 +36,14 @@ pub struct NotificationRow {
     pub message: String,
     pub reservation_id: Option<i64>,
     pub read_at: Option<DateTime<Utc>>,
+    /// The notice's kind (`domain::notice::NoticeKind`), or `general` for notices written
+    /// before kinds existed.
+    #[serde(default = "general")]
+    pub kind: String,
+}
+
+fn general() -> String {
+    "general".to_owned()
 }
 
 const LIVE_STATES: &str = "('pending_approval', 'scheduled', 'provisioning', 'active', 'degraded', 'releasing')";
@@ -230,30 +238,11 @@ impl Store {
         Ok(ids)
     }
 
-    pub async fn notify(
-        &self,
-        user_id: i64,
-        message: &str,
-        reservation_id: Option<i64>,
-        now: DateTime<Utc>,
-    ) -> EngineResult<()> {
-        write_tx!(self, |tx| {
-            sqlx::query("insert into notification (user_id, at, message, reservation_id) values ($1, $2, $3, $4)")
-                .bind(user_id)
-                .bind(now)
-                .bind(message)
-                .bind(reservation_id)
-                .execute(&mut *tx)
-                .await?;
-        });
-        Ok(())
-    }
-
     /// A user's notifications, newest first (the latest 100).
     pub async fn notifications(&self, user_id: i64) -> EngineResult<Vec<NotificationRow>> {
         let rows = on_pool!(self, |pool| {
             sqlx::query_as::<_, NotificationRow>(
-                "select notification_id, at, message, reservation_id, read_at from notification
+                "select notification_id, at, message, reservation_id, read_at, kind from notification
                  where user_id = $1 order by at desc, notification_id desc limit 100",
             )
             .bind(user_id)

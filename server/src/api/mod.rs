@@ -12,6 +12,7 @@ pub mod chargeback;
 pub mod fleet;
 pub mod input;
 pub mod me;
+pub mod notices;
 pub mod notifications;
 pub mod offerings;
 pub mod openapi;

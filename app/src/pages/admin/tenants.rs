@@ -174,6 +174,7 @@ fn PolicyForm(
                     burst_max_gpus: Some(parse(&burst_gpus.get_untracked())),
                     burst_max_hours: Some(parse(&burst_hours.get_untracked())),
                     monthly_budget_dollars: Some(parse(&budget.get_untracked())),
+                    budget_alert_percents: None,
                     rate_overrides: Some(
                         rates
                             .with_value(|all| {

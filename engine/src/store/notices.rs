@@ -1,0 +1,572 @@
+//! Notices in the store: the notice (one event), the in-app notification of each person told of
+//! it, its deliveries (e-mail to each person whose preference says so, a POST to each of the
+//! team's live webhooks), each person's e-mail preferences, the team's webhooks, and the
+//! deliveries' queue (claims with leases, fenced completions, the attempt log).
+//!
+//! A notice and everything that fans out of it are written in one transaction ([`insert_notice!`]),
+//! inside the transaction of the change it tells of where there is one, so a change is never
+//! told without its notice being queued for every channel, and a notice with a `once_key` is
+//! written once whichever instance tries.
+
+use super::{Backend, Store};
+use crate::error::EngineResult;
+use crate::{on_pool, write_tx};
+use chrono::{DateTime, Utc};
+use tenantry_domain::notice::{DeliveryAttempt, NoticeKind, Webhook};
+
+/// Drops the queued deliveries of a webhook that will not be sent to again.
+macro_rules! drop_queued {
+    ($tx:ident, $webhook_id:expr, $now:expr) => {
+        sqlx::query("update delivery set state = 'dropped', updated_at = $2 where webhook_id = $1 and state = 'queued'")
+            .bind($webhook_id)
+            .bind($now)
+            .execute(&mut *$tx)
+            .await?
+    };
+}
+
+/// Who is told of a notice in the portal (and so, by their preferences, by e-mail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recipients {
+    /// One person (a reservation's requester).
+    User(i64),
+    /// Every enabled lead of a team.
+    Leads(i64),
+    /// Every enabled platform admin.
+    Admins,
+    /// Nobody in the portal: a webhook test.
+    Nobody,
+}
+
+/// A notice to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewNotice {
+    pub kind: NoticeKind,
+    /// The team it concerns (its webhooks get it); none for admins' notices about the fleet.
+    pub tenant_id: Option<i64>,
+    pub reservation_id: Option<i64>,
+    pub message: String,
+    pub recipients: Recipients,
+    /// Written at most once with this key (e.g. `budget:acme:2026-12:forecast:80`).
+    pub once_key: Option<String>,
+    /// Only this webhook (a test delivery), instead of every live webhook of the team.
+    pub only_webhook: Option<i64>,
+}
+
+impl NewNotice {
+    pub fn new(kind: NoticeKind, recipients: Recipients, message: impl Into<String>) -> NewNotice {
+        NewNotice {
+            kind,
+            tenant_id: None,
+            reservation_id: None,
+            message: message.into(),
+            recipients,
+            once_key: None,
+            only_webhook: None,
+        }
+    }
+
+    pub fn team(mut self, tenant_id: i64) -> Self {
+        self.tenant_id = Some(tenant_id);
+        self
+    }
+
+    pub fn reservation(mut self, reservation_id: i64) -> Self {
+        self.reservation_id = Some(reservation_id);
+        self
+    }
+
+    pub fn once(mut self, key: impl Into<String>) -> Self {
+        self.once_key = Some(key.into());
+        self
+    }
+}
+
+/// Writes `$notice` (a [`NewNotice`]) and fans it out, inside the caller's transaction `$tx`:
+/// the notice row, a notification for each recipient, an e-mail delivery for each recipient
+/// whose preference (or the kind's default) says so, and a webhook delivery for each live webhook of the notice's team. Evaluates to the notice's id,
+/// or `None` when its `once_key` was written before.
+#[macro_export]
+macro_rules! insert_notice {
+    ($tx:ident, $notice:expr, $now:expr) => {{
+        let notice: &$crate::store::notices::NewNotice = $notice;
+        let id: Option<i64> = sqlx::query_scalar(
+            "insert into notice (kind, tenant_id, reservation_id, message, at, once_key)
+             values ($1, $2, $3, $4, $5, $6) on conflict do nothing returning notice_id",
+        )
+        .bind(notice.kind.code())
+        .bind(notice.tenant_id)
+        .bind(notice.reservation_id)
+        .bind(&notice.message)
+        .bind($now)
+        .bind(&notice.once_key)
+        .fetch_optional(&mut *$tx)
+        .await?;
+        if let Some(id) = id {
+            use $crate::store::notices::Recipients;
+            // Who is told, as a filter on app_user and its argument, if any.
+            let (who, arg): (&str, Option<i64>) = match notice.recipients {
+                Recipients::User(u) => ("user_id = $6", Some(u)),
+                Recipients::Leads(t) => ("tenant_id = $6 and role = 'lead'", Some(t)),
+                Recipients::Admins => ("is_admin", None),
+                Recipients::Nobody => ("1 = 0", None),
+            };
+            let sql = format!(
+                "insert into notification (user_id, at, message, reservation_id, notice_id, kind)
+                 select user_id, $1, $2, $3, $4, $5 from app_user where disabled_at is null and {who}"
+            );
+            let mut told = sqlx::query(&sql)
+                .bind($now)
+                .bind(&notice.message)
+                .bind(notice.reservation_id)
+                .bind(id)
+                .bind(notice.kind.code());
+            if let Some(arg) = arg {
+                told = told.bind(arg);
+            }
+            told.execute(&mut *$tx).await?;
+            {
+                sqlx::query(
+                    "insert into delivery (notice_id, channel, user_id, state, run_at, created_at, updated_at)
+                     select n.notice_id, 'email', n.user_id, 'queued', $2, $2, $2 from notification n
+                     left join notice_preference p on p.user_id = n.user_id and p.kind = $3
+                     where n.notice_id = $1 and coalesce(p.email, $4)",
+                )
+                .bind(id)
+                .bind($now)
+                .bind(notice.kind.code())
+                .bind(notice.kind.email_by_default())
+                .execute(&mut *$tx)
+                .await?;
+            }
+            if let Some(tenant_id) = notice.tenant_id {
+                sqlx::query(
+                    "insert into delivery (notice_id, channel, webhook_id, state, run_at, created_at, updated_at)
+                     select $1, 'webhook', webhook_id, 'queued', $2, $2, $2 from webhook
+                     where tenant_id = $3 and deleted_at is null and disabled_at is null
+                       and ($4 is null or webhook_id = $4)",
+                )
+                .bind(id)
+                .bind($now)
+                .bind(tenant_id)
+                .bind(notice.only_webhook)
+                .execute(&mut *$tx)
+                .await?;
+            }
+        }
+        id
+    }};
+}
+
+/// A webhook's row: id, url, created, failures, disabled at, why.
+type WebhookTuple = (i64, String, DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<String>);
+
+fn webhook((webhook_id, url, created_at, failures, disabled_at, disabled_reason): WebhookTuple) -> Webhook {
+    Webhook { webhook_id, url, created_at, failures, disabled_at, disabled_reason }
+}
+
+const WEBHOOK_COLUMNS: &str = "webhook_id, url, created_at, failures, disabled_at, disabled_reason";
+
+/// A delivery claimed by a worker, with what it needs to send.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ClaimedDelivery {
+    pub delivery_id: i64,
+    pub channel: String,
+    pub attempts: i64,
+    pub lease_token: i64,
+    pub notice_id: i64,
+    pub kind: String,
+    pub message: String,
+    pub at: DateTime<Utc>,
+    pub reservation_id: Option<i64>,
+    pub tenant_slug: Option<String>,
+    pub email: Option<String>,
+    pub webhook_id: Option<i64>,
+    pub url: Option<String>,
+    pub secret: Option<String>,
+}
+
+/// What an attempt came to, for [`Store::finish_delivery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// The HTTP status (or SMTP reply code) the attempt got, if it got one.
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+    pub duration_ms: i64,
+    pub delivered: bool,
+    /// Not delivered: when to try again; `None` gives up.
+    pub retry_at: Option<DateTime<Utc>>,
+}
+
+/// A reservation a notice that time brings is about.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct DueReservation {
+    pub reservation_id: i64,
+    pub tenant_id: i64,
+    pub requested_by: i64,
+    pub quantity: i64,
+    pub offering_id: String,
+    pub start_at: DateTime<Utc>,
+    pub end_at: DateTime<Utc>,
+    pub approval_deadline: Option<DateTime<Utc>>,
+}
+
+/// Which moment of a reservation comes due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// A scheduled reservation's start.
+    Start,
+    /// A running reservation's (or burst's) end.
+    End,
+    /// A pending reservation's approval deadline.
+    HoldLapse,
+}
+
+/// What finishing an attempt did to its webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookAfter {
+    /// Not a webhook delivery, or the lease was lost (nothing recorded).
+    Nothing,
+    /// Failures in a row now.
+    Failures(i64),
+}
+
+impl Store {
+    /// Writes a notice and fans it out (see [`insert_notice!`]) in a transaction of its own.
+    pub async fn insert_notice(&self, notice: &NewNotice, now: DateTime<Utc>) -> EngineResult<Option<i64>> {
+        Ok(write_tx!(self, |tx| insert_notice!(tx, notice, now)))
+    }
+
+    /// A person's chosen e-mail preferences: `(kind, email)` for each kind they chose.
+    pub async fn notice_preferences(&self, user_id: i64) -> EngineResult<Vec<(String, bool)>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as("select kind, email from notice_preference where user_id = $1 order by kind")
+                .bind(user_id)
+                .fetch_all(pool)
+                .await?
+        }))
+    }
+
+    /// Sets a person's e-mail choice for each kind given.
+    pub async fn set_notice_preferences(&self, user_id: i64, choices: &[(NoticeKind, bool)]) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            for (kind, email) in choices {
+                sqlx::query(
+                    "insert into notice_preference (user_id, kind, email) values ($1, $2, $3)
+                     on conflict (user_id, kind) do update set email = excluded.email",
+                )
+                .bind(user_id)
+                .bind(kind.code())
+                .bind(*email)
+                .execute(&mut *tx)
+                .await?;
+            }
+        });
+        Ok(())
+    }
+
+    /// Registers a webhook for a team.
+    pub async fn insert_webhook(
+        &self,
+        tenant_id: i64,
+        url: &str,
+        secret: &str,
+        created_by: i64,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Webhook> {
+        let sql = format!(
+            "insert into webhook (tenant_id, url, secret, created_by, created_at) values ($1, $2, $3, $4, $5)
+             returning {WEBHOOK_COLUMNS}"
+        );
+        let row: WebhookTuple = write_tx!(self, |tx| {
+            sqlx::query_as(&sql)
+                .bind(tenant_id)
+                .bind(url)
+                .bind(secret)
+                .bind(created_by)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?
+        });
+        Ok(webhook(row))
+    }
+
+    /// A team's webhooks that are not deleted, oldest first.
+    pub async fn webhooks(&self, tenant_id: i64) -> EngineResult<Vec<Webhook>> {
+        let sql = format!(
+            "select {WEBHOOK_COLUMNS} from webhook where tenant_id = $1 and deleted_at is null order by webhook_id"
+        );
+        let rows: Vec<WebhookTuple> =
+            on_pool!(self, |pool| sqlx::query_as(&sql).bind(tenant_id).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(webhook).collect())
+    }
+
+    /// One webhook of a team (`None` for another team's, or a deleted one).
+    pub async fn webhook(&self, tenant_id: i64, webhook_id: i64) -> EngineResult<Option<Webhook>> {
+        Ok(self.webhooks(tenant_id).await?.into_iter().find(|w| w.webhook_id == webhook_id))
+    }
+
+    /// The latest attempts (and deliveries not attempted yet) of a webhook, newest first.
+    pub async fn delivery_log(&self, webhook_id: i64, limit: i64) -> EngineResult<Vec<DeliveryAttempt>> {
+        type Row = (i64, i64, String, String, Option<DateTime<Utc>>, Option<i64>, Option<String>, Option<i64>, i64);
+        let rows: Vec<Row> = on_pool!(self, |pool| {
+            sqlx::query_as(
+                "select d.delivery_id, d.notice_id, n.kind, d.state, a.at, a.status_code, a.error, a.duration_ms,
+                        (select count(*) from delivery_attempt b
+                         where b.delivery_id = d.delivery_id and b.delivery_attempt_id <= a.delivery_attempt_id)
+                 from delivery d join notice n on n.notice_id = d.notice_id
+                 left join delivery_attempt a on a.delivery_id = d.delivery_id
+                 where d.webhook_id = $1
+                 order by coalesce(a.at, d.created_at) desc, d.delivery_id desc, a.delivery_attempt_id desc
+                 limit $2",
+            )
+            .bind(webhook_id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .filter_map(|(delivery_id, notice_id, kind, state, at, status_code, error, duration_ms, attempt)| {
+                Some(DeliveryAttempt {
+                    delivery_id,
+                    notice_id,
+                    kind: kind.parse().ok()?,
+                    state,
+                    at,
+                    status_code,
+                    error,
+                    duration_ms,
+                    attempt,
+                })
+            })
+            .collect())
+    }
+
+    /// Deletes a team's webhook (it is kept for its delivery log, never sent to again); its
+    /// queued deliveries are dropped. False when the team has no such webhook.
+    pub async fn delete_webhook(&self, tenant_id: i64, webhook_id: i64, now: DateTime<Utc>) -> EngineResult<bool> {
+        Ok(write_tx!(self, |tx| {
+            let gone = sqlx::query(
+                "update webhook set deleted_at = $3 where webhook_id = $1 and tenant_id = $2 and deleted_at is null",
+            )
+            .bind(webhook_id)
+            .bind(tenant_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+            if gone {
+                drop_queued!(tx, webhook_id, now);
+            }
+            gone
+        }))
+    }
+
+    /// Enables a disabled webhook again (its failures start from zero). False when it is not
+    /// this team's or not disabled.
+    pub async fn enable_webhook(&self, tenant_id: i64, webhook_id: i64) -> EngineResult<bool> {
+        Ok(write_tx!(self, |tx| {
+            sqlx::query(
+                "update webhook set disabled_at = null, disabled_reason = null, failures = 0
+                 where webhook_id = $1 and tenant_id = $2 and deleted_at is null and disabled_at is not null",
+            )
+            .bind(webhook_id)
+            .bind(tenant_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1
+        }))
+    }
+
+    /// Claims up to `limit` due deliveries for `owner` until `lease_until`: queued ones whose
+    /// time has come, and running ones whose worker's lease ran out (it stopped). Each claim
+    /// counts as an attempt and bumps the lease token that fences its completion.
+    pub async fn claim_deliveries(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease_until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Vec<ClaimedDelivery>> {
+        let lock = if self.backend() == Backend::Postgres { "for update skip locked" } else { "" };
+        let claim = format!(
+            "update delivery set state = 'running', lease_owner = $1, lease_until = $2,
+                    lease_token = lease_token + 1, attempts = attempts + 1, updated_at = $3
+             where delivery_id in (select delivery_id from delivery
+                                   where (state = 'queued' and run_at <= $3) or (state = 'running' and lease_until < $3)
+                                   order by run_at limit $4 {lock})
+             returning delivery_id"
+        );
+        Ok(write_tx!(self, |tx| {
+            let ids: Vec<i64> = sqlx::query_scalar(&claim)
+                .bind(owner)
+                .bind(lease_until)
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(&mut *tx)
+                .await?;
+            if ids.is_empty() {
+                Vec::new()
+            } else {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "select d.delivery_id, d.channel, d.attempts, d.lease_token, n.notice_id, n.kind, n.message, n.at,
+                            n.reservation_id, t.slug as tenant_slug, u.email, w.webhook_id, w.url, w.secret
+                     from delivery d join notice n on n.notice_id = d.notice_id
+                     left join tenant t on t.tenant_id = n.tenant_id
+                     left join app_user u on u.user_id = d.user_id
+                     left join webhook w on w.webhook_id = d.webhook_id
+                     where d.delivery_id in (",
+                );
+                let mut list = q.separated(", ");
+                for id in &ids {
+                    list.push_bind(*id);
+                }
+                q.push(") order by d.delivery_id");
+                q.build_query_as::<ClaimedDelivery>().fetch_all(&mut *tx).await?
+            }
+        }))
+    }
+
+    /// Records an attempt of a claimed delivery and what follows (done, retry or failed for
+    /// good), fenced by its lease token: a worker that lost its lease records nothing. For a
+    /// webhook, a delivered attempt clears its failures and a failed one adds one; when the
+    /// failures reach `disable_after` the webhook is disabled, its queued deliveries dropped, and
+    /// `Some(tenant_id)` returned in the second place so the caller can tell the team (once: the
+    /// update that disables it is conditional on it being enabled).
+    pub async fn finish_delivery(
+        &self,
+        claimed: &ClaimedDelivery,
+        attempt: &AttemptRecord,
+        disable_after: u32,
+        now: DateTime<Utc>,
+    ) -> EngineResult<(WebhookAfter, Option<(i64, String)>)> {
+        let state = if attempt.delivered {
+            "done"
+        } else if attempt.retry_at.is_some() {
+            "queued"
+        } else {
+            "failed"
+        };
+        Ok(write_tx!(self, |tx| {
+            let fenced = sqlx::query(
+                "update delivery set state = $1, run_at = coalesce($2, run_at), last_error = $3, lease_owner = null,
+                        lease_until = null, updated_at = $4
+                 where delivery_id = $5 and lease_token = $6 and state = 'running'",
+            )
+            .bind(state)
+            .bind(attempt.retry_at)
+            .bind(&attempt.error)
+            .bind(now)
+            .bind(claimed.delivery_id)
+            .bind(claimed.lease_token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if fenced == 0 {
+                (WebhookAfter::Nothing, None)
+            } else {
+                sqlx::query(
+                    "insert into delivery_attempt (delivery_id, at, status_code, error, duration_ms)
+                     values ($1, $2, $3, $4, $5)",
+                )
+                .bind(claimed.delivery_id)
+                .bind(now)
+                .bind(attempt.status_code)
+                .bind(&attempt.error)
+                .bind(attempt.duration_ms)
+                .execute(&mut *tx)
+                .await?;
+                match claimed.webhook_id {
+                    None => (WebhookAfter::Nothing, None),
+                    Some(webhook_id) => {
+                        let failures: i64 = sqlx::query_scalar(
+                            "update webhook set failures = case when $2 then 0 else failures + 1 end
+                             where webhook_id = $1 returning failures",
+                        )
+                        .bind(webhook_id)
+                        .bind(attempt.delivered)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                        let mut disabled = None;
+                        if state == "queued" {
+                            // A webhook disabled or deleted meanwhile is not tried again.
+                            sqlx::query(
+                                "update delivery set state = 'dropped' where delivery_id = $1 and webhook_id in
+                                    (select webhook_id from webhook where disabled_at is not null or deleted_at is not null)",
+                            )
+                            .bind(claimed.delivery_id)
+                            .execute(&mut *tx)
+                            .await?;
+                        }
+                        if failures >= i64::from(disable_after) {
+                            let reason = format!(
+                                "{failures} delivery attempts in a row failed (the last: {})",
+                                attempt.error.as_deref().unwrap_or("no answer")
+                            );
+                            let tenant: Option<i64> = sqlx::query_scalar(
+                                "update webhook set disabled_at = $2, disabled_reason = $3
+                                 where webhook_id = $1 and disabled_at is null and deleted_at is null
+                                 returning tenant_id",
+                            )
+                            .bind(webhook_id)
+                            .bind(now)
+                            .bind(&reason)
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                            if let Some(tenant) = tenant {
+                                drop_queued!(tx, webhook_id, now);
+                                disabled = Some((tenant, reason));
+                            }
+                        }
+                        (WebhookAfter::Failures(failures), disabled)
+                    }
+                }
+            }
+        }))
+    }
+
+    /// Puts the deliveries `owner` holds back in the queue (a worker stopping), as they were.
+    pub async fn hand_back_deliveries(&self, owner: &str, now: DateTime<Utc>) -> EngineResult<u64> {
+        Ok(write_tx!(self, |tx| {
+            sqlx::query(
+                "update delivery set state = 'queued', attempts = attempts - 1, lease_owner = null, lease_until = null,
+                        updated_at = $2
+                 where lease_owner = $1 and state = 'running'",
+            )
+            .bind(owner)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        }))
+    }
+
+    /// Reservations whose `moment` falls in `(from, to]`.
+    pub async fn due_reservations(
+        &self,
+        moment: Moment,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> EngineResult<Vec<DueReservation>> {
+        let (column, states) = match moment {
+            Moment::Start => ("start_at", "('scheduled', 'provisioning')"),
+            Moment::End => ("end_at", "('provisioning', 'active', 'degraded')"),
+            Moment::HoldLapse => ("approval_deadline", "('pending_approval')"),
+        };
+        let sql = format!(
+            "select reservation_id, tenant_id, requested_by, quantity, offering_id, start_at, end_at, approval_deadline
+             from reservation where state in {states} and {column} > $1 and {column} <= $2 order by reservation_id"
+        );
+        Ok(on_pool!(self, |pool| sqlx::query_as::<_, DueReservation>(&sql).bind(from).bind(to).fetch_all(pool).await?))
+    }
+
+    /// When the next queued delivery is due, if any.
+    pub async fn next_delivery_at(&self) -> EngineResult<Option<DateTime<Utc>>> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar("select min(run_at) from delivery where state = 'queued'").fetch_one(pool).await?
+        }))
+    }
+}
