@@ -333,6 +333,7 @@ mod tests {
                         window: Window { start, end: start + Duration::minutes(len * 5) },
                         preemptible: false,
                         driver: None,
+                        tenant_id: None,
                     }
                 })
                 .collect()
@@ -425,8 +426,15 @@ mod tests {
             })
             .collect();
         let busy = Window { start: t0(), end: t0() + Duration::hours(5) };
-        let holds =
-            by_gpu(&[Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window: busy, preemptible: false, driver: None }]);
+        let holds = by_gpu(&[Hold {
+            gpu_id: 0,
+            slice_lo: 0,
+            slice_hi: 1,
+            window: busy,
+            preemptible: false,
+            driver: None,
+            tenant_id: None,
+        }]);
         let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };

@@ -115,6 +115,13 @@ pub struct Quote {
     /// room (each node of a booking must offer them), saying how many and why.
     #[serde(default)]
     pub options_note: Option<String>,
+    /// Why it cannot be met as asked (empty when it fits and the policy schedules it): each
+    /// cause with its `kind` and a `message`, never naming another team.
+    #[serde(default)]
+    pub why_not: Vec<crate::why_not::Cause>,
+    /// The nearest bookings that would be met, each ready to book as it is.
+    #[serde(default)]
+    pub suggestions: Vec<crate::why_not::Suggestion>,
 }
 
 /// A rejected field and how to fix it.

@@ -20,6 +20,7 @@ pub mod pricing;
 pub mod provisioning;
 pub mod reservation;
 pub mod setup;
+pub mod why_not;
 pub mod window;
 
 pub use codes::UnknownValue;

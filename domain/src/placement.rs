@@ -50,6 +50,8 @@ pub struct Hold {
     pub preemptible: bool,
     /// The CUDA driver branch the holder runs on the node (none for maintenance).
     pub driver: Option<DriverBranch>,
+    /// The team that holds it (a reservation or a burst); none for the platform's maintenance.
+    pub tenant_id: Option<i64>,
 }
 
 /// A CUDA driver branch as placement compares them (a 64-bit FNV-1a hash of its name, so holds
@@ -441,15 +443,29 @@ mod tests {
     #[test]
     fn whole_node_needs_every_gpu_free() {
         let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
-        let holds =
-            [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(4, 6), preemptible: false, driver: None }];
+        let holds = [Hold {
+            gpu_id: 103,
+            slice_lo: 0,
+            slice_hi: 1,
+            window: window(4, 6),
+            preemptible: false,
+            driver: None,
+            tenant_id: None,
+        }];
         let placed = place(&gpus, &holds, &request(Grain::Node, None, 1, Placement::Any)).unwrap();
         assert_eq!(placed.len(), 8);
         assert!(placed.iter().all(|p| p.node_id == 2));
         assert_eq!(max_quantity(&gpus, &holds, &request(Grain::Node, None, 1, Placement::Any)), 1);
         // The hold ends exactly when the window starts: both nodes are free.
-        let touching =
-            [Hold { gpu_id: 103, slice_lo: 0, slice_hi: 1, window: window(0, 1), preemptible: false, driver: None }];
+        let touching = [Hold {
+            gpu_id: 103,
+            slice_lo: 0,
+            slice_hi: 1,
+            window: window(0, 1),
+            preemptible: false,
+            driver: None,
+            tenant_id: None,
+        }];
         assert_eq!(max_quantity(&gpus, &touching, &request(Grain::Node, None, 1, Placement::Any)), 2);
     }
 
@@ -457,8 +473,15 @@ mod tests {
     fn single_gpus_fill_partly_used_nodes_first() {
         let gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
         // Node 2 already has one GPU taken, so the next GPUs go there and node 1 stays whole.
-        let holds =
-            [Hold { gpu_id: 200, slice_lo: 0, slice_hi: 1, window: window(0, 8), preemptible: false, driver: None }];
+        let holds = [Hold {
+            gpu_id: 200,
+            slice_lo: 0,
+            slice_hi: 1,
+            window: window(0, 8),
+            preemptible: false,
+            driver: None,
+            tenant_id: None,
+        }];
         let placed = place(&gpus, &holds, &request(Grain::Gpu, None, 3, Placement::Any)).unwrap();
         assert!(placed.iter().all(|p| p.node_id == 2), "{placed:?}");
         assert_eq!(max_quantity(&gpus, &holds, &request(Grain::Gpu, None, 1, Placement::Any)), 15);
@@ -487,8 +510,15 @@ mod tests {
         assert!(placed.iter().all(|p| p.slice_lo == 0 || p.slice_lo == 4));
         assert_eq!(max_quantity(&gpus, &[], &g3), 16);
         // A 1g in slice 6 of a GPU leaves that GPU room for one 3g (at 0) only.
-        let holds =
-            [Hold { gpu_id: 100, slice_lo: 6, slice_hi: 7, window: window(0, 8), preemptible: false, driver: None }];
+        let holds = [Hold {
+            gpu_id: 100,
+            slice_lo: 6,
+            slice_hi: 7,
+            window: window(0, 8),
+            preemptible: false,
+            driver: None,
+            tenant_id: None,
+        }];
         assert_eq!(max_quantity(&gpus, &holds, &g3), 15);
         // 1g slices go to the GPU that is already partly used, from the top.
         let g1 = request(Grain::Mig, Some(MigProfile::G1_10), 2, Placement::Any);
@@ -516,6 +546,7 @@ mod tests {
             window: window(2, 6),
             preemptible: false,
             driver: Some(b550),
+            tenant_id: Some(1),
         };
         let maintenance = Hold { driver: None, gpu_id: 200, ..on_node_1 };
         let holds = [on_node_1, maintenance];

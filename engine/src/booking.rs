@@ -225,7 +225,7 @@ impl Engine {
                     )
                 })
                 .flatten();
-            let alternatives = offerings
+            let alternatives: Vec<Alternative> = offerings
                 .iter()
                 .filter(|o| o.id != offering.id)
                 .filter_map(|o| {
@@ -239,7 +239,32 @@ impl Engine {
                     (n > 0).then(|| Alternative { offering: o.id.clone(), max_quantity: n })
                 })
                 .collect();
+            let (mut why_not, suggestions) = if fits {
+                (Vec::new(), Vec::new())
+            } else {
+                let asked = crate::why_not::Asked {
+                    input,
+                    offering: &offering,
+                    request,
+                    window: valid.window,
+                    region,
+                    needs: &needs,
+                    can_preempt,
+                    tenant_id: tenant,
+                    turnaround,
+                    preempt_from: tenantry_domain::window::floor_minute(now + self.config.burst_warning + turnaround)
+                        + Duration::minutes(1),
+                };
+                crate::why_not::explain(s, &asked, earliest_fit, &alternatives, &offerings)
+            };
+            if !fits {
+                why_not
+                    .extend(options_note.iter().chain(&driver_note).map(|n| tenantry_domain::why_not::option_cause(n)));
+            }
+            why_not.extend(decision.iter().flat_map(tenantry_domain::why_not::policy_causes));
             Quote {
+                why_not,
+                suggestions,
                 offering: offering.id.clone(),
                 quantity: valid.quantity,
                 start: valid.window.start,

@@ -25,6 +25,7 @@ pub mod seed;
 pub mod setup;
 pub mod store;
 pub mod token;
+mod why_not;
 
 #[cfg(test)]
 mod booking_tests;
@@ -50,6 +51,8 @@ mod setup_tests;
 mod slurm_tests;
 #[cfg(test)]
 mod test_helpers;
+#[cfg(test)]
+mod why_not_tests;
 
 pub use config::EngineConfig;
 pub use error::{EngineError, EngineResult};
@@ -96,6 +99,7 @@ impl Engine {
             queue_wakeup: Default::default(),
             counters: Default::default(),
             timeline_changes: tokio::sync::broadcast::channel(1024).0,
+            outbox,
         }
     }
 

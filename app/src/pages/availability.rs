@@ -1,6 +1,8 @@
 //! Availability: pick an offering, see free units on an hourly heatmap (week or month), drag
 //! across it (or type a start and end) to choose a window, watch a live quote, book with a
-//! confirmation. The heatmap follows other people's bookings through server-sent events.
+//! confirmation. The heatmap follows other people's bookings through server-sent events. The
+//! workload advisor ([`AdvisorPanel`]) recommends a shape for a described job and applies it to
+//! the booking form.
 //!
 //! Every resource of the page is created at its top, outside any `Suspense` ([`Plan`]): while it
 //! waits, the server may run a `Suspense`'s children more than once, so a resource created in
@@ -14,13 +16,16 @@ use crate::error::AppError;
 use crate::format;
 use chrono::{DateTime, Duration, Utc};
 use leptos::prelude::*;
+use leptos::server_fn::codec::Json;
 use leptos_router::hooks::{use_navigate, use_query_map};
+use tenantry_domain::advisor::{Advice, ChosenShape, Note, Precision, WorkloadInput};
 use tenantry_domain::availability::Bucket;
 use tenantry_domain::booking::{BookingInput, OptionsInput, Quote};
 use tenantry_domain::policy::{BurstInput, Decision};
 use tenantry_domain::pricing::{OptionChoice, OptionKind, OptionPrice, PriceLineKind};
 use tenantry_domain::reservation::Workload;
 use tenantry_domain::setup::NOTHING_BOOKABLE;
+use tenantry_domain::why_not::{Cause, Suggestion};
 use tenantry_domain::{Grain, Offering};
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
@@ -33,6 +38,15 @@ pub async fn burst_warning_minutes() -> Result<i64, AppError> {
     use crate::server;
     server::require_identity().await?;
     Ok(server::engine()?.config.burst_warning.num_minutes())
+}
+
+/// The workload advisor for the signed-in person's team: the same engine call as
+/// `POST /api/v1/advisor`, so the page and the API give the same advice.
+#[server(prefix = "/sfn", input = Json)]
+pub async fn advise_workload(input: WorkloadInput) -> Result<Advice, AppError> {
+    use crate::server;
+    let who = server::require_identity().await?;
+    Ok(server::engine()?.advise(&who, &input, Utc::now()).await?)
 }
 
 /// The offering to show: the one asked for when the catalogue has it, else the catalogue's first.
@@ -174,6 +188,25 @@ impl Form {
         }
     }
 
+    /// Puts a whole booking (a "why not?" suggestion) in the form, `asked` and `region`: its
+    /// offering, window, size, region and options (those it leaves out take the offering's
+    /// defaults), so the quote follows it and "Book…" books exactly it.
+    fn apply(&self, asked: RwSignal<Option<String>>, region: RwSignal<Option<String>>, b: &BookingInput) {
+        asked.set(Some(b.offering.clone()));
+        region.set(b.region.clone());
+        self.start.set(format::to_input(b.start));
+        self.end.set(format::to_input(b.end));
+        self.quantity.set(b.quantity.to_string());
+        let o = &b.options;
+        let number = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
+        self.orchestrator.set(o.orchestrator.clone().unwrap_or_default());
+        self.cuda_driver.set(o.cuda_driver.clone().unwrap_or_default());
+        self.host_memory_gb.set(number(o.host_memory_gb));
+        self.storage_tb.set(number(o.storage_tb));
+        self.placement.set(o.placement.clone().unwrap_or_default());
+        self.workload.set(o.workload.clone().unwrap_or_default());
+    }
+
     /// The request the form describes, or `None` while start or end is not a time yet. Empty
     /// options are left out so the offering's defaults apply.
     fn input(&self, offering: String, region: Option<String>) -> Option<BookingInput> {
@@ -290,7 +323,8 @@ fn Planner(offerings: Vec<Offering>, burst_warning: i64, plan: Plan) -> impl Int
                 </Transition>
             </div>
             <div class="space-y-6">
-                <BookingPanel form offering=Signal::derive(current) region quote />
+                <AdvisorPanel form asked offering=Signal::derive(current) />
+                <BookingPanel form asked offering=Signal::derive(current) region quote />
                 <BurstPanel offering=Signal::derive(current) warning_minutes=burst_warning />
             </div>
         </div>
@@ -545,6 +579,7 @@ pub fn next_quarter(t: DateTime<Utc>) -> DateTime<Utc> {
 #[component]
 fn BookingPanel(
     form: Form,
+    asked: RwSignal<Option<String>>,
     offering: Signal<Option<Offering>>,
     region: RwSignal<Option<String>>,
     quote: Resource<Result<Option<Quote>, AppError>>,
@@ -600,7 +635,7 @@ fn BookingPanel(
                                     .into_any()
                             }
                             Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                            Ok(Some(q)) => view! { <QuoteView quote=q form /> }.into_any(),
+                            Ok(Some(q)) => view! { <QuoteView quote=q form asked region /> }.into_any(),
                         }
                     })}
                 </Transition>
@@ -739,8 +774,17 @@ fn OptionFields(offering: Offering, form: Form) -> impl IntoView {
 }
 
 #[component]
-fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoView {
-    let earliest = quote.earliest_fit;
+fn QuoteView(
+    quote: tenantry_domain::booking::Quote,
+    form: Form,
+    asked: RwSignal<Option<String>>,
+    region: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let why_not = (!quote.why_not.is_empty()).then(|| {
+        let causes = quote.why_not.clone();
+        let suggestions = quote.suggestions.clone();
+        view! { <WhyNot causes suggestions form asked region /> }
+    });
     // The price line by line when options add to it: the base rate, then each priced option.
     let lines = (quote.price_lines.len() > 1).then(|| {
         quote
@@ -835,24 +879,10 @@ fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoVie
                 <p class="text-sm font-medium text-rose-700 dark:text-rose-300" data-testid="quote-fits">
                     {format!("Only {} free for this window.", quote.max_quantity)}
                 </p>
-                {earliest
-                    .map(|w| {
-                        view! {
-                            <button
-                                type="button"
-                                class="mt-1 text-sm text-indigo-700 underline dark:text-indigo-300"
-                                on:click=move |_| {
-                                    form.start.set(format::to_input(w.start));
-                                    form.end.set(format::to_input(w.end));
-                                }
-                            >
-                                {format!("Earliest that fits: {}", format::utc(w.start))}
-                            </button>
-                        }
-                    })}
             }
                 .into_any()
         }}
+        {why_not}
         {quote
             .driver_note
             .clone()
@@ -885,6 +915,320 @@ fn QuoteView(quote: tenantry_domain::booking::Quote, form: Form) -> impl IntoVie
                             .collect::<Vec<_>>()
                             .join(", ")}
                     </p>
+                }
+            })}
+    }
+}
+
+/// "Why not?": what keeps the quote from being met (never another team's name), and the
+/// nearest bookings that would be, each put in the form with one click.
+#[component]
+fn WhyNot(
+    causes: Vec<Cause>,
+    suggestions: Vec<Suggestion>,
+    form: Form,
+    asked: RwSignal<Option<String>>,
+    region: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let suggestions = (!suggestions.is_empty()).then(|| {
+        view! {
+            <p class="mt-2 font-medium">"Nearest ways to get it"</p>
+            <ul class="mt-1 space-y-1">
+                {suggestions
+                    .into_iter()
+                    .map(|s| {
+                        let booking = StoredValue::new(s.booking);
+                        view! {
+                            <li>
+                                <button
+                                    type="button"
+                                    class="text-left text-indigo-700 underline dark:text-indigo-300"
+                                    data-testid="suggestion"
+                                    data-kind=s.kind.code()
+                                    on:click=move |_| booking.with_value(|b| form.apply(asked, region, b))
+                                >
+                                    {s.message}
+                                </button>
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        }
+    });
+    view! {
+        <details open class="mt-2 rounded-md bg-slate-50 p-2 text-sm dark:bg-slate-800" data-testid="why-not">
+            <summary class="cursor-pointer font-medium">"Why not?"</summary>
+            <ul class="mt-1 list-disc space-y-1 pl-5">
+                {causes
+                    .into_iter()
+                    .map(|c| {
+                        view! {
+                            <li data-testid="why-not-cause" data-kind=c.kind.code()>
+                                {c.message}
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+            {suggestions}
+        </details>
+    }
+}
+
+/// A workload kind in words.
+fn workload_label(w: Workload) -> &'static str {
+    match w {
+        Workload::PreTraining => "Pre-training",
+        Workload::FineTuning => "Fine-tuning",
+        Workload::Inference => "Inference serving",
+        Workload::Development => "Development",
+    }
+}
+
+/// The workload advisor: describe the job, get a shape with its reasons and warnings (and the
+/// warnings of the shape the booking form holds now), and "Apply" it to the booking form. The
+/// advice is asked for with a button (an action, not a resource), so nothing of it is rendered
+/// on the server and hydration has nothing to disagree about.
+#[component]
+fn AdvisorPanel(form: Form, asked: RwSignal<Option<String>>, offering: Signal<Option<Offering>>) -> impl IntoView {
+    let workload = RwSignal::new(Workload::FineTuning.code().to_owned());
+    let params = RwSignal::new("7".to_owned());
+    let precision = RwSignal::new(Precision::Bf16.code().to_owned());
+    let dataset = RwSignal::new("100".to_owned());
+    let nodes = RwSignal::new(String::new());
+    let applied = RwSignal::new(None::<String>);
+    let advice = Action::new(|input: &WorkloadInput| advise_workload(input.clone()));
+    // The description, with the booking form's shape to check when it names a quantity.
+    let request = move || {
+        // Text that is not a number is sent as a value the advisor refuses by name (JSON has no NaN).
+        let number = |s: RwSignal<String>, bad: f64| s.get_untracked().trim().parse::<f64>().unwrap_or(bad);
+        let chosen = offering.get_untracked().and_then(|o| {
+            let quantity =
+                form.quantity.get_untracked().trim().parse::<i64>().ok().filter(|q| (1..=4096).contains(q))?;
+            Some(ChosenShape {
+                offering: o.id,
+                quantity,
+                placement: Some(form.placement.get_untracked()).filter(|p| !p.is_empty()),
+                storage_tb: form.storage_tb.get_untracked().trim().parse().ok(),
+            })
+        });
+        WorkloadInput {
+            workload: workload.get_untracked(),
+            params_billion: number(params, 0.0),
+            precision: precision.get_untracked(),
+            dataset_gb: if dataset.get_untracked().trim().is_empty() { 0.0 } else { number(dataset, -1.0) },
+            nodes: {
+                let n = nodes.get_untracked();
+                // A value that is not a whole number is sent as 0, which the advisor refuses by name.
+                (!n.trim().is_empty()).then(|| n.trim().parse().unwrap_or(0))
+            },
+            chosen,
+        }
+    };
+    let ask = move || {
+        applied.set(None);
+        advice.dispatch(request());
+    };
+    let apply = move |answer: &Advice| {
+        let Some(shape) = answer.recommendation.clone() else { return };
+        asked.set(Some(shape.offering.clone()));
+        form.quantity.set(shape.quantity.to_string());
+        form.orchestrator.set(shape.orchestrator.map(|o| o.code().to_owned()).unwrap_or_default());
+        form.placement.set(shape.placement.map(|p| p.code().to_owned()).unwrap_or_default());
+        form.storage_tb.set(shape.storage_tb.map(|t| t.to_string()).unwrap_or_default());
+        // Choices of the previous offering may not be sold by this one: back to its defaults.
+        form.cuda_driver.set(String::new());
+        form.host_memory_gb.set(String::new());
+        form.workload.set(workload.get_untracked());
+        applied.set(Some(format!("Applied: {} × {} in the booking form.", shape.quantity, shape.offering_name)));
+        // The form's shape changed: ask again so its warnings are the new shape's.
+        advice.dispatch(request());
+    };
+    let number_input = move |label: &'static str, signal: RwSignal<String>, testid: &'static str, min: &'static str| {
+        view! {
+            <label class="block">
+                {label}
+                <input
+                    type="number"
+                    min=min
+                    step="any"
+                    class=INPUT
+                    data-testid=testid
+                    prop:value=move || signal.get()
+                    on:input=move |ev| signal.set(event_target_value(&ev))
+                />
+            </label>
+        }
+    };
+    let select =
+        move |label: &'static str, signal: RwSignal<String>, testid: &'static str, choices: Vec<(String, String)>| {
+            view! {
+                <label class="block">
+                    {label}
+                    <select
+                        class=INPUT
+                        data-testid=testid
+                        prop:value=move || signal.get()
+                        on:change=move |ev| signal.set(event_target_value(&ev))
+                    >
+                        {choices
+                            .into_iter()
+                            .map(|(value, text)| {
+                                let selected = value == signal.get_untracked();
+                                view! {
+                                    <option value=value selected=selected>
+                                        {text}
+                                    </option>
+                                }
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+            }
+        };
+    let kinds: Vec<(String, String)> =
+        Workload::ALL.iter().map(|w| (w.code().to_owned(), workload_label(*w).to_owned())).collect();
+    let precisions: Vec<(String, String)> =
+        Precision::ALL.iter().map(|p| (p.code().to_owned(), p.code().to_owned())).collect();
+    view! {
+        <details class=format!("{CARD} text-sm") data-testid="advisor-panel">
+            <summary class="cursor-pointer font-semibold" data-testid="advisor-toggle">
+                "Advisor: what should I book?"
+            </summary>
+            <form
+                class="mt-3 space-y-2"
+                aria-label="Describe the job"
+                on:submit=move |ev| {
+                    ev.prevent_default();
+                    ask();
+                }
+            >
+                {select("Workload", workload, "advisor-workload", kinds)}
+                <div class="grid grid-cols-2 gap-2">
+                    {number_input("Model size (billion parameters)", params, "advisor-params", "0")}
+                    {select("Precision", precision, "advisor-precision", precisions)}
+                </div>
+                <div class="grid grid-cols-2 gap-2">
+                    {number_input("Dataset (GB)", dataset, "advisor-dataset", "0")}
+                    {number_input("Nodes wanted (training, optional)", nodes, "advisor-nodes", "1")}
+                </div>
+                <button
+                    type="submit"
+                    class="w-full rounded-md border border-indigo-600 px-3 py-2 font-medium text-indigo-700 hover:bg-indigo-50 dark:text-indigo-300 dark:hover:bg-indigo-950"
+                    data-testid="advisor-submit"
+                    disabled=move || advice.pending().get()
+                >
+                    "Recommend a shape"
+                </button>
+            </form>
+            <div class="mt-3 space-y-2" aria-live="polite" data-testid="advisor-result">
+                {move || {
+                    advice
+                        .value()
+                        .get()
+                        .map(|result| match result {
+                            Err(error) => view! { <ErrorPanel error /> }.into_any(),
+                            Ok(answer) => {
+                                let answer = StoredValue::new(answer);
+                                view! { <AdviceView answer apply /> }.into_any()
+                            }
+                        })
+                }}
+                {move || {
+                    applied
+                        .get()
+                        .map(|text| {
+                            view! {
+                                <p
+                                    role="status"
+                                    class="text-emerald-700 dark:text-emerald-300"
+                                    data-testid="advisor-applied"
+                                >
+                                    {text}
+                                </p>
+                            }
+                        })
+                }}
+            </div>
+        </details>
+    }
+}
+
+/// A list of reasons or warnings, each with its stable kind for tests and programs.
+fn notes_view(notes: Vec<Note>, testid: &'static str, item: &'static str, tone: &'static str) -> impl IntoView {
+    (!notes.is_empty()).then(|| {
+        view! {
+            <ul class=format!("list-disc space-y-1 pl-5 {tone}") data-testid=testid>
+                {notes
+                    .into_iter()
+                    .map(|n| {
+                        view! {
+                            <li data-testid=item data-kind=n.kind>
+                                {n.message}
+                            </li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        }
+    })
+}
+
+#[component]
+fn AdviceView(answer: StoredValue<Advice>, apply: impl Fn(&Advice) + Copy + Send + Sync + 'static) -> impl IntoView {
+    let a = answer.get_value();
+    let summary = a.recommendation.as_ref().map(|s| {
+        let mut parts = vec![format!("{} × {}", s.quantity, s.offering_name)];
+        if s.compact && s.quantity > 1 {
+            parts.push("compact placement".to_owned());
+        }
+        if let Some(o) = s.orchestrator {
+            parts.push(o.code().to_owned());
+        }
+        if let Some(tb) = s.storage_tb {
+            parts.push(format!("{tb} TB storage"));
+        }
+        view! {
+            <p
+                class="font-medium"
+                data-testid="advisor-recommendation"
+                data-offering=s.offering.clone()
+                data-quantity=s.quantity
+            >
+                {format!("Recommended: {}.", parts.join(", "))}
+            </p>
+        }
+    });
+    let has_shape = a.recommendation.is_some();
+    view! {
+        <p class="text-slate-600 dark:text-slate-400" data-testid="advisor-footprint">
+            {format!("Needs about {:.1} GB of GPU memory and {:.0} GB of storage.", a.footprint_gb, a.storage_gb)}
+        </p>
+        {summary}
+        {notes_view(a.warnings, "advisor-warnings", "advisor-warning", "text-amber-700 dark:text-amber-300")}
+        {notes_view(a.reasons, "advisor-reasons", "advisor-reason", "text-slate-700 dark:text-slate-300")}
+        {(!a.chosen_warnings.is_empty())
+            .then(|| {
+                view! { <p class="font-medium text-rose-700 dark:text-rose-300">"The booking form's shape:"</p> }
+            })}
+        {notes_view(
+            a.chosen_warnings,
+            "advisor-chosen-warnings",
+            "advisor-chosen-warning",
+            "text-rose-700 dark:text-rose-300",
+        )}
+        {has_shape
+            .then(|| {
+                view! {
+                    <button
+                        type="button"
+                        class="w-full rounded-md bg-indigo-600 px-3 py-2 font-medium text-white hover:bg-indigo-500"
+                        data-testid="advisor-apply"
+                        on:click=move |_| answer.with_value(|a| apply(a))
+                    >
+                        "Apply to the booking form"
+                    </button>
                 }
             })}
     }

@@ -391,6 +391,7 @@ struct HoldRow {
     hold_until: DateTime<Utc>,
     preemptible: bool,
     cuda_driver: Option<String>,
+    tenant_id: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -420,7 +421,7 @@ impl Store {
         let rows: Vec<HoldRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select a.gpu_id, a.slice_lo, a.slice_hi, a.start_at, a.hold_until,
-                        coalesce(r.kind = 'burst', false) as preemptible, r.cuda_driver
+                        coalesce(r.kind = 'burst', false) as preemptible, r.cuda_driver, r.tenant_id
                  from allocation a left join reservation r on r.reservation_id = a.reservation_id
                  where a.live and a.hold_until > ",
             );
@@ -444,6 +445,7 @@ impl Store {
                 window: Window { start: r.start_at, end: r.hold_until },
                 preemptible: r.preemptible,
                 driver: r.cuda_driver.as_deref().map(tenantry_domain::placement::DriverBranch::of),
+                tenant_id: r.tenant_id,
             })
             .collect())
     }
