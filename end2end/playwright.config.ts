@@ -22,6 +22,11 @@ const slurmPort = Number(process.env.TENANTRY_E2E_SLURM_PORT ?? 3102);
 export const slurmURL = `http://127.0.0.1:${slurmPort}`;
 export const slurmConf = process.env.SLURM_CONF;
 
+// A real SMTP server (scripts/smtp-sink.py, aiosmtpd) the demo portal e-mails its notices to; it
+// saves each message under .tmp-mail, where planning.spec.ts reads them.
+export const mailPort = Number(process.env.TENANTRY_E2E_MAIL_PORT ?? 3325);
+export const mailDir = '.tmp-mail';
+
 // Single sign-on settings every portal shares.
 const sso = {
   OIDC_ISSUER_URL: oidcIssuer,
@@ -68,6 +73,14 @@ export default defineConfig({
       env: { OIDC_PORTAL_URLS: `${baseURL},${installURL},${slurmURL}` },
     },
     {
+      command: `rm -rf ${mailDir} && exec python3 ../scripts/smtp-sink.py --dir ${mailDir} --port ${mailPort}`,
+      port: mailPort,
+      reuseExistingServer: false,
+      timeout: 30_000,
+      stdout: 'ignore',
+      stderr: 'pipe',
+    },
+    {
       command: 'rm -rf .tmp && mkdir -p .tmp && exec ../target/debug/tenantry serve',
       url: `${baseURL}/readyz`,
       reuseExistingServer: false,
@@ -84,6 +97,8 @@ export default defineConfig({
         RUST_LOG: 'warn',
         // Provisioning takes seconds, not minutes: a 5-minute driver install runs in 1.5 s.
         TENANTRY_SIM_SPEED: '200',
+        TENANTRY_SMTP_URL: `smtp://127.0.0.1:${mailPort}`,
+        TENANTRY_MAIL_FROM: 'Tenantry <noreply@tenantry.example>',
         ...sso,
         OIDC_REDIRECT_URL: `${baseURL}/auth/callback`,
         OIDC_GROUP_MAP: 'acme-leads=acme:lead,acme-members=acme:member,globex-leads=globex:lead,platform-admins=admin',

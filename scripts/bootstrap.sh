@@ -2,7 +2,8 @@
 # Installs what building and testing Tenantry needs, and nothing that is already there, so it is
 # safe to run again. Sourced by scripts/run.sh and scripts/test.sh.
 #   bootstrap_build   Rust wasm target, cargo-leptos, wasm-bindgen-cli, Tailwind and wasm-opt (npm)
-#   bootstrap_test    the above, plus leptosfmt, Chromium, Playwright and a running PostgreSQL
+#   bootstrap_test    the above, plus leptosfmt, Chromium, Playwright, aiosmtpd (the tests' SMTP
+#                     server) and a running PostgreSQL
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -88,5 +89,12 @@ bootstrap_test() {
   cargo_tool leptosfmt leptosfmt "$LEPTOSFMT_VERSION" --locked
   if [[ ! -x /usr/bin/chromium ]]; then apt_install chromium; fi
   npm_deps "$ROOT/end2end" PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+  # The notice tests send e-mail to a real SMTP server on loopback (scripts/smtp-sink.py).
+  command -v python3 >/dev/null || apt_install python3 python3-pip
+  if ! python3 -c 'import aiosmtpd' 2>/dev/null; then
+    say "installing aiosmtpd (PyPI), the tests' SMTP server"
+    python3 -m pip install --quiet --disable-pip-version-check aiosmtpd==1.4.6 \
+      || python3 -m pip install --quiet --disable-pip-version-check --break-system-packages aiosmtpd==1.4.6
+  fi
   bootstrap_postgres
 }

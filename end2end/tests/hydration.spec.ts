@@ -13,6 +13,8 @@ const PAGES = [
   '/chargeback',
   '/notifications',
   '/settings/tokens',
+  '/settings/notifications',
+  '/settings/calendar',
   '/admin/fleet',
   '/admin/approvals',
   '/admin/tenants',

@@ -272,6 +272,7 @@ fn Planner(offerings: Vec<Offering>, burst_warning: i64, plan: Plan) -> impl Int
                         <select
                             class=INPUT
                             data-testid="region-select"
+                            prop:value=move || region.get().unwrap_or_default()
                             on:change=move |ev| {
                                 let value = event_target_value(&ev);
                                 region.set(Some(value).filter(|v| !v.is_empty()));
