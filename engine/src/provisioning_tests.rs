@@ -353,8 +353,15 @@ store_test!(shutdown_hands_back_what_it_cannot_finish, |store: Store| async move
         let engine = engine.clone();
         async move { engine.run_worker(crate::queue::worker_name(1), shutdown).await }
     });
-    // Stop it while it holds a step (each takes seconds at this speed).
+    // Stop it while it holds a step (each takes seconds at this speed) after the first has
+    // marked the reservation provisioning: under load a claim is seen running before that first
+    // step (which only claims the nodes) has committed.
     until_a_step_runs(&engine).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while state(&engine, &lead, id).await != ReservationState::Provisioning {
+        assert!(std::time::Instant::now() < deadline, "provisioning did not begin within 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     stop.send(true).unwrap();
     worker.await.unwrap();
     let stats = engine.store.queue_stats(Utc::now()).await.unwrap();
