@@ -209,6 +209,8 @@ use tenantry_domain::policy::{ApprovalItem, BurstInput, PolicyPatch, TenantPolic
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notice {
     pub at: DateTime<Utc>,
+    /// The kind's title ("Reservation handed over"); none for notices older than kinds.
+    pub title: Option<String>,
     pub message: String,
     pub reservation_id: Option<i64>,
     pub unread: bool,
@@ -221,7 +223,13 @@ pub async fn my_notifications() -> Result<Vec<Notice>, AppError> {
     let rows = server::engine()?.notifications(&who).await?;
     Ok(rows
         .into_iter()
-        .map(|n| Notice { at: n.at, message: n.message, reservation_id: n.reservation_id, unread: n.read_at.is_none() })
+        .map(|n| Notice {
+            at: n.at,
+            title: n.kind.parse::<tenantry_domain::notice::NoticeKind>().ok().map(|k| k.title().to_owned()),
+            message: n.message,
+            reservation_id: n.reservation_id,
+            unread: n.read_at.is_none(),
+        })
         .collect())
 }
 

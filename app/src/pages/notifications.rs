@@ -1,4 +1,5 @@
-//! Notifications: what happened to the user's bookings (approved, rejected, released, preempted).
+//! Notifications: every notice the user was told of (their bookings, their team's budget, the
+//! fleet for admins), newest first, each with its kind's title.
 
 use super::{PageHeader, CARD};
 use crate::api::{mark_notifications_read, my_notifications};
@@ -45,6 +46,16 @@ pub fn NotificationsPage() -> impl IntoView {
                                                 <p class="text-xs text-slate-500">
                                                     {format::utc(n.at)}{if n.unread { " · new" } else { "" }}
                                                 </p>
+                                                {n
+                                                    .title
+                                                    .clone()
+                                                    .map(|t| {
+                                                        view! {
+                                                            <p class="font-medium" data-testid="notification-title">
+                                                                {t}
+                                                            </p>
+                                                        }
+                                                    })}
                                                 <p>{n.message.clone()}</p>
                                                 {n
                                                     .reservation_id

@@ -1,4 +1,4 @@
-//! The caller's in-app notifications: approvals, rejections, expired holds, preempted bursts.
+//! The caller's in-app notifications: every notice they were told of (see `domain::notice`).
 
 use super::openapi::{CrossSite, ServerError, Unauthenticated};
 use super::Items;
@@ -13,7 +13,8 @@ use tenantry_engine::store::policy::NotificationRow;
 
 /// The caller's notifications
 ///
-/// Approvals, rejections, lapsed holds and preempted bursts, newest first (the latest 100).
+/// Every notice the caller was told of (their team's reservations and budget; the fleet and
+/// approvals for admins), newest first (the latest 100), each with its `kind`.
 #[utoipa::path(
     get,
     path = "/notifications",

@@ -109,6 +109,7 @@ fn PolicyForm(
     let burst_gpus = field(p.burst_max_gpus);
     let burst_hours = field(p.burst_max_hours);
     let budget = field(p.monthly_budget_dollars);
+    let alerts = RwSignal::new(p.budget_alert_percents.iter().map(u32::to_string).collect::<Vec<_>>().join(", "));
     let models: Vec<(String, RwSignal<String>, RwSignal<String>)> =
         p.concurrent_gpus.iter().map(|(m, l)| (m.clone(), field(l.soft), field(l.hard))).collect();
     let models = StoredValue::new(models);
@@ -174,7 +175,15 @@ fn PolicyForm(
                     burst_max_gpus: Some(parse(&burst_gpus.get_untracked())),
                     burst_max_hours: Some(parse(&burst_hours.get_untracked())),
                     monthly_budget_dollars: Some(parse(&budget.get_untracked())),
-                    budget_alert_percents: None,
+                    budget_alert_percents: Some(
+                        alerts
+                            .get_untracked()
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .map(|t| t.parse().unwrap_or(0))
+                            .collect(),
+                    ),
                     rate_overrides: Some(
                         rates
                             .with_value(|all| {
@@ -214,6 +223,17 @@ fn PolicyForm(
                 {cell("Shortest notice (minutes)".into(), notice)} {cell("GPU-hours a month, soft".into(), month_soft)}
                 {cell("GPU-hours a month, hard".into(), month_hard)} {cell("Burst GPUs at once".into(), burst_gpus)}
                 {cell("Longest burst (hours)".into(), burst_hours)} {cell("Monthly budget (dollars)".into(), budget)}
+                <label class="block text-sm">
+                    "Budget alerts (% of the budget)"
+                    <input
+                        type="text"
+                        class=input
+                        placeholder="80, 100"
+                        data-testid="budget-alerts"
+                        prop:value=move || alerts.get()
+                        on:input=move |ev| alerts.set(event_target_value(&ev))
+                    />
+                </label>
             </div>
             <h3 class="mt-4 mb-2 text-sm font-medium">"GPUs at once, per model"</h3>
             <div class="grid gap-3 sm:grid-cols-4">
