@@ -420,17 +420,51 @@ const SEVENTH_MINUTES_PER_GPU_HOUR: i64 = MIG_SLICES as i64 * 60;
 
 /// GPU-hours per calendar month touched by `window`, counting `holdings` and the ask, as exact
 /// sevenths × minutes.
-fn monthly_usage(holdings: &[Holding], ask: &Ask) -> Vec<(String, i64)> {
+fn monthly_usage(held: &Held, ask: &Ask) -> Vec<(String, i64)> {
+    months_of(&ask.window)
+        .into_iter()
+        .map(|(from, to)| {
+            let used = held.by_month.get(&from).copied().unwrap_or(0)
+                + seventh_minutes_within(&ask.window, ask.gpus, from, to);
+            (from.format("%Y-%m").to_string(), used)
+        })
+        .collect()
+}
+
+/// The calendar months (UTC) `window` touches: each month's first instant and the next's.
+pub fn months_of(window: &Window) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
     let mut out = Vec::new();
-    let mut cursor = ask.window.start;
-    while cursor < ask.window.end {
+    let mut cursor = window.start;
+    while cursor < window.end {
         let (from, to) = month_bounds(cursor);
-        let used: i64 = holdings.iter().map(|h| seventh_minutes_within(&h.window, h.gpus, from, to)).sum::<i64>()
-            + seventh_minutes_within(&ask.window, ask.gpus, from, to);
-        out.push((from.format("%Y-%m").to_string(), used));
+        out.push((from, to));
         cursor = to;
     }
     out
+}
+
+/// What a team holds, as one decision on a window reads it: the holdings that overlap the
+/// window (its busiest moment), and the sevenths × minutes all its holdings take in each month
+/// the window touches, keyed by the month's first instant. The store can count the months
+/// without sending every holding of them (see `engine::policy`); [`Held::of`] counts them from
+/// a list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    pub overlapping: Vec<Holding>,
+    pub by_month: BTreeMap<DateTime<Utc>, i64>,
+}
+
+impl Held {
+    pub fn of(holdings: &[Holding], window: &Window) -> Held {
+        let by_month = months_of(window)
+            .into_iter()
+            .map(|(from, to)| {
+                (from, holdings.iter().map(|h| seventh_minutes_within(&h.window, h.gpus, from, to)).sum())
+            })
+            .collect();
+        let overlapping = holdings.iter().filter(|h| h.window.overlaps(window)).copied().collect();
+        Held { overlapping, by_month }
+    }
 }
 
 fn gpus_text(g: GpuSevenths) -> String {
@@ -445,6 +479,11 @@ fn gpus_text(g: GpuSevenths) -> String {
 /// Decides a request against a policy, given what the tenant already holds (not including the
 /// request itself; for an extension, leave the reservation being extended out).
 pub fn decide(policy: &Policy, holdings: &[Holding], ask: &Ask, now: DateTime<Utc>) -> (Decision, QuotaEffect) {
+    decide_held(policy, &Held::of(holdings, &ask.window), ask, now)
+}
+
+/// [`decide`] on what the tenant holds as the decision reads it.
+pub fn decide_held(policy: &Policy, held: &Held, ask: &Ask, now: DateTime<Utc>) -> (Decision, QuotaEffect) {
     let mut refused = Vec::new();
     let mut approval = Vec::new();
     let hours = (ask.window.end - ask.window.start).num_minutes() as f64 / 60.0;
@@ -470,7 +509,7 @@ pub fn decide(policy: &Policy, holdings: &[Holding], ask: &Ask, now: DateTime<Ut
             approval.push(format!("{} units is more than the {max} your team may book without approval", ask.quantity));
         }
     }
-    let mut with_ask = holdings.to_vec();
+    let mut with_ask = held.overlapping.clone();
     with_ask.push(Holding { window: ask.window, gpu_model: ask.gpu_model, gpus: ask.gpus });
     let peak = peak_concurrency(&with_ask, ask.gpu_model, &ask.window);
     let limit = policy.concurrent_gpus.get(ask.gpu_model.code()).copied().unwrap_or_default();
@@ -490,7 +529,7 @@ pub fn decide(policy: &Policy, holdings: &[Holding], ask: &Ask, now: DateTime<Ut
             limit.soft.unwrap_or_default()
         ));
     }
-    let months = monthly_usage(holdings, ask);
+    let months = monthly_usage(held, ask);
     let cap = |c: Option<u32>| c.map(|c| i64::from(c) * SEVENTH_MINUTES_PER_GPU_HOUR);
     for (month, used) in &months {
         let used_hours = *used as f64 / SEVENTH_MINUTES_PER_GPU_HOUR as f64;

@@ -323,7 +323,7 @@ impl Engine {
         self.check_region(region)?;
         booking::check_region(&offering, region).map_err(field_error)?;
         let regions = if region.is_some() { &[][..] } else { &offering.regions[..] };
-        let _one_at_a_time = self.lock_model(offering.gpu_model).await;
+        let one_at_a_time = self.lock_model(offering.gpu_model).await;
         let (decision, _) = self.decide(tenant_id, &offering, valid.quantity, valid.window, None, now).await?;
         let (state, approval_deadline, decision_reason) = match decision {
             Decision::Refused(reasons) => {
@@ -388,6 +388,9 @@ impl Engine {
                         touched.extend(self.store.reservation_allocations(*burst).await?.iter().map(|(g, _)| *g));
                     }
                     self.index.refresh_gpus(&self.store, &touched, now).await?;
+                    // The index shows this booking now: the next one of the model may plan
+                    // while this one is audited, told and read back.
+                    drop(one_at_a_time);
                     self.tell_preempted(&preempted, id, now).await?;
                     self.queue_wakeup.notify_one();
                     tracing::info!(reservation = id, tenant = tenant_id, offering = %offering.id, "booked");

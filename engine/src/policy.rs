@@ -17,7 +17,7 @@ use tenantry_domain::booking::default_options;
 use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::policy::{
-    self, ApprovalItem, Ask, BurstInput, Decision, DefaultPolicy, Holding, Policy, PolicyPatch, QuotaEffect,
+    self, ApprovalItem, Ask, BurstInput, Decision, DefaultPolicy, Held, Holding, Policy, PolicyPatch, QuotaEffect,
     TenantPolicy,
 };
 use tenantry_domain::reservation::{Placement, ReservationDetail, ReservationKind};
@@ -90,7 +90,7 @@ impl Engine {
     }
 
     /// What the team already holds that policy counts against `window`'s months.
-    async fn holdings(
+    pub(crate) async fn holdings(
         &self,
         tenant_id: i64,
         kind: ReservationKind,
@@ -116,6 +116,38 @@ impl Engine {
             .collect())
     }
 
+    /// What the team holds, as a decision on `window` reads it: its holdings overlapping the
+    /// window, and each touched month's GPU sevenths × minutes counted by the store.
+    pub(crate) async fn held(&self, tenant_id: i64, window: &Window, except: Option<i64>) -> EngineResult<Held> {
+        let kind = ReservationKind::Reservation;
+        let offerings = self.offerings_by_id().await?;
+        let overlapping = self
+            .store
+            .holdings(tenant_id, kind, window.start, window.end)
+            .await?
+            .into_iter()
+            .filter(|h| Some(h.reservation_id) != except)
+            .filter_map(|h| {
+                let o = offerings.get(&h.offering_id)?;
+                Some(Holding {
+                    window: Window { start: h.start_at, end: h.end_at },
+                    gpu_model: o.gpu_model,
+                    gpus: policy_gpus(o, h.quantity),
+                })
+            })
+            .collect();
+        let mut by_month = std::collections::BTreeMap::new();
+        for month in policy::months_of(window) {
+            let sums = self.store.unit_minutes(tenant_id, kind, month, except).await?;
+            let used: i64 = sums
+                .iter()
+                .filter_map(|(offering, unit_minutes)| Some(policy_gpus(offerings.get(offering)?, *unit_minutes).0))
+                .sum();
+            by_month.insert(month.0, used);
+        }
+        Ok(Held { overlapping, by_month })
+    }
+
     /// The team's policy decision on a reservation request, and its quota effect.
     pub async fn decide(
         &self,
@@ -132,10 +164,10 @@ impl Engine {
             // it was booked; judging it again would refuse extending a window that has begun.
             policy.min_notice_minutes = None;
         }
-        let holdings = self.holdings(tenant_id, ReservationKind::Reservation, &window, except).await?;
+        let held = self.held(tenant_id, &window, except).await?;
         let ask =
             Ask { window, gpu_model: offering.gpu_model, quantity, gpus: policy_gpus(offering, i64::from(quantity)) };
-        Ok(policy::decide(&policy, &holdings, &ask, now))
+        Ok(policy::decide_held(&policy, &held, &ask, now))
     }
 
     /// Every team with its effective policy (admins).

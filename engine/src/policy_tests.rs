@@ -323,3 +323,33 @@ store_test!(a_window_that_has_begun_can_still_be_extended_under_a_notice_rule, |
     let refused = engine.book(&lead, &ask("h100-gpu", 1, later, 1), None, later).await;
     assert!(matches!(refused, Err(EngineError::Forbidden(m)) if m.contains("60 minutes ahead")));
 });
+
+store_test!(the_store_counts_monthly_use_as_the_policy_does, |store: Store| async move {
+    let (engine, lead, admin) = setup(store).await;
+    let open: PolicyPatch =
+        serde_json::from_value(serde_json::json!({"max_quantity_without_approval": null, "max_horizon_days": null}))
+            .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &open, Utc::now()).await.unwrap();
+    let now = Utc::now();
+    // Across a month's end, MIG slices (1/7 of a GPU each), whole GPUs, one to leave out.
+    let month_end = tenantry_domain::metering::Month::of(now).next().next().first_day();
+    let across = engine.book(&lead, &ask("h100-gpu", 2, month_end - Duration::hours(3), 5), None, now).await.unwrap();
+    engine.book(&lead, &ask("a100-1g.10gb", 3, month_end - Duration::hours(30), 7), None, now).await.unwrap();
+    engine.book(&lead, &ask("l40s-gpu", 1, month_end + Duration::hours(4), 9), None, now).await.unwrap();
+    let tenant = lead.tenant_id().unwrap();
+    let window = tenantry_domain::Window { start: month_end - Duration::hours(1), end: month_end + Duration::hours(1) };
+    for except in [None, Some(across.detail.reservation.id)] {
+        let held = engine.held(tenant, &window, except).await.unwrap();
+        let listed = engine.holdings(tenant, ReservationKind::Reservation, &window, except).await.unwrap();
+        let expected = tenantry_domain::policy::Held::of(&listed, &window);
+        assert_eq!(held.by_month, expected.by_month, "except {except:?}");
+        assert_eq!(held.overlapping.len(), expected.overlapping.len());
+        assert_eq!(held.by_month.len(), 2, "the window touches two months");
+    }
+    // 2 GPUs × 3 h + 3/7 GPU × 7 h before the month's end; 2 GPUs × 2 h + 1 GPU × 9 h after.
+    let held = engine.held(tenant, &window, None).await.unwrap();
+    let sevenths = |gpu_hours_times_7: i64| gpu_hours_times_7 * 60;
+    let mut months = held.by_month.values();
+    assert_eq!(*months.next().unwrap(), sevenths(2 * 7 * 3 + 3 * 7));
+    assert_eq!(*months.next().unwrap(), sevenths(2 * 7 * 2 + 7 * 9));
+});

@@ -17,6 +17,7 @@ create index notice_tenant_at on notice (tenant_id, at);
 
 alter table notification add column notice_id bigint references notice (notice_id);
 alter table notification add column kind text not null default 'general';
+create index notification_notice on notification (notice_id);
 
 -- A person's e-mail choice per kind of notice; no row means the kind's default.
 create table notice_preference (

@@ -122,6 +122,41 @@ impl Store {
         Ok(rows)
     }
 
+    /// Per offering, the units × minutes a tenant's live holdings of `kind` take inside
+    /// `[from, to)` (a month), less `except`: what monthly GPU-hours count, summed by the
+    /// database instead of sent row by row (a booking's decision read every holding of its
+    /// months, which grew with the team's bookings). Minutes are whole, as windows are.
+    pub async fn unit_minutes(
+        &self,
+        tenant_id: i64,
+        kind: ReservationKind,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        except: Option<i64>,
+    ) -> EngineResult<Vec<(String, i64)>> {
+        // Times are RFC 3339 text on SQLite (fixed offset, so min/max compare them as times).
+        let minutes = match self.backend() {
+            super::Backend::Postgres => "extract(epoch from (least(end_at, $3) - greatest(start_at, $2))) / 60",
+            super::Backend::Sqlite => "(julianday(min(end_at, $3)) - julianday(max(start_at, $2))) * 1440",
+        };
+        let sql = format!(
+            "select offering_id, cast(round(sum(quantity * {minutes})) as bigint) from reservation
+             where tenant_id = $1 and kind = $4 and state in {LIVE_STATES} and start_at < $3 and $2 < end_at
+               and ($5 is null or reservation_id <> $5)
+             group by offering_id"
+        );
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (String, i64)>(&sql)
+                .bind(tenant_id)
+                .bind(from)
+                .bind(to)
+                .bind(kind.code())
+                .bind(except)
+                .fetch_all(pool)
+                .await?
+        });
+        Ok(rows)
+    }
+
     /// Live reservations of any tenant on the given offerings overlapping `[from, to)`.
     pub async fn live_reservations_on(
         &self,
