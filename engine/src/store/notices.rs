@@ -84,8 +84,9 @@ impl NewNotice {
 
 /// Writes `$notice` (a [`NewNotice`]) and fans it out, inside the caller's transaction `$tx`:
 /// the notice row, a notification for each recipient, an e-mail delivery for each recipient
-/// whose preference (or the kind's default) says so, and a webhook delivery for each live webhook of the notice's team. Evaluates to the notice's id,
-/// or `None` when its `once_key` was written before.
+/// whose preference (or the kind's default) says so, and a webhook delivery for each live
+/// webhook of the notice's team. Evaluates to the notice's id, or `None` when its `once_key` was
+/// written before.
 #[macro_export]
 macro_rules! insert_notice {
     ($tx:ident, $notice:expr, $now:expr) => {{
@@ -125,20 +126,18 @@ macro_rules! insert_notice {
                 told = told.bind(arg);
             }
             told.execute(&mut *$tx).await?;
-            {
-                sqlx::query(
-                    "insert into delivery (notice_id, channel, user_id, state, run_at, created_at, updated_at)
-                     select n.notice_id, 'email', n.user_id, 'queued', $2, $2, $2 from notification n
-                     left join notice_preference p on p.user_id = n.user_id and p.kind = $3
-                     where n.notice_id = $1 and coalesce(p.email, $4)",
-                )
-                .bind(id)
-                .bind($now)
-                .bind(notice.kind.code())
-                .bind(notice.kind.email_by_default())
-                .execute(&mut *$tx)
-                .await?;
-            }
+            sqlx::query(
+                "insert into delivery (notice_id, channel, user_id, state, run_at, created_at, updated_at)
+                 select n.notice_id, 'email', n.user_id, 'queued', $2, $2, $2 from notification n
+                 left join notice_preference p on p.user_id = n.user_id and p.kind = $3
+                 where n.notice_id = $1 and coalesce(p.email, $4)",
+            )
+            .bind(id)
+            .bind($now)
+            .bind(notice.kind.code())
+            .bind(notice.kind.email_by_default())
+            .execute(&mut *$tx)
+            .await?;
             if let Some(tenant_id) = notice.tenant_id {
                 sqlx::query(
                     "insert into delivery (notice_id, channel, webhook_id, state, run_at, created_at, updated_at)
