@@ -13,6 +13,30 @@ test('the availability page fits a phone: the heatmap scrolls inside its card', 
   expect(await card.evaluate((el) => el.scrollWidth > el.clientWidth)).toBe(true);
 });
 
+// Every page fits a phone, the header's account links included: what is wider (a table, the
+// heatmap) scrolls inside its own card, never the page sideways.
+for (const [who, paths] of [
+  [
+    'lead@acme.example',
+    ['/', '/reservations', '/chargeback', '/notifications', '/settings/notifications', '/settings/calendar', '/settings/tokens'],
+  ],
+  [
+    'admin@tenantry.example',
+    ['/admin/fleet', '/admin/approvals', '/admin/tenants', '/admin/reports', '/admin/users', '/admin/audit', '/admin/offerings', '/admin/setup'],
+  ],
+] as const) {
+  test(`pages fit a phone, as ${who}`, async ({ page }) => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await signIn(page, who);
+    for (const path of paths) {
+      await page.goto(path);
+      await hydrated(page);
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      expect(width, `${path} is ${width} px wide on a 390 px phone`).toBeLessThanOrEqual(390);
+    }
+  });
+}
+
 test('pages have a favicon, and loading one logs no failed request', async ({ page }) => {
   const failed: string[] = [];
   page.on('response', (response) => {

@@ -109,7 +109,10 @@ fn TopBar(info: Option<SessionInfo>) -> impl IntoView {
                     "Tenantry"
                 </A>
                 {links}
-                <div class="ml-auto flex items-center gap-3 text-sm">{account}</div>
+                // The account's links wrap onto more lines instead of widening the page on a phone.
+                <div class="ml-auto flex min-w-0 flex-wrap items-center justify-end gap-x-3 gap-y-2 text-sm">
+                    {account}
+                </div>
             </nav>
         </header>
     }
@@ -128,6 +131,9 @@ fn DemoBanner() -> impl IntoView {
     }
 }
 
+/// A link of the account menu; it never breaks inside, the menu wraps between links instead.
+const ACCOUNT_LINK: &str = "whitespace-nowrap text-sm font-medium text-indigo-700 underline dark:text-indigo-300";
+
 #[component]
 fn UserMenu(user: tenantry_domain::Identity, unread: u32) -> impl IntoView {
     let team = match (&user.tenant, user.role) {
@@ -136,28 +142,16 @@ fn UserMenu(user: tenantry_domain::Identity, unread: u32) -> impl IntoView {
         _ => "No team".to_owned(),
     };
     view! {
-        <a
-            href="/notifications"
-            class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300"
-            data-testid="notifications-link"
-        >
+        <a href="/notifications" class=ACCOUNT_LINK data-testid="notifications-link">
             {if unread > 0 { format!("Notifications ({unread})") } else { "Notifications".to_owned() }}
         </a>
-        <a
-            href="/settings/notifications"
-            class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300"
-            data-testid="notification-settings-link"
-        >
+        <a href="/settings/notifications" class=ACCOUNT_LINK data-testid="notification-settings-link">
             "Settings"
         </a>
-        <a href="/settings/tokens" class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300">
+        <a href="/settings/tokens" class=ACCOUNT_LINK>
             "API tokens"
         </a>
-        <a
-            href="/settings/calendar"
-            class="text-sm font-medium text-indigo-700 underline dark:text-indigo-300"
-            data-testid="calendar-link"
-        >
+        <a href="/settings/calendar" class=ACCOUNT_LINK data-testid="calendar-link">
             "Calendar"
         </a>
         <div class="text-right leading-tight">

@@ -14,8 +14,10 @@ pub fn DataTable(
     #[prop(optional)] testid: &'static str,
     children: Children,
 ) -> impl IntoView {
+    // `relative`: an absolutely placed child (a screen-reader-only label) is placed against its
+    // scrolling card, not the page, which it would otherwise widen on a phone.
     view! {
-        <div class=format!("{CARD} overflow-x-auto p-0")>
+        <div class=format!("{CARD} relative overflow-x-auto p-0")>
             <table class="min-w-full text-left text-sm" data-testid=testid>
                 <caption class="sr-only">{caption}</caption>
                 <TableHead columns padding="px-4 py-2" />

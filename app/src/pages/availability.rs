@@ -513,7 +513,7 @@ fn Heatmap(calendar: CalendarGrid, selection: RwSignal<Option<(usize, usize)>>, 
         .collect_view();
     view! {
         <div
-            class=format!("{CARD} overflow-x-auto")
+            class=format!("{CARD} relative overflow-x-auto")
             on:pointerleave=move |_| {
                 if dragging.get_untracked() {
                     commit()

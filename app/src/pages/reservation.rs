@@ -164,7 +164,7 @@ fn Detail(
                     <Field label="Booked">{format::utc(r.created_at)}</Field>
                 </dl>
                 <h2 class="mt-6 mb-2 font-semibold">"What it holds"</h2>
-                <div class="overflow-x-auto">
+                <div class="relative overflow-x-auto">
                     <table class="min-w-full text-left text-sm" data-testid="allocations">
                         <caption class="sr-only">"Nodes, GPUs and MIG slices held"</caption>
                         <thead class="text-xs uppercase text-slate-500">

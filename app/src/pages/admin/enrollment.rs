@@ -216,7 +216,7 @@ pub fn EnrollmentPanel(nodes: Vec<NodeSummary>, enrollment: Enrollment) -> impl 
                         </button>
                     </div>
                 </div>
-                <div class="overflow-x-auto">
+                <div class="relative overflow-x-auto">
                     <table class="min-w-full text-left text-sm">
                         <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">
                             <tr>

@@ -278,7 +278,7 @@ fn DomainTable(
 ) -> impl IntoView {
     let gpus: u32 = nodes.iter().map(|n| n.gpu_count).sum();
     view! {
-        <div class=format!("{CARD} mb-4 overflow-x-auto p-0")>
+        <div class=format!("{CARD} relative mb-4 overflow-x-auto p-0")>
             <table class="min-w-full text-left text-sm" data-testid="fleet-domain">
                 <caption class="px-4 py-2 text-left font-medium">
                     {format!("Fabric domain {domain} · {} nodes · {gpus} GPUs", nodes.len())}
