@@ -11,7 +11,8 @@ CARGO_LEPTOS_VERSION=0.3.10
 WASM_BINDGEN_VERSION=0.2.130
 LEPTOSFMT_VERSION=0.1.33
 
-say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
+# Each step says how long the run has taken so far, so a slow CI run shows where its time went.
+say() { printf '\033[1;34m==>\033[0m %s \033[2m(%dm%02ds)\033[0m\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)) >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
 
 as_root() {
