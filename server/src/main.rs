@@ -184,14 +184,20 @@ async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(),
         oidc,
         metrics_token: args.metrics_token.clone(),
         event_streams: Default::default(),
+        stopping: Default::default(),
     });
+    let stopping = web.stopping.clone();
     let state = AppState { engine: engine.clone(), leptos, settings, web, http_metrics: Default::default() };
     let app = build_router(state, session_store);
     let listener =
         tokio::net::TcpListener::bind(args.addr).await.map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
     tracing::info!("listening on http://{}", args.addr);
     axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Open event streams end, or the graceful shutdown would wait on them for ever.
+            stopping.stop();
+        })
         .await
         .map_err(|e| format!("server error: {e}"))?;
     // Running steps finish (or go back to the queue) before the database closes.

@@ -29,6 +29,36 @@ pub struct WebSettings {
     pub metrics_token: Option<String>,
     /// Live timeline streams open on this instance, per user (capped).
     pub event_streams: crate::api::provisioning::StreamSlots,
+    /// Told when the instance begins to stop.
+    pub stopping: Stopping,
+}
+
+/// Told when the instance begins to stop, so that streams which would otherwise stay open
+/// (server-sent events) end: a graceful shutdown waits for every connection to close, and one
+/// browser on the availability page would keep a stopping instance alive for ever. The browser's
+/// `EventSource` reconnects, through the balancer, to another instance.
+#[derive(Clone)]
+pub struct Stopping(tokio::sync::watch::Sender<bool>);
+
+impl Default for Stopping {
+    fn default() -> Self {
+        Stopping(tokio::sync::watch::channel(false).0)
+    }
+}
+
+impl Stopping {
+    /// The instance begins to stop.
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Resolves once the instance begins to stop (at once if it has).
+    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut told = self.0.subscribe();
+        async move {
+            let _ = told.wait_for(|stopping| *stopping).await;
+        }
+    }
 }
 
 impl FromRef<AppState> for LeptosOptions {

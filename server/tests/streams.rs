@@ -1,6 +1,7 @@
 //! Live timelines (`GET /api/v1/reservations/{id}/events` as server-sent events) end when their
 //! viewer may no longer see them (signed out, token revoked) and when the reservation is over;
-//! each user may hold only a few open; on PostgreSQL another instance's steps wake them at once.
+//! each user may hold only a few open; on PostgreSQL another instance's steps wake them at once;
+//! every open stream ends when the instance begins to stop, so its graceful shutdown can finish.
 
 mod common;
 
@@ -173,3 +174,32 @@ async fn another_instances_steps_wake_a_live_timeline() {
     assert!(ran.elapsed() < std::time::Duration::from_secs(4), "{:?}", ran.elapsed());
     steps.abort();
 }
+
+// A stopping instance ends its open streams (availability and live timelines); otherwise its
+// graceful shutdown would wait for every open browser tab for ever, and the browsers would not
+// reconnect to another instance behind the balancer.
+app_test!(open_streams_end_when_the_instance_stops, |app: TestApp| async move {
+    let id = upcoming(&app).await;
+    let lead = app.token("lead@acme.example").await;
+    let timeline = open(&app, &lead, id).await;
+    assert_eq!(timeline.status(), StatusCode::OK);
+    let req = lead
+        .apply(Request::get("/api/v1/availability/events"))
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Body::empty())
+        .unwrap();
+    let availability = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(availability.status(), StatusCode::OK);
+    let (timeline, availability) =
+        (tokio::spawn(read_to_end(timeline, 10)), tokio::spawn(read_to_end(availability, 10)));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!timeline.is_finished() && !availability.is_finished(), "both stay open while the instance runs");
+
+    app.web.stopping.stop();
+    let timeline = timeline.await.unwrap().expect("the live timeline ends when the instance stops");
+    assert!(!timeline.contains("event: end"), "it ends without claiming the timeline is complete");
+    availability.await.unwrap().expect("the availability stream ends when the instance stops");
+    // A stream opened while the instance stops ends at once.
+    let late = open(&app, &lead, id).await;
+    assert!(ends_within(late, 5).await, "a stream opened after the stop ends at once");
+});

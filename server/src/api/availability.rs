@@ -86,5 +86,6 @@ pub async fn events(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let changes = WatchStream::from_changes(state.engine.index.subscribe())
         .map(|revision| Ok(Event::default().event("availability").data(revision.to_string())));
+    let changes = futures_util::StreamExt::take_until(changes, state.web.stopping.stopped());
     Ok(Sse::new(changes).keep_alive(KeepAlive::default()))
 }

@@ -174,7 +174,7 @@ pub async fn events(
             format!("you have {STREAMS_PER_USER} live timelines open; close one (or a browser tab) first"),
         )
     })?;
-    let stream = live(state.engine.clone(), who, proof, slot, id, items);
+    let stream = live(state.engine.clone(), who, proof, slot, id, items).take_until(state.web.stopping.stopped());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
 

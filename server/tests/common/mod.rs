@@ -28,6 +28,8 @@ pub enum Db {
 pub struct TestApp {
     pub router: Router,
     pub engine: Engine,
+    /// How the app faces the web; `web.stopping` stops it as a shutdown would.
+    pub web: Arc<WebSettings>,
     /// Builds another router over the same state, as a second test (or instance) would.
     rebuild: Arc<dyn Fn() -> Router + Send + Sync>,
 }
@@ -103,13 +105,14 @@ impl TestApp {
     pub async fn with_leptos(engine: Engine, web: WebSettings, leptos: leptos::config::LeptosOptions) -> TestApp {
         let sessions = sessions::DbSessionStore::open(&engine.store).await.unwrap();
         let settings = Arc::new(PortalSettings { demo: true, sso: web.oidc.is_some() });
+        let web = Arc::new(web);
         let state =
-            AppState { engine: engine.clone(), leptos, settings, web: Arc::new(web), http_metrics: Default::default() };
+            AppState { engine: engine.clone(), leptos, settings, web: web.clone(), http_metrics: Default::default() };
         let rebuild = {
             let (state, sessions) = (state.clone(), sessions.clone());
             Arc::new(move || build_router(state.clone(), sessions.clone()))
         };
-        TestApp { router: openapi_check::checked(build_router(state, sessions)), engine, rebuild }
+        TestApp { router: openapi_check::checked(build_router(state, sessions)), engine, web, rebuild }
     }
 
     /// Another router over this app's state (what every test of a suite does at its start).
