@@ -11,12 +11,17 @@ use crate::components::table::DataTable;
 use crate::format;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
-use tenantry_domain::notice::{NoticeKind, NoticeSettings, WebhookView};
+use tenantry_domain::notice::{NewWebhook, NoticeKind, NoticeSettings, WebhookView};
 
 #[component]
 pub fn NotificationSettingsPage() -> impl IntoView {
     let choose = Action::new(|(kind, email): &(NoticeKind, bool)| choose_notice_email(*kind, *email));
     let settings = Resource::new(move || choose.version().get(), |_| my_notice_settings());
+    // The webhooks' resource is made here too, not in `Webhooks`: that renders inside the
+    // settings' `Transition`, and a resource made inside a `Suspense` can take another id on the
+    // server than in the browser, which then hydrates it against other data and panics
+    // (docs/ARCHITECTURE.md, "Web layer"). For a member it answers 403 and is never shown.
+    let webhooks = WebhookState::new();
     view! {
         <PageHeader
             title="Notification settings"
@@ -30,11 +35,11 @@ pub fn NotificationSettingsPage() -> impl IntoView {
                 match settings.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
                     Ok(s) => {
-                        let webhooks = s.manages_webhooks;
+                        let manages_webhooks = s.manages_webhooks;
                         view! {
                             <EmailChoices settings=s choose />
-                            {if webhooks {
-                                view! { <Webhooks /> }.into_any()
+                            {if manages_webhooks {
+                                view! { <Webhooks state=webhooks /> }.into_any()
                             } else {
                                 view! {
                                     <p class=format!("{CARD} text-sm") data-testid="webhooks-leads-only">
@@ -108,11 +113,26 @@ fn EmailChoices(
     }
 }
 
+/// The team's webhooks and what changes them.
+#[derive(Clone, Copy)]
+struct WebhookState {
+    create: Action<String, Result<NewWebhook, crate::error::AppError>>,
+    act: Action<(i64, WebhookAction), Result<(), crate::error::AppError>>,
+    list: Resource<Result<Vec<WebhookView>, crate::error::AppError>>,
+}
+
+impl WebhookState {
+    fn new() -> Self {
+        let create = Action::new(|url: &String| create_webhook(url.clone()));
+        let act = Action::new(|(id, action): &(i64, WebhookAction)| act_on_webhook(*id, *action));
+        let list = Resource::new(move || (create.version().get(), act.version().get()), |_| team_webhooks());
+        WebhookState { create, act, list }
+    }
+}
+
 #[component]
-fn Webhooks() -> impl IntoView {
-    let create = Action::new(|url: &String| create_webhook(url.clone()));
-    let act = Action::new(|(id, action): &(i64, WebhookAction)| act_on_webhook(*id, *action));
-    let list = Resource::new(move || (create.version().get(), act.version().get()), |_| team_webhooks());
+fn Webhooks(state: WebhookState) -> impl IntoView {
+    let WebhookState { create, act, list } = state;
     let url = RwSignal::new(String::new());
     view! {
         <section class=format!("{CARD} mb-6") aria-labelledby="webhooks-heading" data-testid="webhooks">
