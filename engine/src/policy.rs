@@ -97,8 +97,19 @@ impl Engine {
         window: &Window,
         except: Option<i64>,
     ) -> EngineResult<Vec<Holding>> {
-        let range = policy::counting_range(window);
         let offerings = self.offerings_by_id().await?;
+        self.holdings_within(tenant_id, kind, &policy::counting_range(window), except, &offerings).await
+    }
+
+    /// The team's holdings of `kind` that overlap `range`, less `except`, as policy counts them.
+    async fn holdings_within(
+        &self,
+        tenant_id: i64,
+        kind: ReservationKind,
+        range: &Window,
+        except: Option<i64>,
+        offerings: &HashMap<String, Offering>,
+    ) -> EngineResult<Vec<Holding>> {
         Ok(self
             .store
             .holdings(tenant_id, kind, range.start, range.end)
@@ -121,21 +132,7 @@ impl Engine {
     pub(crate) async fn held(&self, tenant_id: i64, window: &Window, except: Option<i64>) -> EngineResult<Held> {
         let kind = ReservationKind::Reservation;
         let offerings = self.offerings_by_id().await?;
-        let overlapping = self
-            .store
-            .holdings(tenant_id, kind, window.start, window.end)
-            .await?
-            .into_iter()
-            .filter(|h| Some(h.reservation_id) != except)
-            .filter_map(|h| {
-                let o = offerings.get(&h.offering_id)?;
-                Some(Holding {
-                    window: Window { start: h.start_at, end: h.end_at },
-                    gpu_model: o.gpu_model,
-                    gpus: policy_gpus(o, h.quantity),
-                })
-            })
-            .collect();
+        let overlapping = self.holdings_within(tenant_id, kind, window, except, &offerings).await?;
         let mut by_month = std::collections::BTreeMap::new();
         for month in policy::months_of(window) {
             let sums = self.store.unit_minutes(tenant_id, kind, month, except).await?;
