@@ -97,6 +97,8 @@ stop() {
 }
 
 env_lines() {
+  # The same URL `start` used: on a fresh cluster the tests' PostgreSQL URL gains a password.
+  bootstrap_postgres
   instance_env
   echo "export TENANTRY_CLUSTER_URL=http://127.0.0.1:$PORT"
   echo "export TENANTRY_CLUSTER_INSTANCES=$(seq -s, -f "http://127.0.0.1:%g" $((PORT + 1)) $((PORT + INSTANCES)))"
