@@ -465,6 +465,28 @@ impl Held {
         let overlapping = holdings.iter().filter(|h| h.window.overlaps(window)).copied().collect();
         Held { overlapping, by_month }
     }
+
+    /// What a decision on `window` reads of a `Held` counted for a window that contains it: the
+    /// holdings that overlap `window`, and `window`'s months. A batch of one team's bookings is
+    /// read from the store once, for the window that spans them all, and each is decided on
+    /// this part of it.
+    pub fn within(&self, window: &Window) -> Held {
+        let months: Vec<DateTime<Utc>> = months_of(window).into_iter().map(|(from, _)| from).collect();
+        Held {
+            overlapping: self.overlapping.iter().filter(|h| h.window.overlaps(window)).copied().collect(),
+            by_month: self.by_month.iter().filter(|(m, _)| months.contains(m)).map(|(m, used)| (*m, *used)).collect(),
+        }
+    }
+
+    /// Counts one more holding, as if the store had it: a booking decided earlier in the same
+    /// batch, not yet committed, weighs on the decisions after it.
+    pub fn add(&mut self, holding: Holding) {
+        for (from, used) in self.by_month.iter_mut() {
+            let (_, to) = month_bounds(*from);
+            *used += seventh_minutes_within(&holding.window, holding.gpus, *from, to);
+        }
+        self.overlapping.push(holding);
+    }
 }
 
 fn gpus_text(g: GpuSevenths) -> String {
@@ -711,6 +733,33 @@ mod tests {
     }
 
     proptest! {
+        /// Reading a team's holdings once for a span and adding a batch's earlier bookings to it
+        /// decides each booking as reading the store again after each commit would.
+        #[test]
+        fn a_batch_reads_as_the_store_would(
+            stored in prop::collection::vec((0u32..1500, 1u32..200, 1i64..20), 0..8),
+            earlier in prop::collection::vec((0u32..1500, 1u32..200, 1i64..20), 0..4),
+            ask_start in 0u32..1500, ask_len in 1u32..200,
+        ) {
+            // Hours from late November: windows cross into December and January.
+            let t0 = Utc.with_ymd_and_hms(2026, 11, 20, 0, 0, 0).unwrap();
+            let hold = |(s, l, g): (u32, u32, i64)| Holding {
+                window: w(t0 + Duration::hours(i64::from(s)), t0 + Duration::hours(i64::from(s + l))),
+                gpu_model: GpuModel::H100Sxm80,
+                gpus: GpuSevenths::whole_gpus(g),
+            };
+            let stored: Vec<Holding> = stored.into_iter().map(hold).collect();
+            let earlier: Vec<Holding> = earlier.into_iter().map(hold).collect();
+            let window = w(t0 + Duration::hours(i64::from(ask_start)), t0 + Duration::hours(i64::from(ask_start + ask_len)));
+            let span = earlier.iter().fold(window, |s, h| Window { start: s.start.min(h.window.start), end: s.end.max(h.window.end) });
+            let mut batch = Held::of(&stored, &span);
+            for h in &earlier {
+                batch.add(*h);
+            }
+            let all: Vec<Holding> = stored.iter().chain(&earlier).copied().collect();
+            prop_assert_eq!(batch.within(&window), Held::of(&all, &window));
+        }
+
         /// Cancelling (removing a holding) never makes a decision stricter, and the peak never
         /// falls below the ask itself.
         #[test]

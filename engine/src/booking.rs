@@ -9,8 +9,9 @@ use crate::error::{EngineError, EngineResult};
 use crate::index::{Narrowed, Snapshot};
 use crate::store::notices::{NewNotice, Recipients};
 use crate::store::reservations::{
-    is_overlap, CancelPlan, Clash, EndChange, Inserted, NewReservation, ReservationFilter,
+    is_overlap, CancelPlan, Clash, EndChange, NewReservation, ReservationFilter,
 };
+use crate::planner::{Settled, Ticket};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
@@ -21,14 +22,9 @@ use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
-use tenantry_domain::provisioning::{self, JobKind};
 use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Identity, Offering, Reservation, ReservationState, Window};
-
-/// How often a booking re-plans after losing a race to another instance before it gives up with
-/// a 409. Each lost round means another booking committed, so this is a safety bound only.
-const MAX_PLAN_ATTEMPTS: u32 = 16;
 
 /// How far ahead a quote looks for the earliest window that fits.
 pub const EARLIEST_FIT_HORIZON: Duration = Duration::days(14);
@@ -58,7 +54,7 @@ fn field_error(e: booking::FieldError) -> EngineError {
     EngineError::Invalid { field: e.field, message: e.message }
 }
 
-fn describe(clashes: &[Clash]) -> String {
+pub(crate) fn describe(clashes: &[Clash]) -> String {
     let shown: Vec<String> = clashes
         .iter()
         .take(3)
@@ -115,22 +111,6 @@ impl Engine {
             window: valid.window.with_turnaround(self.config.turnaround),
             placement: valid.options.placement,
         }
-    }
-
-    /// Places a request on the index's current view, on nodes that meet its options' needs and
-    /// run its driver branch (or none) during its window.
-    fn plan(
-        &self,
-        request: &Request,
-        region: Option<&str>,
-        regions: &[String],
-        needs: &NodeNeeds,
-        can_preempt: bool,
-    ) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
-        self.index.read(|s| {
-            let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
-            placement::place(&in_regions(s, regions, s.gpus_for(region, request, needs)), &holds, request)
-        })
     }
 
     /// Checks a region name against the fleet.
@@ -322,123 +302,46 @@ impl Engine {
         let region = input.region.as_deref();
         self.check_region(region)?;
         booking::check_region(&offering, region).map_err(field_error)?;
-        let regions = if region.is_some() { &[][..] } else { &offering.regions[..] };
-        let one_at_a_time = self.lock_model(offering.gpu_model).await;
-        let (decision, _) = self.decide(tenant_id, &offering, valid.quantity, valid.window, None, now).await?;
-        let (state, approval_deadline, decision_reason) = match decision {
-            Decision::Refused(reasons) => {
-                return Err(EngineError::Forbidden(format!("refused by your team's policy: {}", reasons.join("; "))));
-            }
-            Decision::NeedsApproval(reasons) => {
-                let deadline =
-                    tenantry_domain::window::floor_minute(now + self.config.approval_hold).min(valid.window.start);
-                (ReservationState::PendingApproval, Some(deadline), Some(reasons.join("; ")))
-            }
-            Decision::Scheduled => (ReservationState::Scheduled, None, None),
-        };
-        let request = self.request(&offering, &valid);
-        // A reservation may take capacity from on-demand bursts when their owners can still be
-        // warned in time: the burst then ends a turnaround before the reservation starts.
-        let burst_ends = valid.window.start - self.config.turnaround;
-        let can_preempt = burst_ends >= now + self.config.burst_warning;
-        let preempt_until = can_preempt.then_some((burst_ends, valid.window.start));
         let print = fingerprint(input);
-        let idempotency = idempotency_key.map(|k| (k, print.as_str()));
-
-        let mut last_clash = Vec::new();
-        // Each lost race means another booking committed, so re-planning makes progress; it stops
-        // as soon as placement finds no room (a 409 with the free count) or after a few rounds.
-        for attempt in 0..MAX_PLAN_ATTEMPTS {
-            let pieces = self.plan(&request, region, regions, &NodeNeeds::of(&valid.options), can_preempt).map_err(|e| {
-                EngineError::Conflict(format!(
-                    "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
-                    e.available,
-                    e.requested,
-                    offering.id,
-                    valid.window.start.format("%Y-%m-%d %H:%M"),
-                    (valid.window.end).format("%Y-%m-%d %H:%M"),
-                ))
-            })?;
-            let new = NewReservation {
-                kind: ReservationKind::Reservation,
-                approval_deadline,
-                decision_reason: decision_reason.clone(),
-                tenant_id,
-                requested_by: who.user_id,
-                offering_id: offering.id.clone(),
-                quantity: valid.quantity,
-                window: valid.window,
-                hold_until: request.window.end,
-                state,
-                options: valid.options.clone(),
-                price: valid.price(),
-                rate: offering.reserved_cents_per_hour,
-                option_prices: valid.locked.clone(),
-                allocations: pieces.clone(),
-                first_job: (state == ReservationState::Scheduled).then(|| {
-                    let at = provisioning::provision_at(valid.window.start, self.config.provision_lead, now);
-                    (JobKind::Provision, at)
-                }),
-            };
-            let gpu_ids: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
-            match self.store.insert_booking(&new, idempotency, preempt_until, now).await {
-                Ok(Inserted::Created { reservation_id: id, preempted }) => {
-                    let mut touched = gpu_ids.clone();
-                    for burst in &preempted {
-                        touched.extend(self.store.reservation_allocations(*burst).await?.iter().map(|(g, _)| *g));
-                    }
-                    self.index.refresh_gpus(&self.store, &touched, now).await?;
-                    // The index shows this booking now: the next one of the model may plan
-                    // while this one is audited, told and read back.
-                    drop(one_at_a_time);
-                    self.tell_preempted(&preempted, id, now).await?;
-                    self.queue_wakeup.notify_one();
-                    tracing::info!(reservation = id, tenant = tenant_id, offering = %offering.id, "booked");
-                    let change = Change::reservation(
-                        "reservation.created",
-                        id,
-                        tenant_id,
-                        format!(
-                            "{} × {} from {} to {} for {}",
-                            valid.quantity,
-                            offering.id,
-                            valid.window.start,
-                            valid.window.end,
-                            valid.price()
-                        ),
-                    );
-                    self.record(who, change, now).await;
-                    self.tell_booked(who, tenant_id, id, &new, now).await;
-                    let detail = self.reservation_detail(who, id).await?;
-                    return Ok(Booked { detail, replayed: false });
+        let ticket = Ticket {
+            tenant_id,
+            user_id: who.user_id,
+            offering,
+            valid,
+            region: input.region.clone(),
+            idempotency: idempotency_key.map(|k| (k.to_owned(), print.clone())),
+            now,
+        };
+        match self.settle(ticket).await? {
+            Settled::Created { reservation_id: id, preempted, new } => {
+                self.tell_preempted(&preempted, id, now).await?;
+                self.queue_wakeup.notify_one();
+                tracing::info!(reservation = id, tenant = tenant_id, offering = %new.offering_id, "booked");
+                let change = Change::reservation(
+                    "reservation.created",
+                    id,
+                    tenant_id,
+                    format!(
+                        "{} × {} from {} to {} for {}",
+                        new.quantity, new.offering_id, new.window.start, new.window.end, new.price
+                    ),
+                );
+                self.record(who, change, now).await;
+                self.tell_booked(who, tenant_id, id, &new, now).await;
+                let detail = self.reservation_detail(who, id).await?;
+                Ok(Booked { detail, replayed: false })
+            }
+            Settled::Replayed { reservation_id, fingerprint } => {
+                if fingerprint.as_deref() != Some(print.as_str()) {
+                    return Err(EngineError::invalid(
+                        "Idempotency-Key",
+                        "this Idempotency-Key was used for a different request; use a new key",
+                    ));
                 }
-                Ok(Inserted::Replayed { reservation_id, fingerprint }) => {
-                    if fingerprint.as_deref() != Some(print.as_str()) {
-                        return Err(EngineError::invalid(
-                            "Idempotency-Key",
-                            "this Idempotency-Key was used for a different request; use a new key",
-                        ));
-                    }
-                    let detail = self.reservation_detail(who, reservation_id).await?;
-                    return Ok(Booked { detail, replayed: true });
-                }
-                Err(EngineError::Store(err)) if is_overlap(&err) => {
-                    // Another booking won the race for these slices: learn what changed, re-plan.
-                    tracing::debug!(attempt, "booking lost a race; re-planning");
-                    last_clash = self.store.clashes(&pieces, valid.window.start, request.window.end, None).await?;
-                    let model_gpus: Vec<i64> = self.index.read(|s| {
-                        s.gpus.iter().filter(|g| g.gpu_model == offering.gpu_model).map(|g| g.gpu_id).collect()
-                    });
-                    self.index.refresh_gpus(&self.store, &model_gpus, now).await?;
-                }
-                Err(err) => return Err(err),
+                let detail = self.reservation_detail(who, reservation_id).await?;
+                Ok(Booked { detail, replayed: true })
             }
         }
-        Err(EngineError::Conflict(if last_clash.is_empty() {
-            "another booking took this capacity at the same moment; ask for a new quote".to_owned()
-        } else {
-            format!("another booking took this capacity at the same moment: {}", describe(&last_clash))
-        }))
     }
 
     /// Tells the lead their booking is scheduled or waits for approval, and the admins that an

@@ -4,12 +4,15 @@
 
 use crate::error::{EngineError, EngineResult};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// Counts of booking attempts by outcome.
+/// Counts of booking attempts by outcome, and of the batches the booking planner wrote.
 #[derive(Debug, Default)]
 pub struct Counters {
     bookings: Mutex<BTreeMap<&'static str, u64>>,
+    batches: AtomicU64,
+    batched: AtomicU64,
 }
 
 impl Counters {
@@ -30,5 +33,16 @@ impl Counters {
     /// Every outcome seen so far with its count, in name order.
     pub fn bookings(&self) -> Vec<(&'static str, u64)> {
         self.bookings.lock().map(|c| c.iter().map(|(k, v)| (*k, *v)).collect()).unwrap_or_default()
+    }
+
+    /// Counts one transaction of the booking planner that wrote `bookings` bookings.
+    pub fn batch(&self, bookings: usize) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.batched.fetch_add(bookings as u64, Ordering::Relaxed);
+    }
+
+    /// Batches written so far, and the bookings written in them.
+    pub fn batches(&self) -> (u64, u64) {
+        (self.batches.load(Ordering::Relaxed), self.batched.load(Ordering::Relaxed))
     }
 }

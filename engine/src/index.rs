@@ -58,11 +58,24 @@ impl Snapshot {
     /// request's during its window. A whole-node unit has its node to itself, so the branch others
     /// run does not matter to it.
     pub fn gpus_for(&self, region: Option<&str>, request: &Request, needs: &NodeNeeds) -> Cow<'_, [GpuSlot]> {
+        self.gpus_for_beside(region, request, needs, &[])
+    }
+
+    /// [`Snapshot::gpus_for`] as if the index also had the holds `beside` (bookings planned
+    /// earlier in the same batch, not committed yet).
+    pub fn gpus_for_beside(
+        &self,
+        region: Option<&str>,
+        request: &Request,
+        needs: &NodeNeeds,
+        beside: &[Hold],
+    ) -> Cow<'_, [GpuSlot]> {
         let gpus = self.gpus_able(region, needs);
         if request.kind.grain == Grain::Node {
             return gpus;
         }
-        let holds = availability::holds_in(&self.holds, &request.window);
+        let mut holds = availability::holds_in(&self.holds, &request.window);
+        holds.extend(beside.iter().filter(|h| h.window.overlaps(&request.window)));
         let other = placement::nodes_with_other_driver(&gpus, &holds, &request.window, DriverBranch::of(needs.driver));
         if other.is_empty() {
             return gpus;

@@ -18,6 +18,7 @@ pub mod inventory;
 pub mod metering;
 pub mod notices;
 pub mod offerings;
+mod planner;
 pub mod policy;
 pub mod provisioning;
 pub mod queue;
@@ -42,6 +43,8 @@ mod notices_tests;
 #[cfg(test)]
 mod offerings_tests;
 #[cfg(test)]
+mod planner_tests;
+#[cfg(test)]
 mod policy_tests;
 #[cfg(test)]
 mod provisioning_tests;
@@ -65,10 +68,10 @@ pub struct Engine {
     pub store: Store,
     pub config: EngineConfig,
     pub index: index::SharedIndex,
-    /// One lock per GPU model: within an instance, bookings of a model are planned and committed
-    /// one at a time, so they never race each other; only other instances can make a booking
-    /// re-plan (the database still decides).
-    booking_locks: std::sync::Arc<Vec<tokio::sync::Mutex<()>>>,
+    /// One lane per GPU model: within an instance, bookings of a model are planned and committed
+    /// in batches, one batch at a time, so they never race each other; only other instances can
+    /// make a booking re-plan (the database still decides). See [`planner`].
+    lanes: std::sync::Arc<planner::Lanes>,
     /// The fleet the provisioning queue drives.
     pub driver: std::sync::Arc<dyn driver::FleetDriver>,
     /// Wakes this instance's queue workers when it queued a job due now.
@@ -87,14 +90,13 @@ impl Engine {
     /// default speed; call [`Engine::load_index`] before serving (the seed does it for the data
     /// it writes).
     pub fn new(store: Store, config: EngineConfig) -> Self {
-        let booking_locks = tenantry_domain::GpuModel::ALL.iter().map(|_| tokio::sync::Mutex::new(())).collect();
         let driver = std::sync::Arc::new(driver::sim::SimDriver::new(store.clone(), Default::default()));
         let outbox = std::sync::Arc::new(notices::Outbox::new(&config.notices));
         Engine {
             store,
             config,
             index: Default::default(),
-            booking_locks: std::sync::Arc::new(booking_locks),
+            lanes: Default::default(),
             driver,
             queue_wakeup: Default::default(),
             counters: Default::default(),
@@ -111,8 +113,7 @@ impl Engine {
 
     /// Serialises this instance's bookings of one GPU model.
     pub(crate) async fn lock_model(&self, model: tenantry_domain::GpuModel) -> tokio::sync::MutexGuard<'_, ()> {
-        let i = tenantry_domain::GpuModel::ALL.iter().position(|m| *m == model).unwrap_or(0);
-        self.booking_locks[i].lock().await
+        self.lanes.turn(model).await
     }
 
     /// Rebuilds the availability index from the store.

@@ -206,6 +206,11 @@ app_test_with!(metrics_parse_and_move_with_bookings, |app: TestApp| async move {
     let (_, after) = app.get("/metrics", Some(&scraper)).await;
     let after = parse_metrics(&after);
     assert_eq!(after[scheduled], before.get(scheduled).copied().unwrap_or(0.0) + 2.0);
+    // One after the other, each booking is a batch of one.
+    let batched = |m: &BTreeMap<String, f64>, name: &str| m.get(name).copied().unwrap_or(0.0);
+    for name in ["tenantry_booking_batches_total", "tenantry_booking_batched_total"] {
+        assert_eq!(batched(&after, name), batched(&before, name) + 2.0, "{name}");
+    }
     let route = "tenantry_http_requests_total{method=\"POST\",route=\"/api/v1/reservations\",status=\"201\"}";
     assert_eq!(after[route], 2.0, "{after:?}");
     let latency = "tenantry_http_request_duration_seconds_count{method=\"POST\",route=\"/api/v1/reservations\"}";

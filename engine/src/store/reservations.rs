@@ -378,6 +378,17 @@ pub enum CancelPlan {
     Started { end: DateTime<Utc>, hold_until: DateTime<Utc> },
 }
 
+/// One booking for [`Store::insert_bookings`]: the reservation, its idempotency key and request
+/// fingerprint, and until when it cuts bursts on its slices (see [`Store::insert_booking`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BookingWrite<'a> {
+    pub new: &'a NewReservation,
+    pub idempotency: Option<(&'a str, &'a str)>,
+    pub preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// When it was asked for: its `created_at`.
+    pub now: DateTime<Utc>,
+}
+
 /// What `insert_booking` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inserted {
@@ -468,102 +479,145 @@ impl Store {
         preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
         now: DateTime<Utc>,
     ) -> EngineResult<Inserted> {
-        let (key, fingerprint) = idempotency.unzip();
-        let mut preempted: Vec<i64> = Vec::new();
-        let result: Result<i64, sqlx::Error> = async {
-            let id = write_tx!(self, |tx| {
-                let mut insert = sqlx::QueryBuilder::<Db>::new(INSERT_RESERVATION);
-                insert.push_values(std::iter::once(r), |mut row, r| {
-                    bind_reservation!(row, r, key, fingerprint, now);
-                });
-                insert.push(" returning reservation_id");
-                let id: i64 = insert.build_query_scalar().fetch_one(&mut *tx).await?;
-                if let Some(until) = preempt_until {
-                    // Bursts on these slices end before this booking begins; their owners are told.
-                    // A burst may share several GPUs with the booking: each is cut once.
-                    let mut bursts = std::collections::BTreeSet::new();
-                    for p in &r.allocations {
-                        let on_piece: Vec<i64> = sqlx::query_scalar(
-                            "select distinct a.reservation_id from allocation a
-                             join reservation b on b.reservation_id = a.reservation_id
-                             where b.kind = 'burst' and a.live and a.gpu_id = $1
-                               and a.slice_lo < $2 and $3 < a.slice_hi and a.start_at < $4 and $5 < a.hold_until",
-                        )
-                        .bind(p.gpu_id)
-                        .bind(i64::from(p.slice_hi))
-                        .bind(i64::from(p.slice_lo))
-                        .bind(r.hold_until)
-                        .bind(r.window.start)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                        bursts.extend(on_piece);
-                    }
-                    for burst in bursts {
-                        // Cut only a burst still running past the new end; one that was cancelled
-                        // or cut meanwhile keeps its holds, and the insert below then loses the
-                        // race (the caller re-plans).
-                        let cut = sqlx::query(
-                            "update reservation set end_at = $1, decision_reason = $2, updated_at = $3
-                             where reservation_id = $4 and end_at > $1 and state in ('provisioning', 'active', 'degraded')",
-                        )
-                        .bind(until.0)
-                        .bind(format!("preempted by a reservation: ends at {} UTC", until.0.format("%Y-%m-%d %H:%M")))
-                        .bind(now)
-                        .bind(burst)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                        if cut == 1 {
-                            // Its release follows the new end, so its credentials and processes
-                            // leave the nodes before the reservation that takes them begins.
-                            move_end!(tx, burst, until.0, until.1, until.0, now);
-                            allocations_changed!(self, tx, reservation = burst);
-                            preempted.push(burst);
+        let write = BookingWrite { new: r, idempotency, preempt_until, now };
+        match self.insert_bookings(std::slice::from_ref(&write)).await?.pop() {
+            Some(Ok(inserted)) => Ok(inserted),
+            Some(Err(lost)) => Err(lost.into()),
+            None => Err(sqlx::Error::Protocol("a write of one booking answered nothing".to_owned()).into()),
+        }
+    }
+
+    /// Writes several bookings in one transaction, each in a savepoint of its own: a booking the
+    /// database refuses (an overlap or a second driver branch on a node, see [`is_overlap`]) is
+    /// rolled back alone and answered with that error, so the others still commit, together,
+    /// with one commit. A reused idempotency key answers the earlier reservation. Any other
+    /// error rolls back the whole batch.
+    ///
+    /// Keep batches under 64: PostgreSQL tracks a transaction's first 64 subtransactions in
+    /// shared memory and gets slower for every session past that.
+    pub async fn insert_bookings(&self, writes: &[BookingWrite<'_>]) -> EngineResult<Vec<Result<Inserted, sqlx::Error>>> {
+        use sqlx::Acquire;
+        let mut out: Vec<Option<Result<Inserted, sqlx::Error>>> = Vec::with_capacity(writes.len());
+        write_tx!(self, |tx| {
+            for w in writes {
+                let (r, now) = (w.new, w.now);
+                let (key, fingerprint) = w.idempotency.unzip();
+                let mut sp = (&mut tx).begin().await?;
+                let written: Result<(i64, Vec<i64>), sqlx::Error> = async {
+                    let mut preempted = Vec::new();
+                    let mut insert = sqlx::QueryBuilder::<Db>::new(INSERT_RESERVATION);
+                    insert.push_values(std::iter::once(r), |mut row, r| {
+                        bind_reservation!(row, r, key, fingerprint, now);
+                    });
+                    insert.push(" returning reservation_id");
+                    let id: i64 = insert.build_query_scalar().fetch_one(&mut *sp).await?;
+                    if let Some(until) = w.preempt_until {
+                        // Bursts on these slices end before this booking begins; their owners are
+                        // told. A burst may share several GPUs with the booking: each is cut once.
+                        let mut bursts = std::collections::BTreeSet::new();
+                        for p in &r.allocations {
+                            let on_piece: Vec<i64> = sqlx::query_scalar(
+                                "select distinct a.reservation_id from allocation a
+                                 join reservation b on b.reservation_id = a.reservation_id
+                                 where b.kind = 'burst' and a.live and a.gpu_id = $1
+                                   and a.slice_lo < $2 and $3 < a.slice_hi and a.start_at < $4 and $5 < a.hold_until",
+                            )
+                            .bind(p.gpu_id)
+                            .bind(i64::from(p.slice_hi))
+                            .bind(i64::from(p.slice_lo))
+                            .bind(r.hold_until)
+                            .bind(r.window.start)
+                            .fetch_all(&mut *sp)
+                            .await?;
+                            bursts.extend(on_piece);
+                        }
+                        for burst in bursts {
+                            // Cut only a burst still running past the new end; one that was
+                            // cancelled or cut meanwhile keeps its holds, and the insert below
+                            // then loses the race (the caller re-plans).
+                            let cut = sqlx::query(
+                                "update reservation set end_at = $1, decision_reason = $2, updated_at = $3
+                                 where reservation_id = $4 and end_at > $1 and state in ('provisioning', 'active', 'degraded')",
+                            )
+                            .bind(until.0)
+                            .bind(format!("preempted by a reservation: ends at {} UTC", until.0.format("%Y-%m-%d %H:%M")))
+                            .bind(now)
+                            .bind(burst)
+                            .execute(&mut *sp)
+                            .await?
+                            .rows_affected();
+                            if cut == 1 {
+                                // Its release follows the new end, so its credentials and
+                                // processes leave the nodes before the reservation that takes
+                                // them begins.
+                                move_end!(sp, burst, until.0, until.1, until.0, now);
+                                allocations_changed!(self, sp, reservation = burst);
+                                preempted.push(burst);
+                            }
                         }
                     }
+                    let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
+                    builder.push_values(&r.allocations, |mut row, p| {
+                        bind_allocation!(row, id, r, p);
+                    });
+                    builder.build().execute(&mut *sp).await?;
+                    let nodes = r.allocations.iter().map(|p| p.node_id).collect();
+                    if driver_clash!(self, sp, id, nodes, r.window.start, r.hold_until, &r.options.cuda_driver) {
+                        return Err(sqlx::Error::Protocol(DRIVER_CLASH.to_owned()));
+                    }
+                    if let Some((kind, run_at)) = r.first_job {
+                        sqlx::query(INSERT_JOB)
+                            .bind(kind.code())
+                            .bind(id)
+                            .bind(kind.first_step().code())
+                            .bind(run_at)
+                            .bind(now)
+                            .execute(&mut *sp)
+                            .await?;
+                    }
+                    allocations_changed!(self, sp, reservation = id);
+                    Ok((id, preempted))
                 }
-                let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
-                builder.push_values(&r.allocations, |mut row, p| {
-                    bind_allocation!(row, id, r, p);
-                });
-                builder.build().execute(&mut *tx).await?;
-                let nodes = r.allocations.iter().map(|p| p.node_id).collect();
-                if driver_clash!(self, tx, id, nodes, r.window.start, r.hold_until, &r.options.cuda_driver) {
-                    return Err(sqlx::Error::Protocol(DRIVER_CLASH.to_owned()));
+                .await;
+                match written {
+                    Ok((reservation_id, preempted)) => {
+                        sp.commit().await?;
+                        out.push(Some(Ok(Inserted::Created { reservation_id, preempted })));
+                    }
+                    Err(err) if is_overlap(&err) => {
+                        sp.rollback().await?;
+                        out.push(Some(Err(err)));
+                    }
+                    Err(err) if key.is_some() && is_idempotency_clash(&err) => {
+                        // Looked up once the batch has committed (the earlier one may be in it).
+                        sp.rollback().await?;
+                        out.push(None);
+                    }
+                    Err(err) => return Err(err.into()),
                 }
-                if let Some((kind, run_at)) = r.first_job {
-                    sqlx::query(INSERT_JOB)
-                        .bind(kind.code())
-                        .bind(id)
-                        .bind(kind.first_step().code())
-                        .bind(run_at)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                allocations_changed!(self, tx, reservation = id);
-                id
-            });
-            Ok(id)
-        }
-        .await;
-        match result {
-            Ok(id) => Ok(Inserted::Created { reservation_id: id, preempted }),
-            Err(err) if key.is_some() && is_idempotency_clash(&err) => {
-                let earlier = on_pool!(self, |pool| {
-                    sqlx::query_as::<_, (i64, Option<String>)>(
-                        "select reservation_id, idempotency_fingerprint from reservation
-                         where tenant_id = $1 and idempotency_key = $2",
-                    )
-                    .bind(r.tenant_id)
-                    .bind(key)
-                    .fetch_one(pool)
-                    .await?
-                });
-                Ok(Inserted::Replayed { reservation_id: earlier.0, fingerprint: earlier.1 })
             }
-            Err(err) => Err(err.into()),
+        });
+        let mut answers = Vec::with_capacity(out.len());
+        for (w, answer) in writes.iter().zip(out) {
+            answers.push(match answer {
+                Some(answer) => answer,
+                None => {
+                    let key = w.idempotency.map(|(k, _)| k);
+                    let (reservation_id, fingerprint) = on_pool!(self, |pool| {
+                        sqlx::query_as::<_, (i64, Option<String>)>(
+                            "select reservation_id, idempotency_fingerprint from reservation
+                             where tenant_id = $1 and idempotency_key = $2",
+                        )
+                        .bind(w.new.tenant_id)
+                        .bind(key)
+                        .fetch_one(pool)
+                        .await?
+                    });
+                    Ok(Inserted::Replayed { reservation_id, fingerprint })
+                }
+            });
         }
+        Ok(answers)
     }
 
     /// Live allocations overlapping `[start, hold_until)` on the slices of `pieces`.

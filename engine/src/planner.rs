@@ -1,0 +1,448 @@
+//! The booking planner: within an instance, bookings of one GPU model take turns, and the
+//! booking whose turn it is settles every booking of that model that is waiting, together. Each
+//! team's policy and holdings are read once for the batch; each booking is decided and placed on
+//! the index in arrival order, seeing the bookings before it in the batch as if they were stored
+//! (their holdings count against the team's quota, their slices are taken); all are written in
+//! one transaction, a savepoint each, so a batch costs one commit; and the index is refreshed
+//! once. A booking that loses a race to another instance (the database refuses it) is planned
+//! again in the next round, up to a bound. Each caller then audits, notifies and answers on its
+//! own task, while the next batch is planned.
+//!
+//! Bookings used to be planned and committed one at a time, which bounded an instance at about
+//! 200 bookings a second on PostgreSQL however many clients waited: the commit, the policy reads
+//! and the index refresh were paid by each booking in turn (docs/PERFORMANCE.md, "Booking").
+
+use crate::error::{EngineError, EngineResult};
+use crate::index::Snapshot;
+use crate::store::reservations::{BookingWrite, Clash, Inserted, NewReservation};
+use crate::Engine;
+use chrono::{DateTime, Utc};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use tenantry_domain::availability;
+use tenantry_domain::booking::ValidBooking;
+use tenantry_domain::placement::{self, DriverBranch, Hold, NodeNeeds, Placed, Request, UnitKind};
+use tenantry_domain::policy::{self, Ask, Decision, Held, Holding, Policy};
+use tenantry_domain::provisioning::{self, JobKind};
+use tenantry_domain::reservation::ReservationKind;
+use tenantry_domain::{GpuModel, Offering, ReservationState, Window};
+use tokio::sync::{oneshot, Mutex, OwnedMutexGuard};
+
+/// How often a booking is planned again after losing a race to another instance before it gives
+/// up with a 409. Each lost round means another booking committed, so this is a safety bound.
+const MAX_PLAN_ATTEMPTS: u32 = 16;
+
+/// The most bookings written in one transaction: each has a savepoint, and PostgreSQL slows
+/// every session down once a transaction has more than 64 subtransactions.
+const MAX_BATCH: usize = 32;
+
+/// A booking that passed validation, waiting for its model's planner.
+pub(crate) struct Ticket {
+    pub tenant_id: i64,
+    pub user_id: i64,
+    /// At the team's rates.
+    pub offering: Offering,
+    pub valid: ValidBooking,
+    /// The region asked for; when none, the offering's regions limit placement.
+    pub region: Option<String>,
+    /// The Idempotency-Key and the request's fingerprint.
+    pub idempotency: Option<(String, String)>,
+    pub now: DateTime<Utc>,
+}
+
+/// What the planner made of a ticket.
+#[derive(Debug)]
+pub(crate) enum Settled {
+    /// Written: the reservation, the bursts it cut short, and what was written.
+    Created { reservation_id: i64, preempted: Vec<i64>, new: Box<NewReservation> },
+    /// The idempotency key was used before: the earlier reservation and its fingerprint.
+    Replayed { reservation_id: i64, fingerprint: Option<String> },
+}
+
+struct Waiting {
+    ticket: Ticket,
+    attempts: u32,
+    /// What stood in the way the last time the database refused it, for the final 409.
+    last_clash: Vec<Clash>,
+    reply: oneshot::Sender<EngineResult<Settled>>,
+}
+
+/// One lane per GPU model: the bookings waiting, and whose turn it is (also taken by other
+/// changes of the model's allocations: extending, bursts, approvals).
+pub(crate) struct Lanes(Vec<Lane>);
+
+struct Lane {
+    waiting: std::sync::Mutex<VecDeque<Waiting>>,
+    turn: Arc<Mutex<()>>,
+}
+
+impl Default for Lanes {
+    fn default() -> Self {
+        Lanes(
+            GpuModel::ALL
+                .iter()
+                .map(|_| Lane { waiting: Default::default(), turn: Arc::new(Mutex::new(())) })
+                .collect(),
+        )
+    }
+}
+
+impl Lanes {
+    fn of(&self, model: GpuModel) -> &Lane {
+        &self.0[GpuModel::ALL.iter().position(|m| *m == model).unwrap_or(0)]
+    }
+
+    /// Takes the model's turn: no booking of it is planned until the guard is dropped.
+    pub(crate) async fn turn(&self, model: GpuModel) -> tokio::sync::MutexGuard<'_, ()> {
+        self.of(model).turn.lock().await
+    }
+}
+
+impl Lane {
+    /// The next batch, oldest first; bookings whose caller went away are dropped unwritten.
+    fn take(&self) -> Vec<Waiting> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.retain(|w| !w.reply.is_closed());
+        let n = waiting.len().min(MAX_BATCH);
+        waiting.drain(..n).collect()
+    }
+}
+
+fn stopped() -> EngineError {
+    EngineError::Store(sqlx::Error::Protocol("the booking planner stopped before answering".to_owned()))
+}
+
+/// An error for each booking of a batch that one failure ended: the same kind, the same words.
+fn copy_of(e: &EngineError) -> EngineError {
+    match e {
+        EngineError::NotFound(what) => EngineError::NotFound(what),
+        EngineError::Invalid { field, message } => EngineError::Invalid { field, message: message.clone() },
+        EngineError::Conflict(m) => EngineError::Conflict(m.clone()),
+        EngineError::Forbidden(m) => EngineError::Forbidden(m.clone()),
+        other => EngineError::Store(sqlx::Error::Protocol(other.to_string())),
+    }
+}
+
+/// A booking decided and placed, to be written.
+struct Planned {
+    waiting: Waiting,
+    new: NewReservation,
+    preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+impl Engine {
+    /// How many bookings of `model` wait for the planner.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self, model: GpuModel) -> usize {
+        self.lanes.of(model).waiting.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Decides, places and writes one booking together with the others of its model that wait,
+    /// and answers when it is written (or refused).
+    pub(crate) async fn settle(&self, ticket: Ticket) -> EngineResult<Settled> {
+        let model = ticket.offering.gpu_model;
+        let lane = self.lanes.of(model);
+        let (reply, mut answer) = oneshot::channel();
+        lane.waiting.lock().unwrap_or_else(|p| p.into_inner()).push_back(Waiting {
+            ticket,
+            attempts: 0,
+            last_clash: Vec::new(),
+            reply,
+        });
+        let turn = tokio::select! {
+            biased;
+            settled = &mut answer => return settled.unwrap_or_else(|_| Err(stopped())),
+            turn = lane.turn.clone().lock_owned() => turn,
+        };
+        // Settled on a task of its own, which a caller going away (a closed connection drops its
+        // request) cannot stop half-way through a batch that answers other callers too.
+        let engine = self.clone();
+        tokio::spawn(async move { engine.drain(model, turn).await });
+        answer.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Settles batches of the model until none waits, then gives the turn back.
+    async fn drain(&self, model: GpuModel, turn: OwnedMutexGuard<()>) {
+        loop {
+            let mut round = self.lanes.of(model).take();
+            while !round.is_empty() {
+                round = self.settle_round(round).await;
+            }
+            if self.lanes.of(model).waiting.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                break;
+            }
+        }
+        drop(turn);
+    }
+
+    /// One round of a batch: decides, places and writes each booking, answers those that are
+    /// done, and gives back those that lost a race, to be planned again.
+    async fn settle_round(&self, round: Vec<Waiting>) -> Vec<Waiting> {
+        // Each team's policy, and its holdings over the span of its bookings in this round.
+        let mut spans: HashMap<i64, Window> = HashMap::new();
+        for w in &round {
+            let window = w.ticket.valid.window;
+            spans
+                .entry(w.ticket.tenant_id)
+                .and_modify(|s| *s = Window { start: s.start.min(window.start), end: s.end.max(window.end) })
+                .or_insert(window);
+        }
+        let mut teams: HashMap<i64, (Policy, Held)> = HashMap::new();
+        let mut unreadable: HashMap<i64, EngineError> = HashMap::new();
+        for (&tenant_id, span) in &spans {
+            let read = async { Ok::<_, EngineError>((self.policy_of(tenant_id).await?, self.held(tenant_id, span, None).await?)) };
+            match read.await {
+                Ok(team) => {
+                    teams.insert(tenant_id, team);
+                }
+                Err(e) => {
+                    unreadable.insert(tenant_id, e);
+                }
+            }
+        }
+        let (round, unread): (Vec<Waiting>, Vec<Waiting>) =
+            round.into_iter().partition(|w| teams.contains_key(&w.ticket.tenant_id));
+        for w in unread {
+            let e = unreadable.get(&w.ticket.tenant_id).map_or_else(stopped, copy_of);
+            let _ = w.reply.send(Err(e));
+        }
+
+        let planned = self.index.read(|s| self.decide_and_place(s, round, &mut teams));
+        let mut to_write = Vec::with_capacity(planned.len());
+        for p in planned {
+            match p {
+                Ok(p) => to_write.push(p),
+                Err((w, e)) => {
+                    let _ = w.reply.send(Err(e));
+                }
+            }
+        }
+        let planned = to_write;
+        if planned.is_empty() {
+            return Vec::new();
+        }
+        self.write_planned(planned).await
+    }
+
+    /// Decides and places each booking in turn on one view of the index, each seeing those
+    /// before it as written. A refusal is answered with its error.
+    fn decide_and_place(
+        &self,
+        s: &Snapshot,
+        round: Vec<Waiting>,
+        teams: &mut HashMap<i64, (Policy, Held)>,
+    ) -> Vec<Result<Planned, (Waiting, EngineError)>> {
+        let mut beside: Vec<Hold> = Vec::new();
+        round
+            .into_iter()
+            .map(|w| {
+                let t = &w.ticket;
+                let Some((policy, team_held)) = teams.get_mut(&t.tenant_id) else {
+                    return Err((w, EngineError::NotFound("team")));
+                };
+                let gpus = policy_gpus(&t.offering, t.valid.quantity);
+                let ask = Ask { window: t.valid.window, gpu_model: t.offering.gpu_model, quantity: t.valid.quantity, gpus };
+                let (decision, _) = policy::decide_held(policy, &team_held.within(&t.valid.window), &ask, t.now);
+                let (state, approval_deadline, decision_reason) = match decision {
+                    Decision::Refused(reasons) => {
+                        let e = EngineError::Forbidden(format!("refused by your team's policy: {}", reasons.join("; ")));
+                        return Err((w, e));
+                    }
+                    Decision::NeedsApproval(reasons) => {
+                        let deadline = tenantry_domain::window::floor_minute(t.now + self.config.approval_hold)
+                            .min(t.valid.window.start);
+                        (ReservationState::PendingApproval, Some(deadline), Some(reasons.join("; ")))
+                    }
+                    Decision::Scheduled => (ReservationState::Scheduled, None, None),
+                };
+                let request = Request {
+                    kind: UnitKind::of(&t.offering),
+                    quantity: t.valid.quantity,
+                    window: t.valid.window.with_turnaround(self.config.turnaround),
+                    placement: t.valid.options.placement,
+                };
+                // A reservation may take capacity from on-demand bursts when their owners can
+                // still be warned in time: the burst then ends a turnaround before it starts.
+                let burst_ends = t.valid.window.start - self.config.turnaround;
+                let can_preempt = burst_ends >= t.now + self.config.burst_warning;
+                let region = t.region.as_deref();
+                let regions = if region.is_some() { &[][..] } else { &t.offering.regions[..] };
+                let needs = NodeNeeds::of(&t.valid.options);
+                let pieces = match place_beside(s, &request, region, regions, &needs, can_preempt, &beside) {
+                    Ok(pieces) => pieces,
+                    Err(e) => {
+                        let message = format!(
+                            "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
+                            e.available,
+                            e.requested,
+                            t.offering.id,
+                            t.valid.window.start.format("%Y-%m-%d %H:%M"),
+                            t.valid.window.end.format("%Y-%m-%d %H:%M"),
+                        );
+                        return Err((w, EngineError::Conflict(message)));
+                    }
+                };
+                let driver = Some(DriverBranch::of(&t.valid.options.cuda_driver));
+                beside.extend(pieces.iter().map(|p| Hold {
+                    gpu_id: p.gpu_id,
+                    slice_lo: p.slice_lo,
+                    slice_hi: p.slice_hi,
+                    window: request.window,
+                    preemptible: false,
+                    driver,
+                    tenant_id: Some(t.tenant_id),
+                }));
+                team_held.add(Holding { window: t.valid.window, gpu_model: t.offering.gpu_model, gpus });
+                let new = NewReservation {
+                    kind: ReservationKind::Reservation,
+                    approval_deadline,
+                    decision_reason,
+                    tenant_id: t.tenant_id,
+                    requested_by: t.user_id,
+                    offering_id: t.offering.id.clone(),
+                    quantity: t.valid.quantity,
+                    window: t.valid.window,
+                    hold_until: request.window.end,
+                    state,
+                    options: t.valid.options.clone(),
+                    price: t.valid.price(),
+                    rate: t.offering.reserved_cents_per_hour,
+                    option_prices: t.valid.locked.clone(),
+                    allocations: pieces,
+                    first_job: (state == ReservationState::Scheduled).then(|| {
+                        let at = provisioning::provision_at(t.valid.window.start, self.config.provision_lead, t.now);
+                        (JobKind::Provision, at)
+                    }),
+                };
+                let preempt_until = can_preempt.then_some((burst_ends, t.valid.window.start));
+                Ok(Planned { waiting: w, new, preempt_until })
+            })
+            .collect()
+    }
+
+    /// Writes the planned bookings in one transaction, shows them in the index, answers the
+    /// written and replayed ones, and gives back those another instance beat, to plan again.
+    async fn write_planned(&self, planned: Vec<Planned>) -> Vec<Waiting> {
+        let writes: Vec<BookingWrite> = planned
+            .iter()
+            .map(|p| BookingWrite {
+                new: &p.new,
+                idempotency: p.waiting.ticket.idempotency.as_ref().map(|(k, f)| (k.as_str(), f.as_str())),
+                preempt_until: p.preempt_until,
+                now: p.waiting.ticket.now,
+            })
+            .collect();
+        let answers = match self.store.insert_bookings(&writes).await {
+            Ok(answers) => {
+                self.counters.batch(answers.iter().filter(|a| matches!(a, Ok(Inserted::Created { .. }))).count());
+                answers
+            }
+            Err(e) if planned.len() == 1 => {
+                drop(writes);
+                for p in planned {
+                    let _ = p.waiting.reply.send(Err(copy_of(&e)));
+                }
+                return Vec::new();
+            }
+            Err(e) => {
+                // One booking's failure rolled back the batch: write each alone, so each gets
+                // its own answer.
+                tracing::warn!(error = %e, bookings = planned.len(), "a batch of bookings failed; writing them one by one");
+                drop(writes);
+                let mut lost = Vec::new();
+                for p in planned {
+                    lost.extend(Box::pin(self.write_planned(vec![p])).await);
+                }
+                return lost;
+            }
+        };
+        drop(writes);
+        let model_gpus = |s: &Snapshot, model: GpuModel| -> Vec<i64> {
+            s.gpus.iter().filter(|g| g.gpu_model == model).map(|g| g.gpu_id).collect()
+        };
+        let mut touched: Vec<i64> = Vec::new();
+        let mut lost_any = None;
+        for (p, answer) in planned.iter().zip(&answers) {
+            match answer {
+                Ok(Inserted::Created { preempted, .. }) => {
+                    touched.extend(p.new.allocations.iter().map(|a| a.gpu_id));
+                    for burst in preempted {
+                        if let Ok(held) = self.store.reservation_allocations(*burst).await {
+                            touched.extend(held.iter().map(|(g, _)| *g));
+                        }
+                    }
+                }
+                Ok(Inserted::Replayed { .. }) => {}
+                Err(_) => lost_any = Some(p.waiting.ticket.offering.gpu_model),
+            }
+        }
+        if let Some(model) = lost_any {
+            // Another instance won some of these slices: learn what it holds before planning again.
+            touched.extend(self.index.read(|s| model_gpus(s, model)));
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        if let Err(e) = self.index.refresh_gpus(&self.store, &touched, Utc::now()).await {
+            // Written all the same; the index catches up at the next change or notification.
+            tracing::warn!(error = %e, "refreshing the index after a batch of bookings failed");
+        }
+        let mut again = Vec::new();
+        for (p, answer) in planned.into_iter().zip(answers) {
+            let Planned { mut waiting, new, .. } = p;
+            match answer {
+                Ok(Inserted::Created { reservation_id, preempted }) => {
+                    let _ = waiting.reply.send(Ok(Settled::Created { reservation_id, preempted, new: Box::new(new) }));
+                }
+                Ok(Inserted::Replayed { reservation_id, fingerprint }) => {
+                    let _ = waiting.reply.send(Ok(Settled::Replayed { reservation_id, fingerprint }));
+                }
+                Err(_) => {
+                    tracing::debug!(attempt = waiting.attempts, "booking lost a race; re-planning");
+                    waiting.attempts += 1;
+                    if let Ok(clashes) =
+                        self.store.clashes(&new.allocations, new.window.start, new.hold_until, None).await
+                    {
+                        waiting.last_clash = clashes;
+                    }
+                    if waiting.attempts < MAX_PLAN_ATTEMPTS {
+                        again.push(waiting);
+                    } else {
+                        let message = if waiting.last_clash.is_empty() {
+                            "another booking took this capacity at the same moment; ask for a new quote".to_owned()
+                        } else {
+                            format!(
+                                "another booking took this capacity at the same moment: {}",
+                                crate::booking::describe(&waiting.last_clash)
+                            )
+                        };
+                        let _ = waiting.reply.send(Err(EngineError::Conflict(message)));
+                    }
+                }
+            }
+        }
+        again
+    }
+}
+
+/// GPUs of `quantity` units of an offering, as policy counts them.
+fn policy_gpus(offering: &Offering, quantity: u32) -> tenantry_domain::offering::GpuSevenths {
+    crate::policy::policy_gpus(offering, i64::from(quantity))
+}
+
+/// Places a request on the index's view with `beside` (bookings planned before it in the batch)
+/// as held too, on nodes that meet its options' needs and run its driver branch (or none)
+/// during its window.
+pub(crate) fn place_beside(
+    s: &Snapshot,
+    request: &Request,
+    region: Option<&str>,
+    regions: &[String],
+    needs: &NodeNeeds,
+    can_preempt: bool,
+    beside: &[Hold],
+) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
+    let mut holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
+    holds.extend(beside.iter().filter(|h| h.window.overlaps(&request.window)));
+    let gpus = crate::booking::in_regions(s, regions, s.gpus_for_beside(region, request, needs, beside));
+    placement::place(&gpus, &holds, request)
+}

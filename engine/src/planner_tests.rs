@@ -1,0 +1,177 @@
+//! Booking planner tests, run on SQLite and PostgreSQL. Each holds its model's turn while the
+//! bookings arrive, so they are settled as one batch, then checks that the batch decides, places
+//! and writes each as if they had come one at a time.
+
+use crate::error::EngineError;
+use crate::seed::{seed_demo, SeedOptions};
+use crate::store::Store;
+use crate::test_helpers::{ask, who};
+use crate::{store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use std::future::Future;
+use tenantry_domain::availability::Grid;
+use tenantry_domain::booking::BookingInput;
+use tenantry_domain::policy::PolicyPatch;
+use tenantry_domain::{GpuModel, Identity, ReservationState};
+
+fn day_after_tomorrow(hour: i64) -> DateTime<Utc> {
+    Utc::now().duration_trunc(Duration::days(1)).unwrap() + Duration::days(2) + Duration::hours(hour)
+}
+
+async fn world(store: Store) -> (Engine, Identity) {
+    let engine = Engine::new(store, EngineConfig::default());
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    let lead = who(&engine, "lead@acme.example").await;
+    (engine, lead)
+}
+
+/// Books every request at once while the model's turn is held, so that they all wait, then lets
+/// the planner take them: one batch. Answers in the requests' order, with how many batches and
+/// bookings the planner wrote meanwhile.
+async fn in_one_batch(
+    engine: &Engine,
+    lead: &Identity,
+    model: GpuModel,
+    requests: Vec<(BookingInput, Option<&'static str>)>,
+) -> (Vec<Result<crate::booking::Booked, EngineError>>, (u64, u64)) {
+    let (batches, batched) = engine.counters.batches();
+    let turn = engine.lock_model(model).await;
+    let n = requests.len();
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|(input, key)| {
+            let (engine, lead) = (engine.clone(), lead.clone());
+            tokio::spawn(async move { engine.book(&lead, &input, key, Utc::now()).await })
+        })
+        .collect();
+    wait_until(|| async { engine.waiting(model) == n }).await;
+    drop(turn);
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.unwrap());
+    }
+    let (after, after_batched) = engine.counters.batches();
+    (answers, (after - batches, after_batched - batched))
+}
+
+async fn wait_until<F: Future<Output = bool>>(ready: impl Fn() -> F) {
+    for _ in 0..500 {
+        if ready().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the bookings never all waited for the planner");
+}
+
+store_test!(a_batch_counts_each_booking_against_the_quota_of_those_before_it, |store: Store| async move {
+    let (engine, lead) = world(store).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    // At most 4 H100 GPUs at once; every booking below overlaps every other.
+    let patch: PolicyPatch =
+        serde_json::from_value(serde_json::json!({"concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": 4}}}))
+            .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, Utc::now()).await.unwrap();
+    let requests = (0..10).map(|i| (ask("h100-gpu", 1, day_after_tomorrow(8 + i % 3), 4), None)).collect();
+    let (answers, (batches, batched)) = in_one_batch(&engine, &lead, GpuModel::H100Sxm80, requests).await;
+    assert_eq!((batches, batched), (1, 4), "one transaction wrote the four that fit");
+    let booked: Vec<_> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+    assert_eq!(booked.len(), 4, "{answers:?}");
+    assert!(booked.iter().all(|b| b.detail.reservation.state == ReservationState::Scheduled));
+    for refused in answers.iter().filter_map(|a| a.as_ref().err()) {
+        assert!(
+            matches!(refused, EngineError::Forbidden(m) if m.contains("hard limit of 4")),
+            "the rest are refused by the limit: {refused:?}"
+        );
+    }
+});
+
+store_test!(a_batch_places_each_booking_beside_those_before_it, |store: Store| async move {
+    let (engine, lead) = world(store).await;
+    let grid = Grid::new(day_after_tomorrow(0), day_after_tomorrow(24), Duration::hours(1)).unwrap();
+    let before = engine.availability(&lead, "a100-1g.10gb", grid, None).await.unwrap();
+    let free = before.buckets[10].free;
+    assert!(free >= 12, "the seed leaves room for a dozen slices: {free}");
+    // Six slices each on two driver branches: a driver is node-wide, so they may not mix on a node.
+    let requests = (0..6)
+        .map(|i| {
+            let mut input = ask("a100-1g.10gb", 2, day_after_tomorrow(9), 3);
+            input.options.cuda_driver = Some(if i % 2 == 0 { "550" } else { "570" }.into());
+            (input, None)
+        })
+        .collect();
+    let (answers, (batches, batched)) = in_one_batch(&engine, &lead, GpuModel::A100_80, requests).await;
+    assert_eq!((batches, batched), (1, 6));
+    let booked: Vec<_> = answers.into_iter().map(|a| a.expect("each fits")).collect();
+    let mut slices: Vec<(String, u32, u8)> = Vec::new();
+    let mut branch_of_node = std::collections::HashMap::new();
+    for b in &booked {
+        let driver = b.detail.reservation.options.cuda_driver.clone();
+        for a in &b.detail.allocations {
+            slices.extend((a.slice_lo..a.slice_hi).map(|s| (a.node.clone(), a.gpu_index, s)));
+            let branch = branch_of_node.entry(a.node.clone()).or_insert_with(|| driver.clone());
+            assert_eq!(*branch, driver, "{} runs one driver branch", a.node);
+        }
+    }
+    let n = slices.len();
+    slices.sort_unstable();
+    slices.dedup();
+    assert_eq!(slices.len(), n, "no slice is held twice");
+    assert_eq!(n, 12);
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // The index shows the whole batch at once.
+    let after = engine.availability(&lead, "a100-1g.10gb", grid, None).await.unwrap();
+    assert_eq!(after.buckets[10].free, free - 12);
+});
+
+store_test!(a_batch_that_runs_out_of_room_books_what_fits, |store: Store| async move {
+    let (engine, lead) = world(store).await;
+    let mut whole_node = ask("h100-node", 1, day_after_tomorrow(10), 4);
+    whole_node.options.placement = Some("any".into());
+    let free = engine.quote(&lead, &whole_node, Utc::now()).await.unwrap().max_quantity;
+    assert!(free >= 2, "{free}");
+    let requests = (0..free + 3).map(|_| (whole_node.clone(), None)).collect();
+    let (answers, (batches, _)) = in_one_batch(&engine, &lead, GpuModel::H100Sxm80, requests).await;
+    assert_eq!(batches, 1);
+    let won = answers.iter().filter(|a| a.is_ok()).count() as u32;
+    assert_eq!(won, free, "{answers:?}");
+    for lost in answers.iter().filter_map(|a| a.as_ref().err()) {
+        assert!(matches!(lost, EngineError::Conflict(m) if m.contains("only 0 of 1 units")), "{lost:?}");
+    }
+    assert_eq!(engine.quote(&lead, &whole_node, Utc::now()).await.unwrap().max_quantity, 0);
+});
+
+store_test!(a_key_sent_twice_in_one_batch_books_once, |store: Store| async move {
+    let (engine, lead) = world(store).await;
+    let input = ask("l40s-gpu", 1, day_after_tomorrow(12), 2);
+    let requests = (0..5).map(|_| (input.clone(), Some("same-key"))).collect();
+    let (answers, _) = in_one_batch(&engine, &lead, GpuModel::L40s, requests).await;
+    let booked: Vec<_> = answers.into_iter().map(|a| a.expect("a replay answers the first")).collect();
+    assert_eq!(booked.iter().filter(|b| !b.replayed).count(), 1, "one booking is made");
+    assert!(booked.iter().all(|b| b.detail.reservation.id == booked[0].detail.reservation.id));
+    let mine = engine.find_reservations(&lead, &Default::default()).await.unwrap();
+    assert_eq!(mine.len(), 1);
+});
+
+store_test!(a_batch_member_another_instance_beat_is_planned_again, |store: Store| async move {
+    let (engine, lead) = world(store).await;
+    let mut whole_node = ask("h100-node", 1, day_after_tomorrow(14), 4);
+    whole_node.options.placement = Some("any".into());
+    // Another instance books the node this one's (now stale) index would pick first.
+    let other = Engine::new(engine.store.clone(), engine.config.clone());
+    other.load_index().await.unwrap();
+    let taken = other.book(&lead, &whole_node, None, Utc::now()).await.unwrap();
+    let requests = (0..3).map(|_| (whole_node.clone(), None)).collect();
+    let (answers, (batches, batched)) = in_one_batch(&engine, &lead, GpuModel::H100Sxm80, requests).await;
+    let booked: Vec<_> = answers.into_iter().map(|a| a.expect("room is left elsewhere")).collect();
+    // The first write lost to the other instance and rolled back alone; the other two committed,
+    // and the loser was planned again, in a second transaction, on another node.
+    assert_eq!((batches, batched), (2, 3), "two transactions: two of three written, then the third");
+    let node = |b: &crate::booking::Booked| b.detail.allocations[0].node.clone();
+    let mut nodes: Vec<String> = booked.iter().map(node).collect();
+    nodes.push(node(&taken));
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(nodes.len(), 4, "four bookings on four nodes");
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+});
