@@ -14,6 +14,7 @@ pub mod metering;
 pub mod money;
 pub mod notice;
 pub mod offering;
+pub mod page;
 pub mod placement;
 pub mod policy;
 pub mod pricing;

@@ -7,11 +7,9 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::index::{Narrowed, Snapshot};
-use crate::store::notices::{NewNotice, Recipients};
-use crate::store::reservations::{
-    is_overlap, CancelPlan, Clash, EndChange, NewReservation, ReservationFilter,
-};
 use crate::planner::{Settled, Ticket};
+use crate::store::notices::{NewNotice, Recipients};
+use crate::store::reservations::{is_overlap, CancelPlan, Clash, EndChange, NewReservation, ReservationFilter};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
@@ -19,6 +17,7 @@ use std::borrow::Cow;
 use tenantry_domain::availability::{self, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
 use tenantry_domain::notice::NoticeKind;
+use tenantry_domain::page::{Page, PageRequest};
 use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
@@ -406,6 +405,26 @@ impl Engine {
     ) -> EngineResult<Vec<Reservation>> {
         let tenant_id = tenant_of(who)?;
         self.store.find_reservations(tenant_id, filter).await
+    }
+
+    /// One page of the caller's team's reservations matching a filter, latest start first.
+    pub async fn reservations_page(
+        &self,
+        who: &Identity,
+        filter: &ReservationFilter,
+        page: &PageRequest,
+    ) -> EngineResult<Page<Reservation>> {
+        let after = match &page.after {
+            None => None,
+            Some(key) => Some(
+                key.split_once(':')
+                    .and_then(|(start, id)| Some((DateTime::from_timestamp(start.parse().ok()?, 0)?, id.parse().ok()?)))
+                    .ok_or_else(|| EngineError::invalid("cursor", "this cursor is not one of a reservation list"))?,
+            ),
+        };
+        let filter = ReservationFilter { after, limit: Some(page.fetch()), ..filter.clone() };
+        let found = self.find_reservations(who, &filter).await?;
+        Ok(Page::of(found, page, |r| format!("{}:{}", r.start.timestamp(), r.id)))
     }
 
     /// Moves a reservation's end: extends (if the slices are free) or shortens it, and re-prices.

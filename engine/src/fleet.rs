@@ -19,6 +19,22 @@ impl Engine {
         self.store.list_nodes().await
     }
 
+    /// One page of the fleet's nodes (admins), in one state or all, by place: region, fabric
+    /// domain, rack, then hostname (unique, so every node has a place of its own in the order).
+    pub async fn fleet_nodes_page(
+        &self,
+        who: &Identity,
+        state: Option<tenantry_domain::NodeState>,
+        page: &tenantry_domain::page::PageRequest,
+    ) -> EngineResult<tenantry_domain::page::Page<NodeSummary>> {
+        // NUL sorts before every character a name has, so the joined key sorts as the tuple.
+        let place = |n: &NodeSummary| format!("{}\0{}\0{}\0{}", n.region, n.fabric_domain, n.rack, n.hostname);
+        let mut nodes = self.fleet_nodes(who).await?;
+        nodes.retain(|n| state.is_none_or(|s| n.state == s));
+        nodes.sort_by_cached_key(place);
+        Ok(tenantry_domain::page::Page::slice(nodes, page, place))
+    }
+
     async fn node_named(&self, hostname: &str) -> EngineResult<(i64, Vec<(i64, u8)>)> {
         self.store.node_gpus(hostname).await?.ok_or(EngineError::NotFound("node"))
     }

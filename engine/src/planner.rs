@@ -123,6 +123,9 @@ fn copy_of(e: &EngineError) -> EngineError {
     }
 }
 
+/// A booking that policy or placement refused, with why.
+type Refused = Box<(Waiting, EngineError)>;
+
 /// A booking decided and placed, to be written.
 struct Planned {
     waiting: Waiting,
@@ -190,7 +193,9 @@ impl Engine {
         let mut teams: HashMap<i64, (Policy, Held)> = HashMap::new();
         let mut unreadable: HashMap<i64, EngineError> = HashMap::new();
         for (&tenant_id, span) in &spans {
-            let read = async { Ok::<_, EngineError>((self.policy_of(tenant_id).await?, self.held(tenant_id, span, None).await?)) };
+            let read = async {
+                Ok::<_, EngineError>((self.policy_of(tenant_id).await?, self.held(tenant_id, span, None).await?))
+            };
             match read.await {
                 Ok(team) => {
                     teams.insert(tenant_id, team);
@@ -212,7 +217,8 @@ impl Engine {
         for p in planned {
             match p {
                 Ok(p) => to_write.push(p),
-                Err((w, e)) => {
+                Err(refused) => {
+                    let (w, e) = *refused;
                     let _ = w.reply.send(Err(e));
                 }
             }
@@ -231,14 +237,14 @@ impl Engine {
         s: &Snapshot,
         round: Vec<Waiting>,
         teams: &mut HashMap<i64, (Policy, Held)>,
-    ) -> Vec<Result<Planned, (Waiting, EngineError)>> {
+    ) -> Vec<Result<Planned, Refused>> {
         let mut beside: Vec<Hold> = Vec::new();
         round
             .into_iter()
             .map(|w| {
                 let t = &w.ticket;
                 let Some((policy, team_held)) = teams.get_mut(&t.tenant_id) else {
-                    return Err((w, EngineError::NotFound("team")));
+                    return Err(Box::new((w, EngineError::NotFound("team"))));
                 };
                 let gpus = policy_gpus(&t.offering, t.valid.quantity);
                 let ask = Ask { window: t.valid.window, gpu_model: t.offering.gpu_model, quantity: t.valid.quantity, gpus };
@@ -246,7 +252,7 @@ impl Engine {
                 let (state, approval_deadline, decision_reason) = match decision {
                     Decision::Refused(reasons) => {
                         let e = EngineError::Forbidden(format!("refused by your team's policy: {}", reasons.join("; ")));
-                        return Err((w, e));
+                        return Err(Box::new((w, e)));
                     }
                     Decision::NeedsApproval(reasons) => {
                         let deadline = tenantry_domain::window::floor_minute(t.now + self.config.approval_hold)
@@ -279,7 +285,7 @@ impl Engine {
                             t.valid.window.start.format("%Y-%m-%d %H:%M"),
                             t.valid.window.end.format("%Y-%m-%d %H:%M"),
                         );
-                        return Err((w, EngineError::Conflict(message)));
+                        return Err(Box::new((w, EngineError::Conflict(message))));
                     }
                 };
                 let driver = Some(DriverBranch::of(&t.valid.options.cuda_driver));
@@ -293,6 +299,21 @@ impl Engine {
                     tenant_id: Some(t.tenant_id),
                 }));
                 team_held.add(Holding { window: t.valid.window, gpu_model: t.offering.gpu_model, gpus });
+                // Bursts are looked for and cut in the write only where the index shows one in
+                // the way (most bookings have none): one it does not know of yet, another
+                // instance's, makes the write lose, and the next round sees it.
+                let burst_in_way = can_preempt
+                    && pieces.iter().any(|p| {
+                        s.holds.get(&p.gpu_id).is_some_and(|held| {
+                            held.iter().any(|h| {
+                                h.preemptible
+                                    && h.window.overlaps(&request.window)
+                                    && h.slice_lo < p.slice_hi
+                                    && p.slice_lo < h.slice_hi
+                            })
+                        })
+                    });
+                let preempt_until = burst_in_way.then_some((burst_ends, t.valid.window.start));
                 let new = NewReservation {
                     kind: ReservationKind::Reservation,
                     approval_deadline,
@@ -314,7 +335,6 @@ impl Engine {
                         (JobKind::Provision, at)
                     }),
                 };
-                let preempt_until = can_preempt.then_some((burst_ends, t.valid.window.start));
                 Ok(Planned { waiting: w, new, preempt_until })
             })
             .collect()

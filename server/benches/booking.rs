@@ -19,6 +19,7 @@ use tenantry_engine::{Engine, EngineConfig, EngineError, Store};
 use tenantry_server::state::WebSettings;
 use tenantry_server::{build_router, sessions, AppState};
 
+#[path = "../../engine/benches/bookings/mod.rs"]
 mod common;
 use common::{body, lift_acme_quotas, percentile};
 

@@ -19,6 +19,7 @@ use chrono::{Duration, DurationRound, Utc};
 use std::time::Instant;
 use tenantry_engine::{Engine, EngineConfig, Store};
 
+#[path = "../../engine/benches/bookings/mod.rs"]
 mod common;
 use common::{body, lift_acme_quotas, percentile};
 

@@ -171,7 +171,12 @@ async fn render(state: &AppState, with_tenants: bool) -> Result<String, tenantry
         let _ = writeln!(out, "tenantry_bookings_total{{outcome=\"{outcome}\"}} {n}");
     }
     let (batches, batched) = state.engine.counters.batches();
-    family(&mut out, "tenantry_booking_batches_total", "counter", "Transactions in which the booking planner wrote bookings.");
+    family(
+        &mut out,
+        "tenantry_booking_batches_total",
+        "counter",
+        "Transactions in which the booking planner wrote bookings.",
+    );
     let _ = writeln!(out, "tenantry_booking_batches_total {batches}");
     family(&mut out, "tenantry_booking_batched_total", "counter", "Bookings written by those transactions.");
     let _ = writeln!(out, "tenantry_booking_batched_total {batched}");

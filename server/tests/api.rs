@@ -559,3 +559,75 @@ app_test!(a_path_segment_that_is_not_utf8_is_not_found, |app: TestApp| async mov
         assert_eq!(json(&body)["error"]["code"], "not_found");
     }
 });
+
+/// Every page of `path` (which has a query already) at `limit`, following `next_cursor`: the
+/// items, and how many pages it took.
+async fn walk_pages(app: &TestApp, path: &str, auth: &Auth, limit: u32) -> (Vec<Value>, usize) {
+    let (mut items, mut pages, mut cursor) = (Vec::new(), 0, None::<String>);
+    loop {
+        let url = match &cursor {
+            Some(c) => format!("{path}&limit={limit}&cursor={c}"),
+            None => format!("{path}&limit={limit}"),
+        };
+        let (status, body) = app.get(&url, Some(auth)).await;
+        assert_eq!(status, StatusCode::OK, "{url}: {body}");
+        let page = json(&body);
+        let got = page["items"].as_array().unwrap();
+        assert!(got.len() <= limit as usize);
+        items.extend(got.iter().cloned());
+        pages += 1;
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return (items, pages),
+        }
+    }
+}
+
+app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
+    let lead = app.token("lead@acme.example").await;
+    for h in 0..5 {
+        let (status, body) =
+            post_json(&app, "/api/v1/reservations", &lead, booking_body("l40s-gpu", 1, (h, h + 1)), None).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    // The team's reservations: pages of 2 walk the whole list once, in its order.
+    let (status, body) = app.get("/api/v1/reservations?limit=1000", Some(&lead)).await;
+    assert_eq!(status, StatusCode::OK);
+    let whole = json(&body);
+    assert!(whole["next_cursor"].is_null(), "one page holds them all");
+    let whole = whole["items"].as_array().unwrap().clone();
+    assert!(whole.len() >= 5);
+    let (paged, pages) = walk_pages(&app, "/api/v1/reservations?state=scheduled", &lead, 2).await;
+    let scheduled: Vec<&Value> = whole.iter().filter(|r| r["state"] == "scheduled").collect();
+    assert_eq!(paged.iter().collect::<Vec<_>>(), scheduled);
+    assert_eq!(pages, scheduled.len().div_ceil(2).max(1));
+    // Another team's pages hold only its own, cursor or not.
+    let globex = app.token("lead@globex.example").await;
+    let (globex_items, _) = walk_pages(&app, "/api/v1/reservations?state=scheduled", &globex, 1).await;
+    assert!(globex_items.iter().all(|r| r["tenant"] == "globex"));
+
+    // The fleet's nodes: pages of 5 of the 12, in place order.
+    let admin = app.token("admin@tenantry.example").await;
+    let (all, _) = walk_pages(&app, "/api/v1/admin/nodes?", &admin, 1000).await;
+    let (paged, pages) = walk_pages(&app, "/api/v1/admin/nodes?", &admin, 5).await;
+    assert_eq!((all.len(), paged.len(), pages), (12, 12, 3));
+    assert_eq!(paged, all);
+    let (status, body) = app.get("/api/v1/admin/nodes", Some(&admin)).await;
+    assert_eq!((status, json(&body)["items"].as_array().unwrap().len()), (StatusCode::OK, 12), "100 unless asked");
+
+    // Bad paging is a 422 that names the parameter.
+    for (query, field) in [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("cursor=zz", "cursor")]
+    {
+        for path in ["/api/v1/reservations", "/api/v1/admin/nodes"] {
+            let auth = if path.contains("admin") { &admin } else { &lead };
+            let (status, body) = app.get(&format!("{path}?{query}"), Some(auth)).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}?{query}: {body}");
+            assert_eq!(json(&body)["error"]["field"], field, "{path}?{query}");
+        }
+    }
+    // A cursor of another list is refused, not misread.
+    let (_, body) = app.get("/api/v1/admin/nodes?limit=1", Some(&admin)).await;
+    let node_cursor = json(&body)["next_cursor"].as_str().unwrap().to_owned();
+    let (status, body) = app.get(&format!("/api/v1/reservations?cursor={node_cursor}"), Some(&lead)).await;
+    assert_eq!((status, json(&body)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("cursor")));
+});

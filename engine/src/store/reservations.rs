@@ -416,6 +416,11 @@ pub struct ReservationFilter {
     pub offering: Option<String>,
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
+    /// Only those after this one in list order (latest start first, then highest id): the last
+    /// of the previous page, as its start and id.
+    pub after: Option<(DateTime<Utc>, i64)>,
+    /// At most this many.
+    pub limit: Option<u32>,
 }
 
 pub(crate) const RESERVATION_SELECT: &str =
@@ -495,7 +500,10 @@ impl Store {
     ///
     /// Keep batches under 64: PostgreSQL tracks a transaction's first 64 subtransactions in
     /// shared memory and gets slower for every session past that.
-    pub async fn insert_bookings(&self, writes: &[BookingWrite<'_>]) -> EngineResult<Vec<Result<Inserted, sqlx::Error>>> {
+    pub async fn insert_bookings(
+        &self,
+        writes: &[BookingWrite<'_>],
+    ) -> EngineResult<Vec<Result<Inserted, sqlx::Error>>> {
         use sqlx::Acquire;
         let mut out: Vec<Option<Result<Inserted, sqlx::Error>>> = Vec::with_capacity(writes.len());
         write_tx!(self, |tx| {
@@ -714,7 +722,14 @@ impl Store {
             if let Some(to) = filter.to {
                 q.push(" and r.start_at < ").push_bind(to);
             }
+            if let Some((start, id)) = filter.after {
+                q.push(" and (r.start_at < ").push_bind(start);
+                q.push(" or (r.start_at = ").push_bind(start).push(" and r.reservation_id < ").push_bind(id).push("))");
+            }
             q.push(" order by r.start_at desc, r.reservation_id desc");
+            if let Some(limit) = filter.limit {
+                q.push(" limit ").push_bind(i64::from(limit));
+            }
             q.build_query_as::<ReservationRow>().fetch_all(pool).await?
         });
         Ok(rows.into_iter().filter_map(ReservationRow::into_reservation).collect())

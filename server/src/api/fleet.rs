@@ -4,7 +4,7 @@
 
 use super::input::{self, ApiJson, ApiPath, ApiQuery};
 use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
-use super::Items;
+use super::{Items, Paged};
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -26,16 +26,21 @@ pub struct NodesQuery {
     /// Only nodes in this state (`enrolled` lists the nodes waiting to be admitted).
     #[param(value_type = Option<NodeState>)]
     pub state: Option<String>,
+    /// Nodes a page holds: 1 to 1000 (default 100).
+    #[param(value_type = Option<u32>)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
-/// Every node, with its state, health, missing flag and reported facts (admins)
+/// The fleet's nodes, with their state, health, missing flag and reported facts (admins)
 #[utoipa::path(
     get,
     path = "/admin/nodes",
     tag = "fleet",
     params(NodesQuery),
     responses(
-        (status = 200, description = "Nodes", body = Items<NodeSummary>),
+        (status = 200, description = "Nodes, by region, fabric domain, rack and hostname, a page at a time", body = Paged<NodeSummary>),
         (status = 401, response = Unauthenticated),
         (status = 403, response = AdminOnly),
         (status = 422, response = Invalid),
@@ -46,7 +51,7 @@ pub async fn nodes(
     State(state): State<AppState>,
     Admin(who): Admin,
     ApiQuery(query): ApiQuery<NodesQuery>,
-) -> ApiResult<Json<Items<NodeSummary>>> {
+) -> ApiResult<Json<Paged<NodeSummary>>> {
     let wanted = query
         .state
         .as_deref()
@@ -57,11 +62,8 @@ pub async fn nodes(
             })
         })
         .transpose()?;
-    let mut nodes = state.engine.fleet_nodes(&who).await?;
-    if let Some(wanted) = wanted {
-        nodes.retain(|n| n.state == wanted);
-    }
-    Ok(Json(nodes.into()))
+    let page = input::page(query.limit.as_deref(), query.cursor.as_deref())?;
+    Ok(Json(state.engine.fleet_nodes_page(&who, wanted, &page).await?.into()))
 }
 
 /// One node, with what its inventory reports differently (admins)

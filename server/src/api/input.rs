@@ -78,6 +78,11 @@ pub fn invalid(field: &'static str, message: impl Into<String>) -> ApiError {
 }
 
 /// A required RFC 3339 timestamp from a query parameter.
+/// The page a list request asks for, from its `limit` and `cursor` parameters.
+pub fn page(limit: Option<&str>, cursor: Option<&str>) -> Result<tenantry_domain::page::PageRequest, ApiError> {
+    tenantry_domain::page::PageRequest::parse(limit, cursor).map_err(|e| invalid(e.field, e.message))
+}
+
 pub fn timestamp(field: &'static str, value: Option<&str>) -> Result<DateTime<Utc>, ApiError> {
     let value =
         value.ok_or_else(|| invalid(field, format!("`{field}` is required (RFC 3339, e.g. 2026-12-01T00:00:00Z)")))?;

@@ -3,7 +3,7 @@
 
 use super::input::{self, ApiJson, ApiPath, ApiQuery};
 use super::openapi::{ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
-use super::Items;
+use super::Paged;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -108,11 +108,16 @@ pub struct ReservationQuery {
     /// Only those starting before this time.
     #[param(value_type = Option<String>, format = DateTime)]
     pub to: Option<String>,
+    /// Reservations a page holds: 1 to 1000 (default 100).
+    #[param(value_type = Option<u32>)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
 /// The team's reservations
 ///
-/// Reservations and bursts of the caller's team, latest start first.
+/// Reservations and bursts of the caller's team, latest start first, a page at a time.
 #[utoipa::path(
     get,
     path = "/reservations",
@@ -120,7 +125,7 @@ pub struct ReservationQuery {
     tag = "reservations",
     params(ReservationQuery),
     responses(
-        (status = 200, description = "Reservations", body = Items<Reservation>),
+        (status = 200, description = "Reservations", body = Paged<Reservation>),
         (status = 401, response = Unauthenticated),
         (status = 403, description = "The caller has no team", body = ErrorBody),
         (status = 422, response = Invalid),
@@ -131,7 +136,7 @@ pub async fn list(
     State(state): State<AppState>,
     Caller(who): Caller,
     ApiQuery(query): ApiQuery<ReservationQuery>,
-) -> ApiResult<Json<Items<Reservation>>> {
+) -> ApiResult<Json<Paged<Reservation>>> {
     let filter = ReservationFilter {
         state: match query.state.as_deref() {
             Some(s) => {
@@ -142,8 +147,10 @@ pub async fn list(
         offering: query.offering,
         from: query.from.as_deref().map(|v| input::timestamp("from", Some(v))).transpose()?,
         to: query.to.as_deref().map(|v| input::timestamp("to", Some(v))).transpose()?,
+        ..Default::default()
     };
-    Ok(Json(state.engine.find_reservations(&who, &filter).await?.into()))
+    let page = input::page(query.limit.as_deref(), query.cursor.as_deref())?;
+    Ok(Json(state.engine.reservations_page(&who, &filter, &page).await?.into()))
 }
 
 /// One reservation

@@ -1,5 +1,6 @@
-//! What the HTTP benchmarks share: the pseudo-random bookings they send, the quota lift that
-//! makes every booking a question of capacity, and percentiles.
+//! What the booking benchmarks share (the engine's, and the HTTP ones of the server, which include
+//! this file): the pseudo-random bookings they send, the quota lift that makes every booking a
+//! question of capacity, and percentiles.
 
 use chrono::{Duration, DurationRound, Utc};
 use tenantry_domain::booking::{BookingInput, OptionsInput};
@@ -38,6 +39,7 @@ pub fn random_booking(i: u64) -> BookingInput {
 }
 
 /// [`random_booking`] as the JSON body of `POST /api/v1/reservations`.
+#[allow(dead_code)] // Only the HTTP benches send bodies; the engine's books the input itself.
 pub fn body(i: u64) -> String {
     serde_json::to_string(&random_booking(i)).unwrap()
 }
