@@ -10,9 +10,10 @@ use chrono::{DateTime, Duration, Utc};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use tenantry_domain::availability::{self, HoldsByGpu};
+use tenantry_domain::availability::HoldsByGpu;
 use tenantry_domain::offering::Grain;
 use tenantry_domain::placement::{self, DriverBranch, GpuSlot, Hold, NodeFacts, NodeNeeds, Request, Unmet};
+use tenantry_domain::Window;
 use tokio::sync::watch;
 
 /// How far back the index keeps holds: enough for a month view that starts in the past.
@@ -70,17 +71,37 @@ impl Snapshot {
         needs: &NodeNeeds,
         beside: &[Hold],
     ) -> Cow<'_, [GpuSlot]> {
-        let gpus = self.gpus_able(region, needs);
+        // Placement uses the request's model alone: narrowing to it first keeps what follows to
+        // that model's GPUs and their holds, not the whole fleet's.
+        let able = self.gpus_able(region, needs);
+        let model = request.kind.gpu_model;
+        let gpus = if able.iter().all(|g| g.gpu_model == model) {
+            able
+        } else {
+            Cow::Owned(able.iter().filter(|g| g.gpu_model == model).cloned().collect())
+        };
         if request.kind.grain == Grain::Node {
             return gpus;
         }
-        let mut holds = availability::holds_in(&self.holds, &request.window);
-        holds.extend(beside.iter().filter(|h| h.window.overlaps(&request.window)));
+        let holds = self.holds_on(&gpus, &request.window, false, beside);
         let other = placement::nodes_with_other_driver(&gpus, &holds, &request.window, DriverBranch::of(needs.driver));
         if other.is_empty() {
             return gpus;
         }
         Cow::Owned(gpus.iter().filter(|g| !other.contains(&g.node_id)).cloned().collect())
+    }
+
+    /// The holds on `gpus` that overlap `window`, and those of `beside` (bookings planned before,
+    /// not committed yet), less bursts when `can_preempt`: what stands in the way of a request
+    /// placed on `gpus`. Looked up per GPU, so it costs those GPUs' holds, not every hold.
+    pub fn holds_on(&self, gpus: &[GpuSlot], window: &Window, can_preempt: bool, beside: &[Hold]) -> Vec<Hold> {
+        gpus.iter()
+            .filter_map(|g| self.holds.get(&g.gpu_id))
+            .flatten()
+            .chain(beside)
+            .filter(|h| h.window.overlaps(window) && !(can_preempt && h.preemptible))
+            .copied()
+            .collect()
     }
 
     /// The GPUs of `region` on nodes that meet the options' needs, whatever others run on them.

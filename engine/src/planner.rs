@@ -19,7 +19,6 @@ use crate::Engine;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use tenantry_domain::availability;
 use tenantry_domain::booking::ValidBooking;
 use tenantry_domain::placement::{self, DriverBranch, Hold, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::{self, Ask, Decision, Held, Holding, Policy};
@@ -461,8 +460,7 @@ pub(crate) fn place_beside(
     can_preempt: bool,
     beside: &[Hold],
 ) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
-    let mut holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
-    holds.extend(beside.iter().filter(|h| h.window.overlaps(&request.window)));
     let gpus = crate::booking::in_regions(s, regions, s.gpus_for_beside(region, request, needs, beside));
+    let holds = s.holds_on(&gpus, &request.window, can_preempt, beside);
     placement::place(&gpus, &holds, request)
 }
