@@ -4,7 +4,7 @@
 use crate::error::AppError;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
-use tenantry_domain::fleet::NodeSummary;
+use tenantry_domain::fleet::{FleetFilter, FleetOverview};
 use tenantry_domain::{Identity, Offering, Reservation};
 
 /// Who is signed in, and how this portal is set up.
@@ -64,11 +64,19 @@ fn capitalize(s: &str) -> String {
     chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
+/// What Admin → Fleet shows: the fleet's counts and one page of `limit` (default 100) of the
+/// nodes `filter` matches, the page after `after` (a page's `next_cursor`), or the first.
 #[server(prefix = "/sfn")]
-pub async fn fleet_nodes() -> Result<Vec<NodeSummary>, AppError> {
+pub async fn fleet_page(
+    filter: FleetFilter,
+    limit: Option<String>,
+    after: Option<String>,
+) -> Result<FleetOverview, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.fleet_nodes(&who).await?)
+    let page = tenantry_domain::page::PageRequest::parse(limit.as_deref(), after.as_deref())
+        .map_err(|e| tenantry_engine::EngineError::invalid(e.field, e.message))?;
+    Ok(server::engine()?.fleet_overview(&who, &filter, &page).await?)
 }
 
 /// The fleet's regions, for the availability page's region picker.

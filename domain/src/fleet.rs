@@ -347,6 +347,65 @@ pub struct RetireInput {
     pub force: bool,
 }
 
+/// Which nodes Admin → Fleet lists: free text over hostname, rack, fabric domain, region and GPU
+/// model, plus an exact GPU model and node state (their codes; empty means any).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetFilter {
+    pub text: String,
+    pub model: String,
+    pub state: String,
+}
+
+impl FleetFilter {
+    pub fn matches(&self, node: &NodeSummary) -> bool {
+        let text = self.text.trim().to_lowercase();
+        let text_ok = text.is_empty()
+            || [&node.hostname, &node.rack, &node.fabric_domain, &node.region, &node.gpu_model.code().to_owned()]
+                .iter()
+                .any(|field| field.to_lowercase().contains(&text));
+        let model_ok = self.model.is_empty() || node.gpu_model.code() == self.model;
+        let state_ok = self.state.is_empty() || node.state.code() == self.state;
+        text_ok && model_ok && state_ok
+    }
+}
+
+/// A node's place in fleet lists: region, fabric domain, rack, then hostname (unique, so every
+/// node has a place of its own), as one key that sorts as that tuple (NUL sorts before every
+/// character a name has). Fleet pages are cut at these keys.
+pub fn place_key(node: &NodeSummary) -> String {
+    format!("{}\0{}\0{}\0{}", node.region, node.fabric_domain, node.rack, node.hostname)
+}
+
+/// What Admin → Fleet shows: the whole fleet's counts, how many nodes a filter matches, one page
+/// of them by place, and the nodes that need an admin (enrolled, missing, reporting new facts or
+/// waiting to retire), so that no answer holds every node of a large fleet.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetOverview {
+    pub nodes: u32,
+    pub gpus: u32,
+    pub available: u32,
+    pub in_use: u32,
+    pub failed: u32,
+    /// Nodes the filter matches, on every page.
+    pub matching: u32,
+    pub page: crate::page::Page<NodeSummary>,
+    /// The first of the nodes that need an admin, by place (at most a page's most).
+    pub attention: Vec<NodeSummary>,
+    /// All nodes that need an admin.
+    pub attention_total: u32,
+}
+
+impl NodeSummary {
+    /// Whether an admin has something to do about the node: admit it, or look at it missing,
+    /// reporting new facts or waiting to retire.
+    pub fn needs_admin(&self) -> bool {
+        self.state == NodeState::Enrolled
+            || self.missing_since.is_some()
+            || !self.drift.is_empty()
+            || self.retire_requested
+    }
+}
+
 /// One node as the fleet views and placement see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

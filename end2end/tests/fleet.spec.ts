@@ -80,3 +80,46 @@ test('an admin reconciles the fleet with its inventory, and a refused retire say
   await expect(page.getByTestId('fleet-command-error')).toContainText('node not found');
   await expect(page.getByTestId('fleet-node')).toHaveCount(40);
 });
+
+test('the fleet comes a page at a time, and its links work before and after the script', async ({ page, browser }) => {
+  await signIn(page, 'admin@tenantry.example');
+  await page.goto('/admin/fleet?limit=15');
+  const rows = page.getByTestId('fleet-node');
+  const count = page.getByTestId('fleet-count');
+  await expect(rows).toHaveCount(15);
+  await expect(count).toHaveText('Showing 15 of 40 matching nodes (40 in all)');
+  await expect(page.getByTestId('fleet-first-page')).toHaveCount(0);
+  await hydrated(page);
+  const hosts = async () => await rows.locator('th').allTextContents();
+  const seen = await hosts();
+  // Next page, twice: 15, 15, then the last 10, each node once.
+  await page.getByTestId('fleet-next-page').click();
+  await expect(rows.first().locator('th')).not.toHaveText(seen[0]);
+  await expect(rows).toHaveCount(15);
+  seen.push(...(await hosts()));
+  await page.getByTestId('fleet-next-page').click();
+  await expect(rows).toHaveCount(10);
+  await expect(page.getByTestId('fleet-next-page')).toHaveCount(0);
+  seen.push(...(await hosts()));
+  expect(new Set(seen).size).toBe(40);
+  await page.getByTestId('fleet-first-page').click();
+  await expect(rows).toHaveCount(15);
+  expect(await hosts()).toEqual(seen.slice(0, 15));
+  // A filter goes back to its first page, and a filter that fits one page has no links.
+  await page.getByTestId('fleet-model').selectOption('L40S-48GB');
+  await expect(count).toHaveText('Showing 10 of 40 nodes');
+  await expect(page.getByTestId('fleet-next-page')).toHaveCount(0);
+
+  // Without the script the links are plain links.
+  const plain = await browser.newContext({ javaScriptEnabled: false });
+  const p = await plain.newPage();
+  await p.goto('/sign-in');
+  await p.getByRole('button', { name: 'Sign in as admin@tenantry.example' }).click();
+  await p.goto('/admin/fleet?limit=15');
+  await p.getByTestId('fleet-next-page').click();
+  await expect(p).toHaveURL(/after=/);
+  await expect(p.getByTestId('fleet-node')).toHaveCount(15);
+  await expect(p.getByTestId('fleet-first-page')).toHaveCount(1);
+  expect(await p.getByTestId('fleet-node').locator('th').allTextContents()).toEqual(seen.slice(15, 30));
+  await plain.close();
+});

@@ -7,6 +7,9 @@
 //! and how many bookings the planner wrote per transaction; checks that no allocations overlap.
 //!
 //! `cargo bench -p tenantry-engine --bench booking` (PostgreSQL at TENANTRY_TEST_POSTGRES_URL).
+//! BENCH_NODES and BENCH_RESERVATIONS (default 400 and 5000) size the world, e.g. 12500 and
+//! 250000 for the 100,000-GPU fleet; BENCH_CLIENTS (default `1,16,64`) and BENCH_STORES (default
+//! `postgres,sqlite`) choose the runs.
 
 mod bookings;
 mod stores;
@@ -66,15 +69,24 @@ async fn closed_loop(label: &str, engine: &Engine, clients: u64, held_before: u6
     booked
 }
 
+fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 async fn run(label: &str, store: Store) {
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
+    let (nodes, reservations) = (setting("BENCH_NODES", 400u32), setting("BENCH_RESERVATIONS", 5000u32));
     let t = Instant::now();
-    seed_demo(&engine, &SeedOptions { nodes: 400, reservations: 5000, seed: 7 }, Utc::now()).await.unwrap();
-    println!("{label}: seeded 400 nodes and 5,000 reservations in {:.1} s", t.elapsed().as_secs_f64());
+    seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 7 }, Utc::now()).await.unwrap();
+    println!("{label}: seeded {nodes} nodes and {reservations} reservations in {:.1} s", t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    engine.load_index().await.unwrap();
+    println!("{label}: index rebuilt from the store in {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
     lift_acme_quotas(&engine).await;
-    let mut held = 5000;
-    for clients in [1, 16, 64] {
+    let mut held = u64::from(reservations);
+    let clients: String = setting("BENCH_CLIENTS", "1,16,64".to_owned());
+    for clients in clients.split(',').filter_map(|c| c.trim().parse().ok()) {
         held += closed_loop(label, &engine, clients, held).await;
     }
     assert!(store.overlapping_allocations().await.unwrap().is_empty(), "no overlaps after the load");
@@ -83,6 +95,12 @@ async fn run(label: &str, store: Store) {
 
 #[tokio::main]
 async fn main() {
-    run("PostgreSQL", stores::postgres("tenantry_bench_booking").await).await;
-    run("SQLite", stores::sqlite("tenantry-bench-booking").await).await;
+    let stores: String = setting("BENCH_STORES", "postgres,sqlite".to_owned());
+    for store in stores.split(',') {
+        match store.trim() {
+            "postgres" => run("PostgreSQL", stores::postgres("tenantry_bench_booking").await).await,
+            "sqlite" => run("SQLite", stores::sqlite("tenantry-bench-booking").await).await,
+            other => panic!("BENCH_STORES: unknown store `{other}` (postgres, sqlite)"),
+        }
+    }
 }

@@ -8,8 +8,9 @@ use crate::store::jobs::Retry;
 use crate::store::reservations::is_overlap;
 use crate::Engine;
 use chrono::{DateTime, Utc};
-use tenantry_domain::fleet::NodeSummary;
+use tenantry_domain::fleet::{place_key, FleetFilter, FleetOverview, NodeSummary};
 use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, QueueOverview};
+use tenantry_domain::page::{Page, PageRequest};
 use tenantry_domain::{Identity, NodeState, Window};
 
 impl Engine {
@@ -19,20 +20,50 @@ impl Engine {
         self.store.list_nodes().await
     }
 
-    /// One page of the fleet's nodes (admins), in one state or all, by place: region, fabric
-    /// domain, rack, then hostname (unique, so every node has a place of its own in the order).
+    /// One page of the fleet's nodes (admins), in one state or all, by place
+    /// ([`tenantry_domain::fleet::place_key`]).
     pub async fn fleet_nodes_page(
         &self,
         who: &Identity,
-        state: Option<tenantry_domain::NodeState>,
-        page: &tenantry_domain::page::PageRequest,
-    ) -> EngineResult<tenantry_domain::page::Page<NodeSummary>> {
-        // NUL sorts before every character a name has, so the joined key sorts as the tuple.
-        let place = |n: &NodeSummary| format!("{}\0{}\0{}\0{}", n.region, n.fabric_domain, n.rack, n.hostname);
+        state: Option<NodeState>,
+        page: &PageRequest,
+    ) -> EngineResult<Page<NodeSummary>> {
         let mut nodes = self.fleet_nodes(who).await?;
         nodes.retain(|n| state.is_none_or(|s| n.state == s));
-        nodes.sort_by_cached_key(place);
-        Ok(tenantry_domain::page::Page::slice(nodes, page, place))
+        nodes.sort_by_cached_key(place_key);
+        Ok(Page::slice(nodes, page, place_key))
+    }
+
+    /// What Admin → Fleet shows (admins): the fleet's counts, one page of the nodes `filter`
+    /// matches, and the first nodes that need an admin.
+    pub async fn fleet_overview(
+        &self,
+        who: &Identity,
+        filter: &FleetFilter,
+        page: &PageRequest,
+    ) -> EngineResult<FleetOverview> {
+        let mut nodes = self.fleet_nodes(who).await?;
+        nodes.sort_by_cached_key(place_key);
+        let count = |state: tenantry_domain::NodeState| nodes.iter().filter(|n| n.state == state).count() as u32;
+        let (available, in_use, failed) =
+            (count(NodeState::Available), count(NodeState::InUse), count(NodeState::Failed));
+        let needing: Vec<&NodeSummary> = nodes.iter().filter(|n| n.needs_admin()).collect();
+        let attention_total = needing.len() as u32;
+        let attention = needing.into_iter().take(tenantry_domain::page::MAX_LIMIT as usize).cloned().collect();
+        let gpus = nodes.iter().map(|n| n.gpu_count).sum();
+        let total = nodes.len() as u32;
+        let matching: Vec<NodeSummary> = nodes.into_iter().filter(|n| filter.matches(n)).collect();
+        Ok(FleetOverview {
+            nodes: total,
+            gpus,
+            available,
+            in_use,
+            failed,
+            matching: matching.len() as u32,
+            page: Page::slice(matching, page, place_key),
+            attention,
+            attention_total,
+        })
     }
 
     async fn node_named(&self, hostname: &str) -> EngineResult<(i64, Vec<(i64, u8)>)> {

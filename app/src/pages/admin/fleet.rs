@@ -1,15 +1,19 @@
 //! Admin → Fleet: the provisioning queue and maintenance windows, the fleet's enrollment (the
 //! last reconcile with the driver's inventory, enrolled nodes to admit, nodes missing or
 //! reporting new facts, placing and retiring a node: `enrollment.rs`), the last sync into Slurm
-//! on a portal that drives Slurm (`slurm.rs`), then every node grouped by
-//! region and fabric domain, with GPU model and count, state and health (with the reason for a
-//! quarantined node) and its actions (drain or restore, admit, edit its place, retire). The page refreshes itself every few seconds. The filters are a plain GET form (they work before the wasm arrives and survive a
-//! reload or a shared link); once hydrated they also filter as you type.
+//! on a portal that drives Slurm (`slurm.rs`), the fleet's counts, then the nodes a filter
+//! matches, a page of 100 at a time, grouped by region and fabric domain, with GPU model and
+//! count, state and health (with the reason for a quarantined node) and its actions (drain or
+//! restore, admit, edit its place, retire). The server filters and pages
+//! (`Engine::fleet_overview`), so a large fleet never comes to the browser whole. The page
+//! refreshes itself every few seconds. The filters are a plain GET form and the pages plain
+//! links (they work before the wasm arrives and survive a reload or a shared link); once
+//! hydrated the list follows as you type.
 
 use super::enrollment::{CommandOutcome, Enrollment, EnrollmentPanel, InventoryPanel, NodeForms};
 use super::operations::{MaintenancePanel, Operations, QueuePanel};
 use super::slurm::SlurmPanel;
-use crate::api::{fleet_nodes, last_slurm_sync, set_node_service, FleetAction};
+use crate::api::{fleet_page, last_slurm_sync, set_node_service, FleetAction};
 use crate::components::badges::{HealthBadge, NodeStateBadge};
 use crate::components::errors::ErrorPanel;
 use crate::components::layout::use_session;
@@ -18,38 +22,13 @@ use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use std::collections::BTreeMap;
-use tenantry_domain::fleet::NodeSummary;
+use tenantry_domain::fleet::{FleetFilter, FleetOverview, NodeSummary};
 use tenantry_domain::{GpuModel, NodeState};
 
-/// The fleet filter: free text over hostname, rack, fabric domain and region, plus exact GPU model
-/// and node state (empty means any).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FleetFilter {
-    pub text: String,
-    pub model: String,
-    pub state: String,
-}
-
-impl FleetFilter {
-    pub fn matches(&self, node: &NodeSummary) -> bool {
-        let text = self.text.trim().to_lowercase();
-        let text_ok = text.is_empty()
-            || [&node.hostname, &node.rack, &node.fabric_domain, &node.region, &node.gpu_model.code().to_owned()]
-                .iter()
-                .any(|field| field.to_lowercase().contains(&text));
-        let model_ok = self.model.is_empty() || node.gpu_model.code() == self.model;
-        let state_ok = self.state.is_empty() || node.state.code() == self.state;
-        text_ok && model_ok && state_ok
-    }
-}
-
-/// Matching nodes grouped by region, then fabric domain, in name order.
-pub fn group_nodes<'a>(
-    nodes: &'a [NodeSummary],
-    filter: &FleetFilter,
-) -> BTreeMap<&'a str, BTreeMap<&'a str, Vec<&'a NodeSummary>>> {
+/// A page's nodes grouped by region, then fabric domain, in name order.
+pub fn group_nodes(nodes: &[NodeSummary]) -> BTreeMap<&str, BTreeMap<&str, Vec<&NodeSummary>>> {
     let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&NodeSummary>>> = BTreeMap::new();
-    for node in nodes.iter().filter(|n| filter.matches(n)) {
+    for node in nodes {
         groups.entry(&node.region).or_default().entry(&node.fabric_domain).or_default().push(node);
     }
     groups
@@ -64,10 +43,19 @@ pub fn FleetPage() -> impl IntoView {
         state: q.get("state").unwrap_or_default(),
     });
     let filter = RwSignal::new(initial);
+    // The page after this cursor (the "Next" link's `after`); a change of filter goes back to
+    // the first page.
+    let after = RwSignal::new(query.with_untracked(|q| q.get("after")));
+    // Nodes a page holds, when the link asks for other than 100.
+    let limit = query.with_untracked(|q| q.get("limit"));
+    let (list_limit, form_limit) = (limit.clone(), limit.clone());
     let revision = RwSignal::new(0u64);
     refresh_every(5, revision);
     let session = use_session();
-    let nodes = Resource::new(move || revision.get(), |_| fleet_nodes());
+    let overview = Resource::new(
+        move || (revision.get(), filter.get(), after.get()),
+        move |(_, f, a)| fleet_page(f, limit.clone(), a),
+    );
     // The panels' resources, made here rather than inside the Suspense below (see `Operations`).
     let ops = Operations::new(revision);
     let enrollment = Enrollment::new(revision);
@@ -105,43 +93,60 @@ pub fn FleetPage() -> impl IntoView {
             view! { <p>"Loading the fleet…"</p> }
         }>
             {move || Suspend::new(async move {
-                match nodes.await {
+                match overview.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(nodes) => {
+                    Ok(o) => {
                         view! {
-                            <EnrollmentPanel nodes=nodes.clone() enrollment />
-                            <FleetView nodes filter service enrollment />
+                            <EnrollmentPanel nodes=o.attention.clone() enrollment />
+                            <FleetSummary overview=o />
                         }
                             .into_any()
                     }
                 }
             })}
         </Transition>
+        // Outside the list's Transition, so typing keeps its focus while the list follows.
+        <FleetFilterForm filter after limit=form_limit />
+        <Transition fallback=|| ()>
+            {move || {
+                let limit = list_limit.clone();
+                Suspend::new(async move {
+                    overview
+                        .await
+                        .ok()
+                        .map(|o| view! { <FleetList overview=o filter after limit service enrollment /> })
+                })
+            }}
+        </Transition>
     }
 }
 
 #[component]
-fn FleetView(
-    nodes: Vec<NodeSummary>,
-    filter: RwSignal<FleetFilter>,
-    service: ServiceAction,
-    enrollment: Enrollment,
-) -> impl IntoView {
-    let nodes = StoredValue::new(nodes);
-    let total = nodes.with_value(|n| n.len());
-    let gpus: u32 = nodes.with_value(|n| n.iter().map(|n| n.gpu_count).sum());
-    let count_state = move |s: NodeState| nodes.with_value(|n| n.iter().filter(|n| n.state == s).count());
-    let shown = move || filter.with(|f| nodes.with_value(|n| n.iter().filter(|node| f.matches(node)).count()));
-    let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
-                 focus:border-indigo-500 focus:outline-2 focus:outline-indigo-500 dark:border-slate-700 dark:bg-slate-800";
+fn FleetSummary(overview: FleetOverview) -> impl IntoView {
     view! {
         <section aria-label="Fleet summary" class="mb-6 grid grid-cols-2 gap-3 sm:grid-cols-5">
-            <Stat label="Nodes" value=total.to_string() />
-            <Stat label="GPUs" value=gpus.to_string() />
-            <Stat label="Available" value=count_state(NodeState::Available).to_string() />
-            <Stat label="In use" value=count_state(NodeState::InUse).to_string() />
-            <Stat label="Failed" value=count_state(NodeState::Failed).to_string() />
+            <Stat label="Nodes" value=overview.nodes.to_string() />
+            <Stat label="GPUs" value=overview.gpus.to_string() />
+            <Stat label="Available" value=overview.available.to_string() />
+            <Stat label="In use" value=overview.in_use.to_string() />
+            <Stat label="Failed" value=overview.failed.to_string() />
         </section>
+    }
+}
+
+#[component]
+fn FleetFilterForm(
+    filter: RwSignal<FleetFilter>,
+    after: RwSignal<Option<String>>,
+    limit: Option<String>,
+) -> impl IntoView {
+    let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
+                 focus:border-indigo-500 focus:outline-2 focus:outline-indigo-500 dark:border-slate-700 dark:bg-slate-800";
+    let change = move |f: &dyn Fn(&mut FleetFilter)| {
+        filter.update(|current| f(current));
+        after.set(None);
+    };
+    view! {
         <form
             method="get"
             action="/admin/fleet"
@@ -158,7 +163,10 @@ fn FleetView(
                     class=input
                     data-testid="fleet-search"
                     prop:value=move || filter.with(|f| f.text.clone())
-                    on:input=move |ev| filter.update(|f| f.text = event_target_value(&ev))
+                    on:input=move |ev| {
+                        let text = event_target_value(&ev);
+                        change(&|f| f.text = text.clone());
+                    }
                 />
             </label>
             <label class="block text-sm font-medium">
@@ -168,7 +176,10 @@ fn FleetView(
                     class=input
                     data-testid="fleet-model"
                     prop:value=move || filter.with(|f| f.model.clone())
-                    on:change=move |ev| filter.update(|f| f.model = event_target_value(&ev))
+                    on:change=move |ev| {
+                        let model = event_target_value(&ev);
+                        change(&|f| f.model = model.clone());
+                    }
                 >
                     <option value="">"Any model"</option>
                     {GpuModel::ALL
@@ -190,7 +201,10 @@ fn FleetView(
                     class=input
                     data-testid="fleet-state"
                     prop:value=move || filter.with(|f| f.state.clone())
-                    on:change=move |ev| filter.update(|f| f.state = event_target_value(&ev))
+                    on:change=move |ev| {
+                        let state = event_target_value(&ev);
+                        change(&|f| f.state = state.clone());
+                    }
                 >
                     <option value="">"Any state"</option>
                     {NodeState::ALL
@@ -206,54 +220,138 @@ fn FleetView(
                 </select>
             </label>
             <div class="flex items-center gap-3 sm:col-span-4">
+                {limit.map(|l| view! { <input type="hidden" name="limit" value=l /> })}
                 <button
                     type="submit"
                     class="rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium text-white hover:bg-indigo-500"
                 >
                     "Apply filters"
                 </button>
-                <p class="text-sm text-slate-600 dark:text-slate-400" aria-live="polite" data-testid="fleet-count">
-                    {move || format!("Showing {} of {} nodes", shown(), total)}
-                </p>
             </div>
         </form>
-        {move || {
-            let current = filter.get();
-            nodes
-                .with_value(|all| {
-                    let groups = group_nodes(all, &current);
-                    if groups.is_empty() {
-                        return view! { <p class=CARD>"No nodes match these filters."</p> }.into_any();
-                    }
-                    groups
-                        .into_iter()
-                        .map(|(region, domains)| {
-                            view! {
-                                <section class="mb-8" aria-labelledby=format!("region-{region}")>
-                                    <h2 id=format!("region-{region}") class="mb-3 text-lg font-semibold">
-                                        {format!("Region {region}")}
-                                    </h2>
-                                    {domains
-                                        .into_iter()
-                                        .map(|(domain, nodes)| {
-                                            view! {
-                                                <DomainTable
-                                                    domain=domain.to_owned()
-                                                    nodes=nodes.into_iter().cloned().collect()
-                                                    service
-                                                    enrollment
-                                                />
-                                            }
-                                        })
-                                        .collect_view()}
-                                </section>
-                            }
-                        })
-                        .collect_view()
-                        .into_any()
-                })
-        }}
     }
+}
+
+/// One page of the nodes the filter matches, by region and fabric domain, with how many match
+/// and links to the first and the next page (plain links before the wasm arrives).
+#[component]
+fn FleetList(
+    overview: FleetOverview,
+    filter: RwSignal<FleetFilter>,
+    after: RwSignal<Option<String>>,
+    limit: Option<String>,
+    service: ServiceAction,
+    enrollment: Enrollment,
+) -> impl IntoView {
+    let shown = overview.page.items.len();
+    let paged = after.get_untracked().is_some() || overview.page.next_cursor.is_some();
+    let count = if paged {
+        format!("Showing {shown} of {} matching nodes ({} in all)", overview.matching, overview.nodes)
+    } else {
+        format!("Showing {} of {} nodes", overview.matching, overview.nodes)
+    };
+    let link = move |cursor: Option<&str>| {
+        let f = filter.get_untracked();
+        let mut url = format!(
+            "/admin/fleet?q={}&model={}&state={}",
+            urlencoding(&f.text),
+            urlencoding(&f.model),
+            urlencoding(&f.state)
+        );
+        if let Some(l) = &limit {
+            url.push_str("&limit=");
+            url.push_str(&urlencoding(l));
+        }
+        if let Some(c) = cursor {
+            url.push_str("&after=");
+            url.push_str(c);
+        }
+        url
+    };
+    let pager_class = "rounded-md border px-3 py-1 text-sm";
+    let first = after.get_untracked().is_some().then(|| {
+        view! {
+            <a
+                href=link(None)
+                class=pager_class
+                data-testid="fleet-first-page"
+                on:click=move |ev| {
+                    ev.prevent_default();
+                    after.set(None);
+                }
+            >
+                "First page"
+            </a>
+        }
+    });
+    let next = overview.page.next_cursor.clone().map(|cursor| {
+        let href = link(Some(&cursor));
+        view! {
+            <a
+                href=href
+                class=pager_class
+                data-testid="fleet-next-page"
+                on:click=move |ev| {
+                    ev.prevent_default();
+                    after.set(Some(cursor.clone()));
+                }
+            >
+                "Next page"
+            </a>
+        }
+    });
+    let groups = group_nodes(&overview.page.items);
+    let list = if groups.is_empty() {
+        view! { <p class=CARD>"No nodes match these filters."</p> }.into_any()
+    } else {
+        groups
+            .into_iter()
+            .map(|(region, domains)| {
+                view! {
+                    <section class="mb-8" aria-labelledby=format!("region-{region}")>
+                        <h2 id=format!("region-{region}") class="mb-3 text-lg font-semibold">
+                            {format!("Region {region}")}
+                        </h2>
+                        {domains
+                            .into_iter()
+                            .map(|(domain, nodes)| {
+                                view! {
+                                    <DomainTable
+                                        domain=domain.to_owned()
+                                        nodes=nodes.into_iter().cloned().collect()
+                                        service
+                                        enrollment
+                                    />
+                                }
+                            })
+                            .collect_view()}
+                    </section>
+                }
+            })
+            .collect_view()
+            .into_any()
+    };
+    view! {
+        <div class="mb-4 flex flex-wrap items-center gap-3">
+            <p class="text-sm text-slate-600 dark:text-slate-400" aria-live="polite" data-testid="fleet-count">
+                {count}
+            </p>
+            {first}
+            {next}
+        </div>
+        {list}
+    }
+}
+
+/// A query-string value, percent-encoded.
+fn urlencoding(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[component]
@@ -467,7 +565,7 @@ mod tests {
             node("h100-2", "us-east-1", "ib-a", GpuModel::H100Sxm80, NodeState::Failed),
             node("a100-1", "eu-west-1", "nvl-a", GpuModel::A100_80, NodeState::Available),
         ];
-        let all = group_nodes(&nodes, &FleetFilter::default());
+        let all = group_nodes(&nodes);
         assert_eq!(all.keys().copied().collect::<Vec<_>>(), ["eu-west-1", "us-east-1"]);
         assert_eq!(all["us-east-1"].keys().copied().collect::<Vec<_>>(), ["ib-a", "ib-b"]);
         let h100 = FleetFilter { model: "H100-SXM-80GB".into(), ..FleetFilter::default() };
@@ -479,5 +577,11 @@ mod tests {
             nodes.iter().filter(|n| text.matches(n)).map(|n| n.hostname.as_str()).collect::<Vec<_>>(),
             ["a100-1"]
         );
+    }
+
+    #[test]
+    fn page_links_encode_the_filter() {
+        assert_eq!(urlencoding("ib a&b=c/é"), "ib%20a%26b%3Dc%2F%C3%A9");
+        assert_eq!(urlencoding("H100-SXM-80GB"), "H100-SXM-80GB");
     }
 }
