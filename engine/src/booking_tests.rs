@@ -268,3 +268,16 @@ store_test!(tenants_sharing_a_node_share_its_driver_branch, |store: Store| async
     let apart = engine.book(&globex, &with_driver(input("h100-gpu", all, 10, 11), "570"), None, Utc::now()).await;
     assert!(apart.unwrap().detail.allocations.iter().all(|a| a.node != node), "570 never lands on acme's 550 node");
 });
+
+store_test!(a_refresh_of_more_gpus_than_a_statement_can_bind_reads_the_index_whole, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let booked = engine.book(&lead, &input("l40s-gpu", 2, 9, 11), None, Utc::now()).await.unwrap();
+    let gpus: Vec<i64> = engine.index.read(|s| s.gpus.iter().map(|g| g.gpu_id).collect());
+    // More ids than either database binds in one statement, as admitting a 100,000-GPU fleet sends.
+    let many: Vec<i64> = gpus.iter().copied().cycle().take(70_000).collect();
+    let other = Engine::new(engine.store.clone(), engine.config.clone());
+    other.index.refresh_gpus(&other.store, &many, Utc::now()).await.expect("a refresh of 70,000 GPUs");
+    let held: usize = other.index.read(|s| s.holds.values().map(Vec::len).sum());
+    assert_eq!(held, booked.detail.allocations.len(), "the other index now shows the booking");
+});

@@ -163,16 +163,14 @@ impl Engine {
         answer.await.unwrap_or_else(|_| Err(stopped()))
     }
 
-    /// Settles batches of the model until none waits, then gives the turn back.
+    /// Settles one batch of the model, then gives the turn back. Bookings that came meanwhile
+    /// are the next turn's: each waits for the turn itself, in line with the model's other
+    /// changes (extending, bursts, approvals), which a planner that kept the turn while bookings
+    /// kept coming would hold off for as long as the load lasted.
     async fn drain(&self, model: GpuModel, turn: OwnedMutexGuard<()>) {
-        loop {
-            let mut round = self.lanes.of(model).take();
-            while !round.is_empty() {
-                round = self.settle_round(round).await;
-            }
-            if self.lanes.of(model).waiting.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
-                break;
-            }
+        let mut round = self.lanes.of(model).take();
+        while !round.is_empty() {
+            round = self.settle_round(round).await;
         }
         drop(turn);
     }
