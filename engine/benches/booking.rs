@@ -3,8 +3,10 @@
 //! reservations, the demo team's quotas lifted so every booking is a question of capacity, then
 //! closed loops of 1, 16 and 64 clients each booking back to back for 10 s through
 //! `Engine::book` (validation, policy, placement, the write, the audit event, the notice and the
-//! read-back: everything but HTTP). Prints bookings per second, latency percentiles, outcomes,
-//! and how many bookings the planner wrote per transaction; checks that no allocations overlap.
+//! read-back: everything but HTTP). Prints the seeding time, the index rebuild, the process's
+//! resident memory, each offering's 30-day hourly availability grid, then bookings per second,
+//! latency percentiles, outcomes, and how many bookings the planner wrote per transaction;
+//! checks that no allocations overlap.
 //!
 //! `cargo bench -p tenantry-engine --bench booking` (PostgreSQL at TENANTRY_TEST_POSTGRES_URL).
 //! BENCH_NODES and BENCH_RESERVATIONS (default 400 and 5000) size the world, e.g. 12500 and
@@ -15,7 +17,8 @@ mod bookings;
 mod stores;
 
 use bookings::{lift_acme_quotas, percentile, random_booking};
-use chrono::Utc;
+use chrono::{DurationRound, Utc};
+use tenantry_domain::availability::Grid;
 use std::time::{Duration, Instant};
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, EngineError, Store};
@@ -69,6 +72,37 @@ async fn closed_loop(label: &str, engine: &Engine, clients: u64, held_before: u6
     booked
 }
 
+/// This process's resident memory (Linux), in MB.
+fn resident_mb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .map_or(0, |kb: u64| kb / 1024)
+}
+
+/// The 30-day hourly availability grid of each offering, from the index, as the calendar asks
+/// for it: 50 in a row each, median and p95.
+async fn availability_grids(label: &str, engine: &Engine) {
+    let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let from = Utc::now().duration_trunc(chrono::Duration::hours(1)).unwrap();
+    let grid = Grid::new(from, from + chrono::Duration::days(30), chrono::Duration::hours(1)).unwrap();
+    for offering in engine.offerings(Utc::now()).await.unwrap() {
+        let mut times = Vec::new();
+        for _ in 0..50 {
+            let t = Instant::now();
+            engine.availability(&lead, &offering.id, grid, None).await.unwrap();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{label}: 30-day hourly grid of {}: p50 {:.2} ms, p95 {:.2} ms",
+            offering.id,
+            percentile(&times, 0.5),
+            percentile(&times, 0.95)
+        );
+    }
+}
+
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -83,6 +117,8 @@ async fn run(label: &str, store: Store) {
     let t = Instant::now();
     engine.load_index().await.unwrap();
     println!("{label}: index rebuilt from the store in {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
+    println!("{label}: resident memory with the index loaded: {} MB", resident_mb());
+    availability_grids(label, &engine).await;
     lift_acme_quotas(&engine).await;
     let mut held = u64::from(reservations);
     let clients: String = setting("BENCH_CLIENTS", "1,16,64".to_owned());
