@@ -18,8 +18,8 @@ mod stores;
 
 use bookings::{lift_acme_quotas, percentile, random_booking};
 use chrono::{DurationRound, Utc};
-use tenantry_domain::availability::Grid;
 use std::time::{Duration, Instant};
+use tenantry_domain::availability::Grid;
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, EngineError, Store};
 
@@ -76,7 +76,9 @@ async fn closed_loop(label: &str, engine: &Engine, clients: u64, held_before: u6
 fn resident_mb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .map_or(0, |kb: u64| kb / 1024)
 }
 
