@@ -90,18 +90,31 @@ impl Grid {
         self.start + self.step * self.count as i32
     }
 
-    /// The buckets `[lo, hi)` a window touches, clamped to the grid. Plain integer arithmetic on
-    /// Unix seconds: this runs once per hold per grid, so it stays cheap.
-    fn span_of(&self, window: &Window) -> Option<(usize, usize)> {
-        let step = self.step.num_seconds();
-        let origin = self.start.timestamp();
-        let from = window.start.timestamp() - origin;
-        let to = window.end.timestamp() - origin;
-        if to <= 0 || from >= step * self.count as i64 {
+    /// The grid's origin and step in Unix seconds, worked out once for the many holds a grid
+    /// places (converting the grid's own times again for each hold cost as much as the holds).
+    fn spans(&self) -> Spans {
+        Spans { origin: self.start.timestamp(), step: self.step.num_seconds(), count: self.count as i64 }
+    }
+}
+
+/// Finds the buckets a window touches, by plain integer arithmetic on Unix seconds: it runs once
+/// per hold per grid, so it stays cheap.
+struct Spans {
+    origin: i64,
+    step: i64,
+    count: i64,
+}
+
+impl Spans {
+    /// The buckets `[lo, hi)` a window touches, clamped to the grid.
+    fn of(&self, window: &Window) -> Option<(usize, usize)> {
+        let from = window.start.timestamp() - self.origin;
+        let to = window.end.timestamp() - self.origin;
+        if to <= 0 || from >= self.step * self.count {
             return None;
         }
-        let lo = from.div_euclid(step).max(0);
-        let hi = (to + step - 1).div_euclid(step).min(self.count as i64);
+        let lo = from.div_euclid(self.step).max(0);
+        let hi = (to + self.step - 1).div_euclid(self.step).min(self.count);
         (lo < hi).then_some((lo as usize, hi as usize))
     }
 }
@@ -153,8 +166,9 @@ pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, gri
     let model_gpus = gpus.iter().filter(|g| g.gpu_model == kind.gpu_model);
     // Scratch space reused across GPUs: the sweep allocates per call, not per GPU.
     let mut busy: Vec<(usize, usize)> = Vec::new();
+    let spans = grid.spans();
     let spans_of =
-        |gpu_id: i64| holds.get(&gpu_id).into_iter().flatten().filter_map(|h| grid.span_of(&h.window).map(|s| (s, h)));
+        |gpu_id: i64| holds.get(&gpu_id).into_iter().flatten().filter_map(|h| spans.of(&h.window).map(|s| (s, h)));
     match kind.grain {
         Grain::Node => {
             let mut nodes: BTreeMap<i64, Vec<&GpuSlot>> = BTreeMap::new();

@@ -687,6 +687,7 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
             store.insert_finished_job(id, JobKind::Provision, &events, now).await?;
         }
     }
+    store.analyze().await?;
     engine.index.rebuild(store, now).await?;
     Ok(SeedSummary { nodes: node_count, gpus, reservations: reservations.len(), allocations })
 }
