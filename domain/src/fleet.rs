@@ -393,6 +393,8 @@ pub struct FleetOverview {
     pub attention: Vec<NodeSummary>,
     /// All nodes that need an admin.
     pub attention_total: u32,
+    /// All enrolled nodes (waiting to be admitted).
+    pub enrolled: u32,
 }
 
 impl NodeSummary {

@@ -45,8 +45,12 @@ impl Engine {
         let mut nodes = self.fleet_nodes(who).await?;
         nodes.sort_by_cached_key(place_key);
         let count = |state: tenantry_domain::NodeState| nodes.iter().filter(|n| n.state == state).count() as u32;
-        let (available, in_use, failed) =
-            (count(NodeState::Available), count(NodeState::InUse), count(NodeState::Failed));
+        let (available, in_use, failed, enrolled) = (
+            count(NodeState::Available),
+            count(NodeState::InUse),
+            count(NodeState::Failed),
+            count(NodeState::Enrolled),
+        );
         let needing: Vec<&NodeSummary> = nodes.iter().filter(|n| n.needs_admin()).collect();
         let attention_total = needing.len() as u32;
         let attention = needing.into_iter().take(tenantry_domain::page::MAX_LIMIT as usize).cloned().collect();
@@ -63,6 +67,7 @@ impl Engine {
             page: Page::slice(matching, page, place_key),
             attention,
             attention_total,
+            enrolled,
         })
     }
 

@@ -456,3 +456,42 @@ store_test!(concurrent_reconciles_enroll_each_node_once, |store: Store| async mo
     assert_eq!(admitted, 20);
     assert_eq!(audit(&engine, &admin, "node.admitted").await.len(), 8 + 20);
 });
+
+store_test!(the_fleet_overview_counts_every_node_and_sends_one_page, |store: Store| async move {
+    let engine = world(store).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let engine = reporting(&engine, &fleet_of(demo_nodes(), vec![new_nodes(5, true)]));
+    engine.reconcile_fleet(Some(&admin), Utc::now()).await.unwrap();
+    let all = engine.fleet_nodes(&admin).await.unwrap();
+    let page = tenantry_domain::page::PageRequest::parse(Some("4"), None).unwrap();
+    let filter = tenantry_domain::fleet::FleetFilter::default();
+    let first = engine.fleet_overview(&admin, &filter, &page).await.unwrap();
+    assert_eq!((first.nodes as usize, first.matching as usize, first.page.items.len()), (all.len(), all.len(), 4));
+    assert_eq!(first.gpus, all.iter().map(|n| n.gpu_count).sum::<u32>());
+    assert_eq!((first.enrolled, first.attention_total), (5, 5), "the five new nodes wait to be admitted");
+    assert!(first.attention.iter().all(|n| n.state == NodeState::Enrolled));
+    // Following the cursors visits every node once, in place order.
+    let (mut seen, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let request = tenantry_domain::page::PageRequest { limit: 4, after: cursor.clone() };
+        let o = engine.fleet_overview(&admin, &filter, &request).await.unwrap();
+        seen.extend(o.page.items.iter().map(|n| n.hostname.clone()));
+        match o.page.next_cursor {
+            Some(next) => {
+                cursor = Some(tenantry_domain::page::PageRequest::parse(None, Some(&next)).unwrap().after.unwrap())
+            }
+            None => break,
+        }
+    }
+    let mut by_place = all.clone();
+    by_place.sort_by_key(tenantry_domain::fleet::place_key);
+    assert_eq!(seen, by_place.iter().map(|n| n.hostname.clone()).collect::<Vec<_>>());
+    // A filter narrows the page and its count, not the fleet's.
+    let enrolled = tenantry_domain::fleet::FleetFilter { state: "enrolled".into(), ..Default::default() };
+    let o = engine.fleet_overview(&admin, &enrolled, &Default::default()).await.unwrap();
+    assert_eq!((o.matching, o.page.items.len(), o.nodes as usize), (5, 5, all.len()));
+    // Admins only.
+    let refused = engine.fleet_overview(&lead, &filter, &Default::default()).await;
+    assert!(matches!(refused, Err(EngineError::Forbidden(_))));
+});

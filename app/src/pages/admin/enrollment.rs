@@ -161,7 +161,12 @@ pub fn InventoryPanel(enrollment: Enrollment) -> impl IntoView {
 
 /// Enrolled nodes waiting to be admitted, and the nodes that need an admin's eye.
 #[component]
-pub fn EnrollmentPanel(nodes: Vec<NodeSummary>, enrollment: Enrollment) -> impl IntoView {
+pub fn EnrollmentPanel(
+    nodes: Vec<NodeSummary>,
+    /// Enrolled nodes in all, of which `nodes` holds the first.
+    enrolled_total: u32,
+    enrollment: Enrollment,
+) -> impl IntoView {
     let command = enrollment.command;
     let selected = enrollment.selected;
     let enrolled: Vec<NodeSummary> = nodes.iter().filter(|n| n.state == NodeState::Enrolled).cloned().collect();
@@ -171,12 +176,12 @@ pub fn EnrollmentPanel(nodes: Vec<NodeSummary>, enrollment: Enrollment) -> impl 
         .cloned()
         .collect();
     let count = enrolled.len();
-    let enrolled_view = (count > 0).then(|| {
+    let enrolled_view = (enrolled_total > 0).then(|| {
         view! {
             <section class=format!("{CARD} mb-6") aria-labelledby="enrolled-heading" data-testid="enrolled-panel">
                 <div class="mb-3 flex flex-wrap items-center justify-between gap-3">
                     <h2 id="enrolled-heading" class="text-lg font-semibold">
-                        {format!("{count} enrolled node(s) waiting to be admitted")}
+                        {format!("{enrolled_total} enrolled node(s) waiting to be admitted")}
                     </h2>
                     <div class="flex gap-2">
                         <button
@@ -212,10 +217,20 @@ pub fn EnrollmentPanel(nodes: Vec<NodeSummary>, enrollment: Enrollment) -> impl 
                                     );
                             }
                         >
-                            {format!("Admit all {count} enrolled")}
+                            {format!("Admit all {enrolled_total} enrolled")}
                         </button>
                     </div>
                 </div>
+                {(enrolled_total as usize > count)
+                    .then(|| {
+                        view! {
+                            <p class="mb-2 text-sm text-slate-600 dark:text-slate-400">
+                                {format!(
+                                    "The first {count} are listed; Admit all admits every one, or filter the fleet below by state enrolled.",
+                                )}
+                            </p>
+                        }
+                    })}
                 <div class="relative overflow-x-auto">
                     <table class="min-w-full text-left text-sm">
                         <thead class="border-b border-slate-200 text-xs uppercase text-slate-500 dark:border-slate-800">

@@ -97,7 +97,7 @@ pub fn FleetPage() -> impl IntoView {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
                     Ok(o) => {
                         view! {
-                            <EnrollmentPanel nodes=o.attention.clone() enrollment />
+                            <EnrollmentPanel nodes=o.attention.clone() enrolled_total=o.enrolled enrollment />
                             <FleetSummary overview=o />
                         }
                             .into_any()
