@@ -25,8 +25,11 @@ test('an admin signs in, opens the fleet and filters it as they type', async ({ 
 
   // The keyboard reaches the state filter and changes it.
   await page.getByTestId('fleet-search').fill('');
+  await expect(page.getByTestId('fleet-count')).toHaveText('Showing 40 of 40 nodes');
   await page.getByTestId('fleet-state').focus();
   await page.getByTestId('fleet-state').selectOption('failed');
+  // The server filters: wait for its answer before counting.
+  await expect(page.getByTestId('fleet-count')).not.toHaveText('Showing 40 of 40 nodes');
   const failed = await rows.count();
   expect(failed).toBeLessThan(40);
   await expect(page.getByTestId('fleet-count')).toHaveText(`Showing ${failed} of 40 nodes`);

@@ -85,7 +85,7 @@ test('a lead books a GPU on Slurm, submits a job with the hand-over command and 
     '-n1',
     '-t2',
     '--wrap',
-    'sleep 40',
+    'sleep 100',
   ]);
   const job = submitted.match(/Submitted batch job (\d+)/)?.[1];
   expect(job, submitted).toBeTruthy();
@@ -98,7 +98,8 @@ test('a lead books a GPU on Slurm, submits a job with the hand-over command and 
           await page.reload();
           return utilization(page, id);
         },
-        { timeout: 25_000, intervals: [2_000] },
+        // Slurm may keep the job pending a few seconds on a loaded machine before it starts.
+        { timeout: 60_000, intervals: [2_000] },
       )
       .toBeGreaterThan(0);
   } finally {
