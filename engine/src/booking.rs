@@ -103,7 +103,7 @@ impl Engine {
         })
     }
 
-    fn request(&self, offering: &Offering, valid: &ValidBooking) -> Request {
+    pub(crate) fn request(&self, offering: &Offering, valid: &ValidBooking) -> Request {
         Request {
             kind: UnitKind::of(offering),
             quantity: valid.quantity,

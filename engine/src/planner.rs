@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tenantry_domain::booking::ValidBooking;
-use tenantry_domain::placement::{self, DriverBranch, Hold, NodeNeeds, Placed, Request, UnitKind};
+use tenantry_domain::placement::{self, DriverBranch, Hold, NodeNeeds, Placed, Request};
 use tenantry_domain::policy::{self, Ask, Decision, Held, Holding, Policy};
 use tenantry_domain::provisioning::{self, JobKind};
 use tenantry_domain::reservation::ReservationKind;
@@ -243,7 +243,7 @@ impl Engine {
                 let Some((policy, team_held)) = teams.get_mut(&t.tenant_id) else {
                     return Err(Box::new((w, EngineError::NotFound("team"))));
                 };
-                let gpus = policy_gpus(&t.offering, t.valid.quantity);
+                let gpus = crate::policy::policy_gpus(&t.offering, i64::from(t.valid.quantity));
                 let ask = Ask { window: t.valid.window, gpu_model: t.offering.gpu_model, quantity: t.valid.quantity, gpus };
                 let (decision, _) = policy::decide_held(policy, &team_held.within(&t.valid.window), &ask, t.now);
                 let (state, approval_deadline, decision_reason) = match decision {
@@ -258,12 +258,7 @@ impl Engine {
                     }
                     Decision::Scheduled => (ReservationState::Scheduled, None, None),
                 };
-                let request = Request {
-                    kind: UnitKind::of(&t.offering),
-                    quantity: t.valid.quantity,
-                    window: t.valid.window.with_turnaround(self.config.turnaround),
-                    placement: t.valid.options.placement,
-                };
+                let request = self.request(&t.offering, &t.valid);
                 // A reservation may take capacity from on-demand bursts when their owners can
                 // still be warned in time: the burst then ends a turnaround before it starts.
                 let burst_ends = t.valid.window.start - self.config.turnaround;
@@ -439,11 +434,6 @@ impl Engine {
         }
         again
     }
-}
-
-/// GPUs of `quantity` units of an offering, as policy counts them.
-fn policy_gpus(offering: &Offering, quantity: u32) -> tenantry_domain::offering::GpuSevenths {
-    crate::policy::policy_gpus(offering, i64::from(quantity))
 }
 
 /// Places a request on the index's view with `beside` (bookings planned before it in the batch)
