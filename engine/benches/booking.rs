@@ -29,6 +29,7 @@ const SECONDS: u64 = 10;
 async fn closed_loop(label: &str, engine: &Engine, clients: u64, held_before: u64) -> u64 {
     let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let (batches_before, batched_before) = engine.counters.batches();
+    let reads_before = engine.counters.ledger_reads();
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut workers = Vec::new();
     for c in 0..clients {
@@ -62,11 +63,13 @@ async fn closed_loop(label: &str, engine: &Engine, clients: u64, held_before: u6
     let (batches, batched) = (batches - batches_before, batched - batched_before);
     println!(
         "{label}, {clients} client(s): {:.0} bookings/s ({booked} booked, {conflicts} × 409 in {SECONDS} s), \
-         p50 {:.1} ms, p99 {:.1} ms; {batches} transactions, {:.1} bookings each; reservations {held_before} → {}",
+         p50 {:.1} ms, p99 {:.1} ms; {batches} transactions, {:.1} bookings each, {} holdings reads; \
+         reservations {held_before} → {}",
         booked as f64 / SECONDS as f64,
         percentile(&all, 0.5),
         percentile(&all, 0.99),
         batched as f64 / batches.max(1) as f64,
+        engine.counters.ledger_reads() - reads_before,
         held_before + booked,
     );
     booked

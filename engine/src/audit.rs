@@ -1,5 +1,6 @@
 //! Recording and reading the audit log. Every state-changing service calls [`Engine::record`]
-//! after its change commits; admins read the log through [`Engine::audit_log`].
+//! after its change commits, except booking, which writes its event in the booking's own
+//! transaction ([`audit_event`]); admins read the log through [`Engine::audit_log`].
 
 use crate::error::EngineResult;
 use crate::identity::require_admin;
@@ -37,6 +38,23 @@ impl<'a> Change<'a> {
     }
 }
 
+/// The audit event of a change made by `who` (`None`: by Tenantry itself, the actor `system`).
+pub(crate) fn audit_event<'a>(who: Option<&'a Identity>, change: Change<'a>, now: DateTime<Utc>) -> NewAuditEvent<'a> {
+    NewAuditEvent {
+        at: now,
+        // The command line's operator (`inventory::command_line_operator`, user id 0) has no
+        // user row: it is recorded by its name, `cli`.
+        actor_user_id: who.map(|w| w.user_id).filter(|&id| id > 0),
+        actor_email: who.map_or("system", |w| w.email.as_str()),
+        tenant_id: change.tenant_id,
+        action: change.action,
+        object_type: change.object_type,
+        object_id: change.object_id,
+        detail: change.detail,
+        client_addr: who.and_then(|w| w.client_addr.as_deref()),
+    }
+}
+
 impl Engine {
     /// Records a change made by `who`. The change has already committed, so a failure to record
     /// it is logged loudly rather than reported to the user as if the change had failed.
@@ -51,21 +69,9 @@ impl Engine {
     }
 
     async fn record_by(&self, who: Option<&Identity>, change: Change<'_>, now: DateTime<Utc>) {
-        let event = NewAuditEvent {
-            at: now,
-            // The command line's operator (`inventory::command_line_operator`, user id 0) has no
-            // user row: it is recorded by its name, `cli`.
-            actor_user_id: who.map(|w| w.user_id).filter(|&id| id > 0),
-            actor_email: who.map_or("system", |w| w.email.as_str()),
-            tenant_id: change.tenant_id,
-            action: change.action,
-            object_type: change.object_type,
-            object_id: change.object_id,
-            detail: change.detail,
-            client_addr: who.and_then(|w| w.client_addr.as_deref()),
-        };
-        if let Err(err) = self.store.insert_audit(&event).await {
-            tracing::error!(error = %err, action = change.action, "could not write the audit log");
+        let action = change.action;
+        if let Err(err) = self.store.insert_audit(&audit_event(who, change, now)).await {
+            tracing::error!(error = %err, action, "could not write the audit log");
         }
     }
 

@@ -4,12 +4,14 @@
 //! room (bounded), and otherwise answers 409 saying how many units were free or which units and
 //! times clashed.
 
-use crate::audit::Change;
+use crate::audit::{audit_event, Change};
 use crate::error::{EngineError, EngineResult};
 use crate::index::{Narrowed, Snapshot};
 use crate::planner::{Settled, Ticket};
 use crate::store::notices::{NewNotice, Recipients};
-use crate::store::reservations::{is_overlap, CancelPlan, Clash, EndChange, NewReservation, ReservationFilter};
+use crate::store::reservations::{
+    is_overlap, Aftermath, CancelPlan, Clash, EndChange, NewReservation, ReservationFilter,
+};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
@@ -304,7 +306,7 @@ impl Engine {
         let print = fingerprint(input);
         let ticket = Ticket {
             tenant_id,
-            user_id: who.user_id,
+            who: who.clone(),
             offering,
             valid,
             region: input.region.clone(),
@@ -312,23 +314,14 @@ impl Engine {
             now,
         };
         match self.settle(ticket).await? {
-            Settled::Created { reservation_id: id, preempted, new } => {
+            Settled::Created { detail, preempted } => {
+                let id = detail.reservation.id;
                 self.tell_preempted(&preempted, id, now).await?;
                 self.queue_wakeup.notify_one();
-                tracing::info!(reservation = id, tenant = tenant_id, offering = %new.offering_id, "booked");
-                let change = Change::reservation(
-                    "reservation.created",
-                    id,
-                    tenant_id,
-                    format!(
-                        "{} × {} from {} to {} for {}",
-                        new.quantity, new.offering_id, new.window.start, new.window.end, new.price
-                    ),
-                );
-                self.record(who, change, now).await;
-                self.tell_booked(who, tenant_id, id, &new, now).await;
-                let detail = self.reservation_detail(who, id).await?;
-                Ok(Booked { detail, replayed: false })
+                // Its notices were written with it.
+                self.outbox.wakeup.notify_waiters();
+                tracing::info!(reservation = id, tenant = tenant_id, offering = %detail.reservation.offering, "booked");
+                Ok(Booked { detail: *detail, replayed: false })
             }
             Settled::Replayed { reservation_id, fingerprint } => {
                 if fingerprint.as_deref() != Some(print.as_str()) {
@@ -343,58 +336,11 @@ impl Engine {
         }
     }
 
-    /// Tells the lead their booking is scheduled or waits for approval, and the admins that an
-    /// approval waits.
-    async fn tell_booked(&self, who: &Identity, tenant_id: i64, id: i64, new: &NewReservation, now: DateTime<Utc>) {
-        let what = format!(
-            "Reservation #{id} ({} × {}, {} to {} UTC)",
-            new.quantity,
-            new.offering_id,
-            new.window.start.format("%Y-%m-%d %H:%M"),
-            new.window.end.format("%Y-%m-%d %H:%M")
-        );
-        let team = who.tenant.as_ref().map_or("", |t| t.slug.as_str());
-        let lead = Recipients::User(who.user_id);
-        match (new.state, new.approval_deadline) {
-            (ReservationState::PendingApproval, Some(deadline)) => {
-                let why = new.decision_reason.as_deref().unwrap_or("it is past a soft limit");
-                let until = deadline.format("%Y-%m-%d %H:%M");
-                let message =
-                    format!("{what} waits for an admin's approval: {why}. It holds its capacity until {until} UTC.");
-                self.tell(
-                    NewNotice::new(NoticeKind::AwaitingApproval, lead, message).team(tenant_id).reservation(id),
-                    now,
-                )
-                .await;
-                let message = format!(
-                    "Team {team} asks for approval of {what}, {}: {why}. Decide on Admin → Approvals before {until} UTC,                      when its hold lapses.",
-                    new.price
-                );
-                self.tell(
-                    NewNotice::new(NoticeKind::ApprovalWaiting, Recipients::Admins, message).reservation(id),
-                    now,
-                )
-                .await;
-            }
-            _ => {
-                let message =
-                    format!("{what} is scheduled, for {}. Provisioning begins shortly before it starts.", new.price);
-                self.tell(
-                    NewNotice::new(NoticeKind::BookingScheduled, lead, message).team(tenant_id).reservation(id),
-                    now,
-                )
-                .await;
-            }
-        }
-    }
-
     /// One of the caller's team's reservations with the slices it holds; another team's answers
     /// `NotFound`, exactly like a missing one.
     pub async fn reservation_detail(&self, who: &Identity, id: i64) -> EngineResult<ReservationDetail> {
         let tenant_id = tenant_of(who)?;
-        let reservation = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
-        let allocations = self.store.reservation_allocations(id).await?.into_iter().map(|(_, a)| a).collect();
-        Ok(ReservationDetail { reservation, allocations })
+        self.store.reservation_details(&[(tenant_id, id)]).await?.pop().ok_or(EngineError::NotFound("reservation"))
     }
 
     /// The caller's team's reservations matching a filter.
@@ -603,4 +549,57 @@ fn options_note(narrowed: &Narrowed, needs: &NodeNeeds, left: u32) -> String {
          have more",
         reasons.join("; ")
     )
+}
+
+/// What booking reservation `id` records and tells, written with it (see [`Aftermath`]): the
+/// audit event and the notices.
+pub(crate) fn booked_aftermath<'a>(
+    who: &'a Identity,
+    id: i64,
+    new: &NewReservation,
+    now: DateTime<Utc>,
+) -> Aftermath<'a> {
+    let detail = format!(
+        "{} × {} from {} to {} for {}",
+        new.quantity, new.offering_id, new.window.start, new.window.end, new.price
+    );
+    let change = Change::reservation("reservation.created", id, new.tenant_id, detail);
+    Aftermath { audit: audit_event(Some(who), change, now), notices: booked_notices(who, id, new) }
+}
+
+/// The notices of a new booking: the lead hears it is scheduled or waits for approval, the admins
+/// that an approval waits.
+fn booked_notices(who: &Identity, id: i64, new: &NewReservation) -> Vec<NewNotice> {
+    let tenant_id = new.tenant_id;
+    let what = format!(
+        "Reservation #{id} ({} × {}, {} to {} UTC)",
+        new.quantity,
+        new.offering_id,
+        new.window.start.format("%Y-%m-%d %H:%M"),
+        new.window.end.format("%Y-%m-%d %H:%M")
+    );
+    let team = who.tenant.as_ref().map_or("", |t| t.slug.as_str());
+    let lead = Recipients::User(who.user_id);
+    match (new.state, new.approval_deadline) {
+        (ReservationState::PendingApproval, Some(deadline)) => {
+            let why = new.decision_reason.as_deref().unwrap_or("it is past a soft limit");
+            let until = deadline.format("%Y-%m-%d %H:%M");
+            let message =
+                format!("{what} waits for an admin's approval: {why}. It holds its capacity until {until} UTC.");
+            let to_admins = format!(
+                "Team {team} asks for approval of {what}, {}: {why}. Decide on Admin → Approvals before {until} UTC, \
+                 when its hold lapses.",
+                new.price
+            );
+            vec![
+                NewNotice::new(NoticeKind::AwaitingApproval, lead, message).team(tenant_id).reservation(id),
+                NewNotice::new(NoticeKind::ApprovalWaiting, Recipients::Admins, to_admins).reservation(id),
+            ]
+        }
+        _ => {
+            let message =
+                format!("{what} is scheduled, for {}. Provisioning begins shortly before it starts.", new.price);
+            vec![NewNotice::new(NoticeKind::BookingScheduled, lead, message).team(tenant_id).reservation(id)]
+        }
+    }
 }

@@ -7,12 +7,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// Counts of booking attempts by outcome, and of the batches the booking planner wrote.
+/// Counts of booking attempts by outcome, of the batches the booking planner wrote, and of the
+/// teams' holdings it read from the store.
 #[derive(Debug, Default)]
 pub struct Counters {
     bookings: Mutex<BTreeMap<&'static str, u64>>,
     batches: AtomicU64,
     batched: AtomicU64,
+    ledger_reads: AtomicU64,
 }
 
 impl Counters {
@@ -44,5 +46,16 @@ impl Counters {
     /// Batches written so far, and the bookings written in them.
     pub fn batches(&self) -> (u64, u64) {
         (self.batches.load(Ordering::Relaxed), self.batched.load(Ordering::Relaxed))
+    }
+
+    /// Counts one read of a team's holdings from the store by the booking planner (its ledger
+    /// was missing, changed by someone else, or too short).
+    pub fn ledger_read(&self) {
+        self.ledger_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The planner's reads of teams' holdings so far.
+    pub fn ledger_reads(&self) -> u64 {
+        self.ledger_reads.load(Ordering::Relaxed)
     }
 }

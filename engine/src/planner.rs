@@ -4,9 +4,12 @@
 //! the index in arrival order, seeing the bookings before it in the batch as if they were stored
 //! (their holdings count against the team's quota, their slices are taken); all are written in
 //! one transaction, a savepoint each, so a batch costs one commit; and the index is refreshed
-//! once. A booking that loses a race to another instance (the database refuses it) is planned
-//! again in the next round, up to a bound. Each caller then audits, notifies and answers on its
-//! own task, while the next batch is planned.
+//! once. Each booking's audit event and notices are written in its savepoint, so they commit
+//! with it, and the batch is read back with two queries. Each team's holdings are kept between
+//! batches (a [`Ledger`]) while the store's count of writes to the team's reservations says
+//! nobody else changed them, so a batch reads one row per team instead of all its holdings. A booking that loses a race to another
+//! instance (the database refuses it) is planned again in the next round, up to a bound. Each
+//! caller then answers on its own task, while the next batch is planned.
 //!
 //! Bookings used to be planned and committed one at a time, which bounded an instance at about
 //! 200 bookings a second on PostgreSQL however many clients waited: the commit, the policy reads
@@ -16,15 +19,15 @@ use crate::error::{EngineError, EngineResult};
 use crate::index::Snapshot;
 use crate::store::reservations::{BookingWrite, Clash, Inserted, NewReservation};
 use crate::Engine;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tenantry_domain::booking::ValidBooking;
 use tenantry_domain::placement::{self, DriverBranch, Hold, NodeNeeds, Placed, Request};
 use tenantry_domain::policy::{self, Ask, Decision, Held, Holding, Policy};
 use tenantry_domain::provisioning::{self, JobKind};
-use tenantry_domain::reservation::ReservationKind;
-use tenantry_domain::{GpuModel, Offering, ReservationState, Window};
+use tenantry_domain::reservation::{ReservationDetail, ReservationKind};
+use tenantry_domain::{GpuModel, Identity, Offering, ReservationState, Window};
 use tokio::sync::{oneshot, Mutex, OwnedMutexGuard};
 
 /// How often a booking is planned again after losing a race to another instance before it gives
@@ -38,7 +41,8 @@ const MAX_BATCH: usize = 32;
 /// A booking that passed validation, waiting for its model's planner.
 pub(crate) struct Ticket {
     pub tenant_id: i64,
-    pub user_id: i64,
+    /// Who books: the requester, and the audit event's actor.
+    pub who: Identity,
     /// At the team's rates.
     pub offering: Offering,
     pub valid: ValidBooking,
@@ -52,8 +56,8 @@ pub(crate) struct Ticket {
 /// What the planner made of a ticket.
 #[derive(Debug)]
 pub(crate) enum Settled {
-    /// Written: the reservation, the bursts it cut short, and what was written.
-    Created { reservation_id: i64, preempted: Vec<i64>, new: Box<NewReservation> },
+    /// Written: the reservation as stored, and the bursts it cut short.
+    Created { detail: Box<ReservationDetail>, preempted: Vec<i64> },
     /// The idempotency key was used before: the earlier reservation and its fingerprint.
     Replayed { reservation_id: i64, fingerprint: Option<String> },
 }
@@ -66,9 +70,78 @@ struct Waiting {
     reply: oneshot::Sender<EngineResult<Settled>>,
 }
 
+/// How far ahead of now a team's holdings are read when its ledger is (re)loaded: most bookings'
+/// windows then fall inside the ledger's span, so later batches find it.
+const LEDGER_AHEAD: Duration = Duration::days(32);
+
+/// How many of another lane's batches of the same team a batch waits for before it reads the
+/// team's holdings from the store.
+const MAX_LEDGER_WAITS: u32 = 4;
+
 /// One lane per GPU model: the bookings waiting, and whose turn it is (also taken by other
-/// changes of the model's allocations: extending, bursts, approvals).
-pub(crate) struct Lanes(Vec<Lane>);
+/// changes of the model's allocations: extending, bursts, approvals); and each team's ledger,
+/// which the lanes share.
+pub(crate) struct Lanes {
+    lanes: Vec<Lane>,
+    ledgers: std::sync::Mutex<HashMap<i64, Ledger>>,
+    /// The last ledger read from the store, numbered: each read is a new ledger.
+    ledger_reads: std::sync::atomic::AtomicU64,
+    /// Per team, the batches of this instance being written (see [`Writing`]), and a wake-up
+    /// for each one that is done.
+    writing: std::sync::Mutex<HashMap<i64, usize>>,
+    written: tokio::sync::Notify,
+}
+
+/// A batch's teams, counted in [`Lanes::writing`] from before it is written until its bookings
+/// are in their ledgers: its commit moves their holdings versions before the ledgers do, which
+/// a batch of another lane must not take for someone else's change (it waits instead).
+struct Writing<'a> {
+    lanes: &'a Lanes,
+    teams: Vec<i64>,
+}
+
+impl<'a> Writing<'a> {
+    fn start(lanes: &'a Lanes, planned: &[Planned]) -> Self {
+        let mut teams: Vec<i64> = planned.iter().map(|p| p.new.tenant_id).collect();
+        teams.sort_unstable();
+        teams.dedup();
+        let mut writing = lanes.writing.lock().unwrap_or_else(|p| p.into_inner());
+        for t in &teams {
+            *writing.entry(*t).or_default() += 1;
+        }
+        Writing { lanes, teams }
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        let mut writing = self.lanes.writing.lock().unwrap_or_else(|p| p.into_inner());
+        for t in &self.teams {
+            if let Some(n) = writing.get_mut(t) {
+                *n -= 1;
+                if *n == 0 {
+                    writing.remove(t);
+                }
+            }
+        }
+        drop(writing);
+        self.lanes.written.notify_waiters();
+    }
+}
+
+/// A team's holdings over `span` as a decision reads them, kept between batches. They are what
+/// the store holds while the team's `holdings_version` is still `version`: a trigger adds one
+/// for every row written to the team's reservations, whoever writes it (a cancellation, an
+/// admin's decision, the provisioning queue, another instance), and the planner adds its own
+/// bookings here, with one each, as it commits them (from any lane, while this is the ledger the
+/// lane decided on: `read` tells ledgers read at different times apart).
+#[derive(Debug, Clone)]
+struct Ledger {
+    read: u64,
+    version: i64,
+    span: Window,
+    held: Held,
+}
 
 struct Lane {
     waiting: std::sync::Mutex<VecDeque<Waiting>>,
@@ -77,18 +150,26 @@ struct Lane {
 
 impl Default for Lanes {
     fn default() -> Self {
-        Lanes(
-            GpuModel::ALL
+        Lanes {
+            lanes: GpuModel::ALL
                 .iter()
                 .map(|_| Lane { waiting: Default::default(), turn: Arc::new(Mutex::new(())) })
                 .collect(),
-        )
+            ledgers: Default::default(),
+            ledger_reads: Default::default(),
+            writing: Default::default(),
+            written: Default::default(),
+        }
     }
 }
 
 impl Lanes {
     fn of(&self, model: GpuModel) -> &Lane {
-        &self.0[GpuModel::ALL.iter().position(|m| *m == model).unwrap_or(0)]
+        &self.lanes[GpuModel::ALL.iter().position(|m| *m == model).unwrap_or(0)]
+    }
+
+    fn ledgers(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Ledger>> {
+        self.ledgers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Takes the model's turn: no booking of it is planned until the guard is dropped.
@@ -130,7 +211,12 @@ struct Planned {
     waiting: Waiting,
     new: NewReservation,
     preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// What it adds to its team's holdings.
+    holding: Holding,
 }
+
+/// Which of each team's ledgers (by its `read`) a round's decisions were made on.
+type Versions = HashMap<i64, u64>;
 
 impl Engine {
     /// How many bookings of `model` wait for the planner.
@@ -188,14 +274,18 @@ impl Engine {
                 .or_insert(window);
         }
         let mut teams: HashMap<i64, (Policy, Held)> = HashMap::new();
+        let mut versions = Versions::new();
         let mut unreadable: HashMap<i64, EngineError> = HashMap::new();
+        let now = round.iter().map(|w| w.ticket.now).max().unwrap_or_else(Utc::now);
         for (&tenant_id, span) in &spans {
             let read = async {
-                Ok::<_, EngineError>((self.policy_of(tenant_id).await?, self.held(tenant_id, span, None).await?))
+                let (held, version) = self.team_held(tenant_id, span, now).await?;
+                Ok::<_, EngineError>((self.policy_of(tenant_id).await?, held, version))
             };
             match read.await {
-                Ok(team) => {
-                    teams.insert(tenant_id, team);
+                Ok((policy, held, ledger)) => {
+                    teams.insert(tenant_id, (policy, held));
+                    versions.insert(tenant_id, ledger);
                 }
                 Err(e) => {
                     unreadable.insert(tenant_id, e);
@@ -220,11 +310,78 @@ impl Engine {
                 }
             }
         }
-        let planned = to_write;
+        let mut planned = to_write;
         if planned.is_empty() {
             return Vec::new();
         }
-        self.write_planned(planned).await
+        // Written team by team (in arrival order within a team), so two instances' batches take
+        // the teams' holdings-version rows in one order and never wait for each other's.
+        planned.sort_by_key(|p| p.new.tenant_id);
+        self.write_planned(planned, &versions).await
+    }
+
+    /// What `tenant_id` holds over `span`, and which ledger says so: the team's ledger when
+    /// nothing else changed its reservations since, else read from the store over a wider span
+    /// and kept as the new ledger.
+    async fn team_held(&self, tenant_id: i64, span: &Window, now: DateTime<Utc>) -> EngineResult<(Held, u64)> {
+        let mut waits = 0;
+        let version = loop {
+            // Asked for before looking, so a batch done in between still wakes this one.
+            let written = self.lanes.written.notified();
+            // Read before the holdings: a change committed in between then moves the version
+            // past the ledger's, and the next batch reads the holdings again.
+            let version = self.store.holdings_version(tenant_id).await?;
+            if let Some(ledger) = self.lanes.ledgers().get(&tenant_id) {
+                if ledger.version == version && ledger.span.start <= span.start && span.end <= ledger.span.end {
+                    return Ok((ledger.held.clone(), ledger.read));
+                }
+            }
+            // Another lane's batch of the team may have committed and not be in the ledger yet:
+            // wait for it rather than read every holding again (a few times: under a stream of
+            // batches a change made elsewhere must not keep this one waiting).
+            let in_flight = self.lanes.writing.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&tenant_id);
+            if !in_flight || waits == MAX_LEDGER_WAITS {
+                break version;
+            }
+            waits += 1;
+            written.await;
+        };
+        let wide = Window { start: span.start.min(now), end: span.end.max(now + LEDGER_AHEAD) };
+        let held = self.held(tenant_id, &wide, None).await?;
+        self.counters.ledger_read();
+        let read = self.lanes.ledger_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mut ledgers = self.lanes.ledgers();
+        match ledgers.get(&tenant_id) {
+            // Another lane read the team at the same time, or later: its ledger is at least as
+            // new, and the lanes keep one ledger between them.
+            Some(theirs)
+                if theirs.version >= version && theirs.span.start <= span.start && span.end <= theirs.span.end =>
+            {
+                Ok((theirs.held.clone(), theirs.read))
+            }
+            _ => {
+                ledgers.insert(tenant_id, Ledger { read, version, span: wide, held: held.clone() });
+                Ok((held, read))
+            }
+        }
+    }
+
+    /// Adds a batch's committed bookings to the teams' ledgers they were decided on: each team's
+    /// version moves by one for each reservation written (other lanes' batches of the team add
+    /// theirs too). A ledger read anew meanwhile is left as it is: it may or may not hold these,
+    /// and if it does not, its version is behind the store's and the next batch reads it again.
+    /// So is one whose batch also cut the team's own bursts (rows written beyond the bookings).
+    fn note_written(&self, written: &[&Planned], versions: &Versions) {
+        let mut ledgers = self.lanes.ledgers();
+        for p in written {
+            let tenant_id = p.new.tenant_id;
+            if let Some(ledger) = ledgers.get_mut(&tenant_id) {
+                if Some(&ledger.read) == versions.get(&tenant_id) {
+                    ledger.version += 1;
+                    ledger.held.add(p.holding);
+                }
+            }
+        }
     }
 
     /// Decides and places each booking in turn on one view of the index, each seeing those
@@ -290,7 +447,8 @@ impl Engine {
                     driver,
                     tenant_id: Some(t.tenant_id),
                 }));
-                team_held.add(Holding { window: t.valid.window, gpu_model: t.offering.gpu_model, gpus });
+                let holding = Holding { window: t.valid.window, gpu_model: t.offering.gpu_model, gpus };
+                team_held.add(holding);
                 // Bursts are looked for and cut in the write only where the index shows one in
                 // the way (most bookings have none): one it does not know of yet, another
                 // instance's, makes the write lose, and the next round sees it.
@@ -311,7 +469,7 @@ impl Engine {
                     approval_deadline,
                     decision_reason,
                     tenant_id: t.tenant_id,
-                    requested_by: t.user_id,
+                    requested_by: t.who.user_id,
                     offering_id: t.offering.id.clone(),
                     quantity: t.valid.quantity,
                     window: t.valid.window,
@@ -327,14 +485,15 @@ impl Engine {
                         (JobKind::Provision, at)
                     }),
                 };
-                Ok(Planned { waiting: w, new, preempt_until })
+                Ok(Planned { waiting: w, new, preempt_until, holding })
             })
             .collect()
     }
 
-    /// Writes the planned bookings in one transaction, shows them in the index, answers the
-    /// written and replayed ones, and gives back those another instance beat, to plan again.
-    async fn write_planned(&self, planned: Vec<Planned>) -> Vec<Waiting> {
+    /// Writes the planned bookings in one transaction, shows them in the index and their teams'
+    /// ledgers (decided on `versions`), answers the written and replayed ones, and gives back
+    /// those another instance beat, to plan again.
+    async fn write_planned(&self, planned: Vec<Planned>, versions: &Versions) -> Vec<Waiting> {
         let writes: Vec<BookingWrite> = planned
             .iter()
             .map(|p| BookingWrite {
@@ -344,7 +503,12 @@ impl Engine {
                 now: p.waiting.ticket.now,
             })
             .collect();
-        let answers = match self.store.insert_bookings(&writes).await {
+        let writing = Writing::start(&self.lanes, &planned);
+        let aftermath = |i: usize, id: i64| {
+            let p: &Planned = &planned[i];
+            Some(crate::booking::booked_aftermath(&p.waiting.ticket.who, id, &p.new, p.waiting.ticket.now))
+        };
+        let answers = match self.store.insert_bookings(&writes, aftermath).await {
             Ok(answers) => {
                 self.counters.batch(answers.iter().filter(|a| matches!(a, Ok(Inserted::Created { .. }))).count());
                 answers
@@ -361,14 +525,23 @@ impl Engine {
                 // its own answer.
                 tracing::warn!(error = %e, bookings = planned.len(), "a batch of bookings failed; writing them one by one");
                 drop(writes);
+                // Each alone, on no ledger: the teams' holdings are read again next time.
                 let mut lost = Vec::new();
                 for p in planned {
-                    lost.extend(Box::pin(self.write_planned(vec![p])).await);
+                    lost.extend(Box::pin(self.write_planned(vec![p], &Versions::new())).await);
                 }
                 return lost;
             }
         };
         drop(writes);
+        let written: Vec<&Planned> = planned
+            .iter()
+            .zip(&answers)
+            .filter_map(|(p, a)| matches!(a, Ok(Inserted::Created { .. })).then_some(p))
+            .collect();
+        self.note_written(&written, versions);
+        drop(written);
+        drop(writing);
         let model_gpus = |s: &Snapshot, model: GpuModel| -> Vec<i64> {
             s.gpus.iter().filter(|g| g.gpu_model == model).map(|g| g.gpu_id).collect()
         };
@@ -398,12 +571,34 @@ impl Engine {
             // Written all the same; the index catches up at the next change or notification.
             tracing::warn!(error = %e, "refreshing the index after a batch of bookings failed");
         }
+        // The written bookings as stored, read back together.
+        let created: Vec<(i64, i64)> = planned
+            .iter()
+            .zip(&answers)
+            .filter_map(|(p, a)| match a {
+                Ok(Inserted::Created { reservation_id, .. }) => Some((p.new.tenant_id, *reservation_id)),
+                _ => None,
+            })
+            .collect();
+        let mut details: HashMap<i64, ReservationDetail> = match self.store.reservation_details(&created).await {
+            Ok(details) => details.into_iter().map(|d| (d.reservation.id, d)).collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "reading a batch of bookings back failed");
+                HashMap::new()
+            }
+        };
         let mut again = Vec::new();
         for (p, answer) in planned.into_iter().zip(answers) {
             let Planned { mut waiting, new, .. } = p;
             match answer {
                 Ok(Inserted::Created { reservation_id, preempted }) => {
-                    let _ = waiting.reply.send(Ok(Settled::Created { reservation_id, preempted, new: Box::new(new) }));
+                    let settled = match details.remove(&reservation_id) {
+                        Some(detail) => Ok(Settled::Created { detail: Box::new(detail), preempted }),
+                        None => Err(EngineError::Store(sqlx::Error::Protocol(format!(
+                            "reservation #{reservation_id} was booked but could not be read back; GET it to see it"
+                        )))),
+                    };
+                    let _ = waiting.reply.send(settled);
                 }
                 Ok(Inserted::Replayed { reservation_id, fingerprint }) => {
                     let _ = waiting.reply.send(Ok(Settled::Replayed { reservation_id, fingerprint }));

@@ -9,8 +9,10 @@ use crate::test_helpers::{ask, who};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use std::future::Future;
+use tenantry_domain::audit::AuditFilter;
 use tenantry_domain::availability::Grid;
 use tenantry_domain::booking::BookingInput;
+use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::policy::PolicyPatch;
 use tenantry_domain::{GpuModel, Identity, ReservationState};
 
@@ -174,4 +176,71 @@ store_test!(a_batch_member_another_instance_beat_is_planned_again, |store: Store
     nodes.dedup();
     assert_eq!(nodes.len(), 4, "four bookings on four nodes");
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // Each booking's audit event and its lead's notice were written with it, once: the write
+    // that lost and rolled back left neither behind.
+    let mut ids: Vec<i64> = booked.iter().chain([&taken]).map(|b| b.detail.reservation.id).collect();
+    ids.sort_unstable();
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let filter = AuditFilter { action: Some("reservation.created".into()), ..Default::default() };
+    let mut audited: Vec<i64> = engine
+        .audit_log(&admin, &filter)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| e.object_id?.parse().ok())
+        .collect();
+    audited.sort_unstable();
+    assert_eq!(audited, ids);
+    let mut told: Vec<i64> = engine
+        .notifications(&lead)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.kind == NoticeKind::BookingScheduled.code())
+        .filter_map(|n| n.reservation_id)
+        .collect();
+    told.sort_unstable();
+    assert_eq!(told, ids);
+});
+
+store_test!(a_teams_kept_holdings_follow_every_change_made_elsewhere, |store: Store| async move {
+    let (engine, lead) = world(store).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    // At most 4 H100 GPUs at once; every booking below (4 hours from 8, 9, 10 or 11) holds its
+    // GPU from 11 to 12.
+    let patch: PolicyPatch =
+        serde_json::from_value(serde_json::json!({"concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": 4}}}))
+            .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, Utc::now()).await.unwrap();
+    let one = |hour| (ask("h100-gpu", 1, day_after_tomorrow(hour), 4), None);
+    let booked = |answers: &[Result<crate::booking::Booked, EngineError>]| answers.iter().filter(|a| a.is_ok()).count();
+
+    // The first batch reads acme's holdings; the next ones keep them, with the bookings they add.
+    let reads = engine.counters.ledger_reads();
+    let (first, _) = in_one_batch(&engine, &lead, GpuModel::H100Sxm80, vec![one(8), one(9)]).await;
+    assert_eq!(booked(&first), 2, "{first:?}");
+    assert_eq!(engine.counters.ledger_reads(), reads + 1);
+    let (second, _) = in_one_batch(&engine, &lead, GpuModel::H100Sxm80, vec![one(8), one(9), one(10)]).await;
+    assert_eq!(booked(&second), 2, "the kept holdings count the first batch: {second:?}");
+    assert_eq!(engine.counters.ledger_reads(), reads + 1, "nobody else wrote: the kept holdings served");
+
+    // A cancellation is not the planner's doing: the next batch reads the holdings again and
+    // books the GPU it freed, and no more.
+    let id = first.iter().find_map(|a| a.as_ref().ok()).unwrap().detail.reservation.id;
+    engine.cancel(&lead, id, Utc::now()).await.unwrap();
+    let (third, _) = in_one_batch(&engine, &lead, GpuModel::H100Sxm80, vec![one(8), one(11)]).await;
+    assert_eq!(booked(&third), 1, "{third:?}");
+    assert_eq!(engine.counters.ledger_reads(), reads + 2);
+
+    // Another instance frees one more and books it itself: this one's next booking is refused.
+    let other = Engine::new(engine.store.clone(), engine.config.clone());
+    other.load_index().await.unwrap();
+    let id = second.iter().find_map(|a| a.as_ref().ok()).unwrap().detail.reservation.id;
+    other.cancel(&lead, id, Utc::now()).await.unwrap();
+    other.book(&lead, &one(10).0, None, Utc::now()).await.expect("the other instance books the freed GPU");
+    let refused = engine.book(&lead, &one(11).0, None, Utc::now()).await;
+    assert!(
+        matches!(&refused, Err(EngineError::Forbidden(m)) if m.contains("hard limit of 4")),
+        "four are held again: {refused:?}"
+    );
 });

@@ -180,6 +180,13 @@ async fn render(state: &AppState, with_tenants: bool) -> Result<String, tenantry
     let _ = writeln!(out, "tenantry_booking_batches_total {batches}");
     family(&mut out, "tenantry_booking_batched_total", "counter", "Bookings written by those transactions.");
     let _ = writeln!(out, "tenantry_booking_batched_total {batched}");
+    family(
+        &mut out,
+        "tenantry_booking_ledger_reads_total",
+        "counter",
+        "Teams' holdings the booking planner read from the store, its kept copy being missing or stale.",
+    );
+    let _ = writeln!(out, "tenantry_booking_ledger_reads_total {}", state.engine.counters.ledger_reads());
 
     let q = &gauges.queue;
     family(&mut out, "tenantry_queue_depth", "gauge", "Provisioning jobs due now and not finished.");

@@ -75,25 +75,34 @@ pub enum TokenRevoke {
     NotFound,
 }
 
+/// Writes `$event` (a [`NewAuditEvent`]) inside the caller's transaction `$tx`, so a change and
+/// its audit event commit together (a booking writes its own this way).
+#[macro_export]
+macro_rules! insert_audit {
+    ($tx:ident, $event:expr) => {{
+        let e: &$crate::store::audit::NewAuditEvent<'_> = $event;
+        sqlx::query(
+            "insert into audit_event (at, actor_user_id, actor_email, tenant_id, action, object_type,
+                object_id, detail, client_addr) values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(e.at)
+        .bind(e.actor_user_id)
+        .bind(e.actor_email)
+        .bind(e.tenant_id)
+        .bind(e.action)
+        .bind(e.object_type)
+        .bind(&e.object_id)
+        .bind(&e.detail)
+        .bind(e.client_addr)
+        .execute(&mut *$tx)
+        .await?;
+    }};
+}
+
 impl Store {
+    /// Writes one audit event in a transaction of its own (see [`insert_audit!`]).
     pub async fn insert_audit(&self, e: &NewAuditEvent<'_>) -> EngineResult<()> {
-        write_tx!(self, |tx| {
-            sqlx::query(
-                "insert into audit_event (at, actor_user_id, actor_email, tenant_id, action, object_type,
-                    object_id, detail, client_addr) values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
-            .bind(e.at)
-            .bind(e.actor_user_id)
-            .bind(e.actor_email)
-            .bind(e.tenant_id)
-            .bind(e.action)
-            .bind(e.object_type)
-            .bind(&e.object_id)
-            .bind(&e.detail)
-            .bind(e.client_addr)
-            .execute(&mut *tx)
-            .await?;
-        });
+        write_tx!(self, |tx| insert_audit!(tx, e));
         Ok(())
     }
 

@@ -134,6 +134,19 @@ impl Store {
         Ok(rows)
     }
 
+    /// How many rows of the team's reservations have been written so far (migration 0012 keeps
+    /// it by trigger): what the booking planner checks the holdings it keeps against.
+    pub async fn holdings_version(&self, tenant_id: i64) -> EngineResult<i64> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, i64>(
+                "select coalesce((select version from holdings_version where tenant_id = $1), 0)",
+            )
+            .bind(tenant_id)
+            .fetch_one(pool)
+            .await?
+        }))
+    }
+
     /// Per offering, the units × minutes a tenant's live holdings of `kind` take inside
     /// `[from, to)` (a month), less `except`: what monthly GPU-hours count, summed by the
     /// database instead of sent row by row (a booking's decision read every holding of its

@@ -1,9 +1,11 @@
 //! Reservations and their allocations in the store.
 
+use super::audit::NewAuditEvent;
 use super::jobs::INSERT_JOB;
+use super::notices::NewNotice;
 use super::Store;
 use crate::error::EngineResult;
-use crate::{on_pool, write_tx};
+use crate::{insert_audit, insert_notice, on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::metering::CutKind;
@@ -11,7 +13,7 @@ use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::LockedOption;
 use tenantry_domain::provisioning::JobKind;
 use tenantry_domain::reservation::ReservationKind;
-use tenantry_domain::reservation::{AllocationView, Reservation};
+use tenantry_domain::reservation::{AllocationView, Reservation, ReservationDetail};
 use tenantry_domain::{Cents, ReservationOptions, ReservationState, Window};
 
 /// A reservation to write, with the slices it holds.
@@ -389,6 +391,14 @@ pub struct BookingWrite<'a> {
     pub now: DateTime<Utc>,
 }
 
+/// What a booking records and tells once its reservation has an id. [`Store::insert_bookings`]
+/// writes it in the booking's own savepoint, so the reservation, its audit event and its notices
+/// commit together or not at all, and a booking costs one commit instead of three.
+pub struct Aftermath<'a> {
+    pub audit: NewAuditEvent<'a>,
+    pub notices: Vec<NewNotice>,
+}
+
 /// What `insert_booking` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inserted {
@@ -431,6 +441,36 @@ pub(crate) const RESERVATION_SELECT: &str =
     from reservation r
     join tenant t on t.tenant_id = r.tenant_id
     join app_user u on u.user_id = r.requested_by";
+
+/// An allocation as its reservation shows it: node, GPU and slices (see [`AllocationViewRow`]).
+const ALLOCATION_VIEW_SELECT: &str =
+    "select a.reservation_id, a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, g.mig_enabled
+     from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id";
+
+#[derive(sqlx::FromRow)]
+struct AllocationViewRow {
+    reservation_id: i64,
+    gpu_id: i64,
+    hostname: String,
+    gpu_index: i64,
+    slice_lo: i64,
+    slice_hi: i64,
+    mig_enabled: bool,
+}
+
+impl AllocationViewRow {
+    /// The GPU's id and the view.
+    fn view(self) -> (i64, AllocationView) {
+        let view = AllocationView {
+            node: self.hostname,
+            gpu_index: self.gpu_index as u32,
+            slice_lo: self.slice_lo as u8,
+            slice_hi: self.slice_hi as u8,
+            mig: self.mig_enabled,
+        };
+        (self.gpu_id, view)
+    }
+}
 
 impl Store {
     /// Live holds (allocations with their turnaround) ending after `since`, on some GPUs or all.
@@ -485,7 +525,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> EngineResult<Inserted> {
         let write = BookingWrite { new: r, idempotency, preempt_until, now };
-        match self.insert_bookings(std::slice::from_ref(&write)).await?.pop() {
+        match self.insert_bookings(std::slice::from_ref(&write), |_, _| None).await?.pop() {
             Some(Ok(inserted)) => Ok(inserted),
             Some(Err(lost)) => Err(lost.into()),
             None => Err(sqlx::Error::Protocol("a write of one booking answered nothing".to_owned()).into()),
@@ -500,14 +540,18 @@ impl Store {
     ///
     /// Keep batches under 64: PostgreSQL tracks a transaction's first 64 subtransactions in
     /// shared memory and gets slower for every session past that.
-    pub async fn insert_bookings(
+    ///
+    /// `aftermath(i, id)` gives what the `i`th booking, written as reservation `id`, records and
+    /// tells (see [`Aftermath`]); it is written in that booking's savepoint.
+    pub async fn insert_bookings<'w>(
         &self,
-        writes: &[BookingWrite<'_>],
+        writes: &[BookingWrite<'w>],
+        aftermath: impl Fn(usize, i64) -> Option<Aftermath<'w>> + Sync,
     ) -> EngineResult<Vec<Result<Inserted, sqlx::Error>>> {
         use sqlx::Acquire;
         let mut out: Vec<Option<Result<Inserted, sqlx::Error>>> = Vec::with_capacity(writes.len());
         write_tx!(self, |tx| {
-            for w in writes {
+            for (i, w) in writes.iter().enumerate() {
                 let (r, now) = (w.new, w.now);
                 let (key, fingerprint) = w.idempotency.unzip();
                 let mut sp = (&mut tx).begin().await?;
@@ -584,6 +628,12 @@ impl Store {
                             .await?;
                     }
                     allocations_changed!(self, sp, reservation = id);
+                    if let Some(after) = aftermath(i, id) {
+                        insert_audit!(sp, &after.audit);
+                        for notice in &after.notices {
+                            insert_notice!(sp, notice, now);
+                        }
+                    }
                     Ok((id, preempted))
                 }
                 .await;
@@ -678,27 +728,59 @@ impl Store {
         Ok(row.and_then(ReservationRow::into_reservation))
     }
 
-    /// The slices a reservation holds (live or not), node and GPU order.
-    pub async fn reservation_allocations(&self, reservation_id: i64) -> EngineResult<Vec<(i64, AllocationView)>> {
-        let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, String, i64, i64, i64, bool)>(
-                "select a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, g.mig_enabled
-                 from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
-                 where a.reservation_id = $1 order by n.hostname, g.gpu_index, a.slice_lo",
-            )
-            .bind(reservation_id)
-            .fetch_all(pool)
-            .await?
+    /// Several reservations with the slices they hold, each named by its team and id (a pair
+    /// whose reservation is another team's is left out), in the order asked; two queries
+    /// however many, so a batch of bookings is read back at once.
+    pub async fn reservation_details(&self, wanted: &[(i64, i64)]) -> EngineResult<Vec<ReservationDetail>> {
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (rows, allocations) = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(RESERVATION_SELECT);
+            q.push(" where (r.tenant_id, r.reservation_id) in (");
+            let mut list = q.separated(", ");
+            for (tenant_id, id) in wanted {
+                list.push("(").push_bind_unseparated(*tenant_id).push_unseparated(", ");
+                list.push_bind_unseparated(*id).push_unseparated(")");
+            }
+            q.push(")");
+            let rows: Vec<ReservationRow> = q.build_query_as().fetch_all(pool).await?;
+            let mut allocations: Vec<AllocationViewRow> = Vec::new();
+            if !rows.is_empty() {
+                let mut q = sqlx::QueryBuilder::<Db>::new(ALLOCATION_VIEW_SELECT);
+                q.push(" where a.reservation_id in (");
+                let mut list = q.separated(", ");
+                for row in &rows {
+                    list.push_bind(row.reservation_id);
+                }
+                q.push(") order by n.hostname, g.gpu_index, a.slice_lo");
+                allocations = q.build_query_as().fetch_all(pool).await?;
+            }
+            (rows, allocations)
         });
-        Ok(rows
-            .into_iter()
-            .map(|(gpu_id, node, gpu_index, lo, hi, mig)| {
-                (
-                    gpu_id,
-                    AllocationView { node, gpu_index: gpu_index as u32, slice_lo: lo as u8, slice_hi: hi as u8, mig },
-                )
+        let mut views: HashMap<i64, Vec<AllocationView>> = HashMap::new();
+        for row in allocations {
+            views.entry(row.reservation_id).or_default().push(row.view().1);
+        }
+        let mut found: HashMap<i64, Reservation> =
+            rows.into_iter().filter_map(ReservationRow::into_reservation).map(|r| (r.id, r)).collect();
+        Ok(wanted
+            .iter()
+            .filter_map(|(_, id)| {
+                let reservation = found.remove(id)?;
+                Some(ReservationDetail { reservation, allocations: views.remove(id).unwrap_or_default() })
             })
             .collect())
+    }
+
+    /// The slices a reservation holds (live or not), node and GPU order.
+    pub async fn reservation_allocations(&self, reservation_id: i64) -> EngineResult<Vec<(i64, AllocationView)>> {
+        let sql = format!(
+            "{ALLOCATION_VIEW_SELECT} where a.reservation_id = $1 order by n.hostname, g.gpu_index, a.slice_lo"
+        );
+        let rows: Vec<AllocationViewRow> =
+            on_pool!(self, |pool| sqlx::query_as(&sql).bind(reservation_id).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(AllocationViewRow::view).collect())
     }
 
     /// A tenant's reservations matching `filter`, latest start first.
