@@ -204,11 +204,19 @@ pub async fn revoke_api_token(id: i64) -> Result<(), AppError> {
     Ok(server::engine()?.revoke_api_token(&who, id, Utc::now()).await?)
 }
 
-#[server(prefix = "/sfn", endpoint = "audit_log", input = Json)]
-pub async fn audit_log(filter: AuditFilter) -> Result<Vec<AuditEvent>, AppError> {
+/// One page of the audit log matching `filter`: `limit` events (default 100), those after
+/// `after` (a page's `next_cursor`), or the newest.
+#[server(prefix = "/sfn", endpoint = "audit_page", input = Json)]
+pub async fn audit_page(
+    filter: AuditFilter,
+    limit: Option<String>,
+    after: Option<String>,
+) -> Result<tenantry_domain::page::Page<AuditEvent>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.audit_log(&who, &filter).await?)
+    let page = tenantry_domain::page::PageRequest::parse(limit.as_deref(), after.as_deref())
+        .map_err(|e| tenantry_engine::EngineError::invalid(e.field, e.message))?;
+    Ok(server::engine()?.audit_page(&who, &filter, &page).await?)
 }
 
 use tenantry_domain::policy::{ApprovalItem, BurstInput, PolicyPatch, TenantPolicy};

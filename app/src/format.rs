@@ -27,6 +27,17 @@ pub fn gpu_hours(value: f64) -> String {
     format!("{value:.1}")
 }
 
+/// A query-string value, percent-encoded.
+pub fn urlencoding(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +52,11 @@ mod tests {
         assert_eq!(utc(t), "2026-12-01 09:30 UTC");
         assert_eq!(percent(Some(42.26)), "42.3 %");
         assert_eq!(percent(None), "–");
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(urlencoding("ib a&b=c/é"), "ib%20a%26b%3Dc%2F%C3%A9");
+        assert_eq!(urlencoding("H100-SXM-80GB"), "H100-SXM-80GB");
     }
 }

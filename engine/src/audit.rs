@@ -2,12 +2,13 @@
 //! after its change commits, except booking, which writes its event in the booking's own
 //! transaction ([`audit_event`]); admins read the log through [`Engine::audit_log`].
 
-use crate::error::EngineResult;
+use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
 use crate::store::audit::NewAuditEvent;
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use tenantry_domain::audit::{AuditEvent, AuditFilter};
+use tenantry_domain::page::{Page, PageRequest, MAX_LIMIT};
 use tenantry_domain::Identity;
 
 /// What was done to which object.
@@ -75,9 +76,31 @@ impl Engine {
         }
     }
 
-    /// The audit log, for platform admins.
+    /// The newest audit events matching `filter` (`filter.limit`: 200 unless asked, at most
+    /// 1,000), for platform admins.
     pub async fn audit_log(&self, who: &Identity, filter: &AuditFilter) -> EngineResult<Vec<AuditEvent>> {
         require_admin(who)?;
-        self.store.list_audit(filter).await
+        self.store.list_audit(filter, None, filter.limit.unwrap_or(200).clamp(1, MAX_LIMIT)).await
+    }
+
+    /// One page of the audit log matching `filter`, newest first, for platform admins: the whole
+    /// log can be read back, a page at a time (a cursor is an event's time and id).
+    pub async fn audit_page(
+        &self,
+        who: &Identity,
+        filter: &AuditFilter,
+        page: &PageRequest,
+    ) -> EngineResult<Page<AuditEvent>> {
+        require_admin(who)?;
+        let after = match &page.after {
+            None => None,
+            Some(key) => Some(
+                key.split_once(':')
+                    .and_then(|(at, id)| Some((DateTime::from_timestamp_nanos(at.parse().ok()?), id.parse().ok()?)))
+                    .ok_or_else(|| EngineError::invalid("cursor", "this cursor is not one of the audit log"))?,
+            ),
+        };
+        let found = self.store.list_audit(filter, after, page.fetch()).await?;
+        Ok(Page::of(found, page, |e| format!("{}:{}", e.at.timestamp_nanos_opt().unwrap_or_default(), e.id)))
     }
 }

@@ -615,10 +615,35 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
     let (status, body) = app.get("/api/v1/admin/nodes", Some(&admin)).await;
     assert_eq!((status, json(&body)["items"].as_array().unwrap().len()), (StatusCode::OK, 12), "100 unless asked");
 
+    // The audit log: pages of 2 walk all of a filter's events once, newest first, also while
+    // events are logged between pages (paged by key, not offset), and reach back past the first.
+    let (whole, _) = walk_pages(&app, "/api/v1/admin/audit?action=reservation.", &admin, 1000).await;
+    assert!(whole.len() >= 5, "{whole:?}");
+    let (status, body) = app.get("/api/v1/admin/audit?action=reservation.&limit=2", Some(&admin)).await;
+    assert_eq!(status, StatusCode::OK);
+    let first = json(&body);
+    let mut paged = first["items"].as_array().unwrap().clone();
+    let mut cursor = first["next_cursor"].as_str().expect("more than one page").to_owned();
+    let (status, late) =
+        post_json(&app, "/api/v1/reservations", &lead, booking_body("l40s-gpu", 1, (8, 9)), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{late}");
+    loop {
+        let url = format!("/api/v1/admin/audit?action=reservation.&limit=2&cursor={cursor}");
+        let page = json(&app.get(&url, Some(&admin)).await.1);
+        paged.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(paged, whole, "every event once, in order; the one logged meanwhile is on no later page");
+    let (newest, _) = walk_pages(&app, "/api/v1/admin/audit?action=reservation.", &admin, 1000).await;
+    assert_eq!(newest[0]["object_id"], late["id"].to_string().as_str(), "a new first page shows it");
+
     // Bad paging is a 422 that names the parameter.
     for (query, field) in [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("cursor=zz", "cursor")]
     {
-        for path in ["/api/v1/reservations", "/api/v1/admin/nodes"] {
+        for path in ["/api/v1/reservations", "/api/v1/admin/nodes", "/api/v1/admin/audit"] {
             let auth = if path.contains("admin") { &admin } else { &lead };
             let (status, body) = app.get(&format!("{path}?{query}"), Some(auth)).await;
             assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}?{query}: {body}");
@@ -629,5 +654,7 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
     let (_, body) = app.get("/api/v1/admin/nodes?limit=1", Some(&admin)).await;
     let node_cursor = json(&body)["next_cursor"].as_str().unwrap().to_owned();
     let (status, body) = app.get(&format!("/api/v1/reservations?cursor={node_cursor}"), Some(&lead)).await;
+    assert_eq!((status, json(&body)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("cursor")));
+    let (status, body) = app.get(&format!("/api/v1/admin/audit?cursor={node_cursor}"), Some(&admin)).await;
     assert_eq!((status, json(&body)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("cursor")));
 });

@@ -288,7 +288,11 @@ app_test!(the_command_line_creates_reprices_lists_and_retires, |app: TestApp| as
     let audit = app
         .engine
         .store
-        .list_audit(&tenantry_domain::audit::AuditFilter { actor: Some("cli".into()), ..Default::default() })
+        .list_audit(
+            &tenantry_domain::audit::AuditFilter { actor: Some("cli".into()), ..Default::default() },
+            None,
+            1000,
+        )
         .await
         .unwrap();
     let actions: Vec<&str> = audit.iter().map(|e| e.action.as_str()).collect();

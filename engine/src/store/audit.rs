@@ -106,9 +106,15 @@ impl Store {
         Ok(())
     }
 
-    /// Audit events matching `filter`, newest first (at most 1,000).
-    pub async fn list_audit(&self, filter: &AuditFilter) -> EngineResult<Vec<AuditEvent>> {
-        let limit = i64::from(filter.limit.unwrap_or(200).clamp(1, 1000));
+    /// Audit events matching `filter`, newest first: at most `limit`, those after `after` (the
+    /// time and id of the last event of the previous page) when given.
+    pub async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        after: Option<(DateTime<Utc>, i64)>,
+        limit: u32,
+    ) -> EngineResult<Vec<AuditEvent>> {
+        let limit = i64::from(limit);
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select e.audit_event_id, e.at, e.actor_email, t.slug as tenant_slug, e.action, e.object_type,
@@ -129,6 +135,11 @@ impl Store {
             }
             if let Some(to) = filter.to {
                 q.push(" and e.at < ").push_bind(to);
+            }
+            if let Some((at, id)) = after {
+                // Paged by key, not offset: events logged meanwhile never shift the next page.
+                q.push(" and (e.at < ").push_bind(at).push(" or (e.at = ").push_bind(at);
+                q.push(" and e.audit_event_id < ").push_bind(id).push("))");
             }
             q.push(" order by e.at desc, e.audit_event_id desc limit ").push_bind(limit);
             q.build_query_as::<AuditRow>().fetch_all(pool).await?

@@ -1,8 +1,9 @@
-//! `GET /api/v1/admin/audit?actor&tenant&action&from&to&limit`: the audit log, newest first.
+//! `GET /api/v1/admin/audit?actor&tenant&action&from&to&limit&cursor`: the audit log, newest
+//! first, a page at a time.
 
 use super::input::{self, ApiQuery};
 use super::openapi::{AdminOnly, Invalid, ServerError, Unauthenticated};
-use super::Items;
+use super::Paged;
 use crate::auth::Admin;
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -27,12 +28,17 @@ pub struct AuditQuery {
     /// Only events before this time.
     #[param(value_type = Option<String>, format = DateTime)]
     pub to: Option<String>,
-    /// At most this many events (default 200; a whole number outside 1 to 1000 is clamped to it).
+    /// Events a page holds: 1 to 1000 (default 100).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
 /// The audit log, newest first (admins)
+///
+/// Every state-changing action, newest first, a page at a time: follow `next_cursor` to read
+/// further back, as far as the log goes.
 #[utoipa::path(
     get,
     path = "/admin/audit",
@@ -40,7 +46,7 @@ pub struct AuditQuery {
     tag = "audit",
     params(AuditQuery),
     responses(
-        (status = 200, description = "Audit events", body = Items<AuditEvent>),
+        (status = 200, description = "Audit events", body = Paged<AuditEvent>),
         (status = 401, response = Unauthenticated),
         (status = 403, response = AdminOnly),
         (status = 422, response = Invalid),
@@ -51,17 +57,15 @@ pub async fn list(
     State(state): State<AppState>,
     Admin(who): Admin,
     ApiQuery(query): ApiQuery<AuditQuery>,
-) -> ApiResult<Json<Items<AuditEvent>>> {
+) -> ApiResult<Json<Paged<AuditEvent>>> {
     let filter = AuditFilter {
         actor: query.actor,
         tenant: query.tenant,
         action: query.action,
         from: query.from.as_deref().map(|v| input::timestamp("from", Some(v))).transpose()?,
         to: query.to.as_deref().map(|v| input::timestamp("to", Some(v))).transpose()?,
-        limit: match query.limit.as_deref() {
-            Some(v) => Some(v.parse().map_err(|_| input::invalid("limit", "`limit` must be a number from 1 to 1000"))?),
-            None => None,
-        },
+        limit: None,
     };
-    Ok(Json(state.engine.audit_log(&who, &filter).await?.into()))
+    let page = input::page(query.limit.as_deref(), query.cursor.as_deref())?;
+    Ok(Json(state.engine.audit_page(&who, &filter, &page).await?.into()))
 }

@@ -1,13 +1,16 @@
-//! Admin → Audit: who did what to which object, when and from where, newest first, filterable.
-//! The filters are a GET form, so a filtered view is a link an admin can share.
+//! Admin → Audit: who did what to which object, when and from where, newest first, filterable,
+//! a page at a time back to the first event. The filters are a GET form and the pages plain
+//! links, so a filtered view, or any page of it, is a link an admin can share, and both work
+//! before the wasm arrives.
 
-use crate::api::audit_log;
+use crate::api::audit_page;
 use crate::components::errors::ErrorPanel;
 use crate::components::table::DataTable;
-use crate::format;
+use crate::format::{self, urlencoding};
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
+use leptos_router::params::ParamsMap;
 use tenantry_domain::audit::AuditFilter;
 
 #[component]
@@ -24,11 +27,14 @@ pub fn AuditPage() -> impl IntoView {
                 to: text("to")
                     .and_then(|v| format::from_input(&format!("{v}T00:00")))
                     .map(|t| t + chrono::Duration::days(1)),
-                limit: Some(500),
+                limit: None,
             }
         })
     };
-    let events = Resource::new(filter, audit_log);
+    // The page after this cursor (a "Next page" link's `after`), and its size when the link asks
+    // for other than 100.
+    let page = move || query.with(|q| (q.get("limit"), q.get("after")));
+    let events = Resource::new(move || (filter(), page()), |(f, (limit, after))| audit_page(f, limit, after));
     let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm dark:border-slate-700 dark:bg-slate-800";
     let value = move |k: &'static str| query.with_untracked(|q| q.get(k).unwrap_or_default());
     view! {
@@ -68,8 +74,9 @@ pub fn AuditPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match events.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(list) if list.is_empty() => view! { <p class=CARD>"No events match."</p> }.into_any(),
+                    Ok(list) if list.items.is_empty() => view! { <p class=CARD>"No events match."</p> }.into_any(),
                     Ok(list) => {
+                        let pager = pager(&query.get_untracked(), list.next_cursor.as_deref());
                         view! {
                             <DataTable
                                 caption="Audit events"
@@ -85,6 +92,7 @@ pub fn AuditPage() -> impl IntoView {
                                 testid="audit"
                             >
                                 {list
+                                    .items
                                     .into_iter()
                                     .map(|e| {
                                         view! {
@@ -109,6 +117,7 @@ pub fn AuditPage() -> impl IntoView {
                                     })
                                     .collect_view()}
                             </DataTable>
+                            {pager}
                         }
                             .into_any()
                     }
@@ -116,4 +125,32 @@ pub fn AuditPage() -> impl IntoView {
             })}
         </Suspense>
     }
+}
+
+/// Links to the newest page and the next one, keeping the filter and page size.
+fn pager(query: &ParamsMap, next_cursor: Option<&str>) -> impl IntoView {
+    let link = |after: Option<&str>| {
+        let mut params: Vec<String> = ["actor", "tenant", "action", "from", "to", "limit"]
+            .into_iter()
+            .filter_map(|k| query.get(k).map(|v| format!("{k}={}", urlencoding(&v))))
+            .collect();
+        params.extend(after.map(|a| format!("after={}", urlencoding(a))));
+        format!("/admin/audit?{}", params.join("&"))
+    };
+    let pager_class = "rounded-md border px-3 py-1 text-sm";
+    let first = query.get("after").map(|_| {
+        view! {
+            <a href=link(None) class=pager_class data-testid="audit-first-page">
+                "Newest first"
+            </a>
+        }
+    });
+    let next = next_cursor.map(|cursor| {
+        view! {
+            <a href=link(Some(cursor)) class=pager_class data-testid="audit-next-page">
+                "Older events"
+            </a>
+        }
+    });
+    view! { <div class="mt-3 flex gap-2">{first} {next}</div> }
 }
