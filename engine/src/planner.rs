@@ -216,7 +216,7 @@ struct Planned {
 }
 
 /// Which of each team's ledgers (by its `read`) a round's decisions were made on.
-type Versions = HashMap<i64, u64>;
+type DecidedOn = HashMap<i64, u64>;
 
 impl Engine {
     /// How many bookings of `model` wait for the planner.
@@ -274,7 +274,7 @@ impl Engine {
                 .or_insert(window);
         }
         let mut teams: HashMap<i64, (Policy, Held)> = HashMap::new();
-        let mut versions = Versions::new();
+        let mut decided_on = DecidedOn::new();
         let mut unreadable: HashMap<i64, EngineError> = HashMap::new();
         let now = round.iter().map(|w| w.ticket.now).max().unwrap_or_else(Utc::now);
         for (&tenant_id, span) in &spans {
@@ -285,7 +285,7 @@ impl Engine {
             match read.await {
                 Ok((policy, held, ledger)) => {
                     teams.insert(tenant_id, (policy, held));
-                    versions.insert(tenant_id, ledger);
+                    decided_on.insert(tenant_id, ledger);
                 }
                 Err(e) => {
                     unreadable.insert(tenant_id, e);
@@ -317,12 +317,12 @@ impl Engine {
         // Written team by team (in arrival order within a team), so two instances' batches take
         // the teams' holdings-version rows in one order and never wait for each other's.
         planned.sort_by_key(|p| p.new.tenant_id);
-        self.write_planned(planned, &versions).await
+        self.write_planned(planned, &decided_on).await
     }
 
-    /// What `tenant_id` holds over `span`, and which ledger says so: the team's ledger when
-    /// nothing else changed its reservations since, else read from the store over a wider span
-    /// and kept as the new ledger.
+    /// What `tenant_id` holds over `span` (only what a decision on a window inside it reads), and
+    /// which ledger says so: the team's ledger when nothing else changed its reservations since,
+    /// else read from the store over a wider span and kept as the new ledger.
     async fn team_held(&self, tenant_id: i64, span: &Window, now: DateTime<Utc>) -> EngineResult<(Held, u64)> {
         let mut waits = 0;
         let version = loop {
@@ -333,7 +333,7 @@ impl Engine {
             let version = self.store.holdings_version(tenant_id).await?;
             if let Some(ledger) = self.lanes.ledgers().get(&tenant_id) {
                 if ledger.version == version && ledger.span.start <= span.start && span.end <= ledger.span.end {
-                    return Ok((ledger.held.clone(), ledger.read));
+                    return Ok((ledger.held.within(span), ledger.read));
                 }
             }
             // Another lane's batch of the team may have committed and not be in the ledger yet:
@@ -357,11 +357,12 @@ impl Engine {
             Some(theirs)
                 if theirs.version >= version && theirs.span.start <= span.start && span.end <= theirs.span.end =>
             {
-                Ok((theirs.held.clone(), theirs.read))
+                Ok((theirs.held.within(span), theirs.read))
             }
             _ => {
-                ledgers.insert(tenant_id, Ledger { read, version, span: wide, held: held.clone() });
-                Ok((held, read))
+                let within = held.within(span);
+                ledgers.insert(tenant_id, Ledger { read, version, span: wide, held });
+                Ok((within, read))
             }
         }
     }
@@ -371,12 +372,12 @@ impl Engine {
     /// theirs too). A ledger read anew meanwhile is left as it is: it may or may not hold these,
     /// and if it does not, its version is behind the store's and the next batch reads it again.
     /// So is one whose batch also cut the team's own bursts (rows written beyond the bookings).
-    fn note_written(&self, written: &[&Planned], versions: &Versions) {
+    fn note_written(&self, written: &[&Planned], decided_on: &DecidedOn) {
         let mut ledgers = self.lanes.ledgers();
         for p in written {
             let tenant_id = p.new.tenant_id;
             if let Some(ledger) = ledgers.get_mut(&tenant_id) {
-                if Some(&ledger.read) == versions.get(&tenant_id) {
+                if Some(&ledger.read) == decided_on.get(&tenant_id) {
                     ledger.version += 1;
                     ledger.held.add(p.holding);
                 }
@@ -491,9 +492,9 @@ impl Engine {
     }
 
     /// Writes the planned bookings in one transaction, shows them in the index and their teams'
-    /// ledgers (decided on `versions`), answers the written and replayed ones, and gives back
+    /// ledgers (those in `decided_on`), answers the written and replayed ones, and gives back
     /// those another instance beat, to plan again.
-    async fn write_planned(&self, planned: Vec<Planned>, versions: &Versions) -> Vec<Waiting> {
+    async fn write_planned(&self, planned: Vec<Planned>, decided_on: &DecidedOn) -> Vec<Waiting> {
         let writes: Vec<BookingWrite> = planned
             .iter()
             .map(|p| BookingWrite {
@@ -528,7 +529,7 @@ impl Engine {
                 // Each alone, on no ledger: the teams' holdings are read again next time.
                 let mut lost = Vec::new();
                 for p in planned {
-                    lost.extend(Box::pin(self.write_planned(vec![p], &Versions::new())).await);
+                    lost.extend(Box::pin(self.write_planned(vec![p], &DecidedOn::new())).await);
                 }
                 return lost;
             }
@@ -539,7 +540,7 @@ impl Engine {
             .zip(&answers)
             .filter_map(|(p, a)| matches!(a, Ok(Inserted::Created { .. })).then_some(p))
             .collect();
-        self.note_written(&written, versions);
+        self.note_written(&written, decided_on);
         drop(written);
         drop(writing);
         let model_gpus = |s: &Snapshot, model: GpuModel| -> Vec<i64> {

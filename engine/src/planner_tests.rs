@@ -56,6 +56,15 @@ async fn in_one_batch(
     (answers, (after - batches, after_batched - batched))
 }
 
+/// Acme's policy: at most 4 H100 GPUs at once (a hard limit).
+async fn at_most_4_h100_gpus(engine: &Engine) {
+    let admin = who(engine, "admin@tenantry.example").await;
+    let patch: PolicyPatch =
+        serde_json::from_value(serde_json::json!({"concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": 4}}}))
+            .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, Utc::now()).await.unwrap();
+}
+
 async fn wait_until<F: Future<Output = bool>>(ready: impl Fn() -> F) {
     for _ in 0..500 {
         if ready().await {
@@ -68,12 +77,8 @@ async fn wait_until<F: Future<Output = bool>>(ready: impl Fn() -> F) {
 
 store_test!(a_batch_counts_each_booking_against_the_quota_of_those_before_it, |store: Store| async move {
     let (engine, lead) = world(store).await;
-    let admin = who(&engine, "admin@tenantry.example").await;
-    // At most 4 H100 GPUs at once; every booking below overlaps every other.
-    let patch: PolicyPatch =
-        serde_json::from_value(serde_json::json!({"concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": 4}}}))
-            .unwrap();
-    engine.patch_tenant_policy(&admin, "acme", &patch, Utc::now()).await.unwrap();
+    // Every booking below overlaps every other.
+    at_most_4_h100_gpus(&engine).await;
     let requests = (0..10).map(|i| (ask("h100-gpu", 1, day_after_tomorrow(8 + i % 3), 4), None)).collect();
     let (answers, (batches, batched)) = in_one_batch(&engine, &lead, GpuModel::H100Sxm80, requests).await;
     assert_eq!((batches, batched), (1, 4), "one transaction wrote the four that fit");
@@ -205,13 +210,8 @@ store_test!(a_batch_member_another_instance_beat_is_planned_again, |store: Store
 
 store_test!(a_teams_kept_holdings_follow_every_change_made_elsewhere, |store: Store| async move {
     let (engine, lead) = world(store).await;
-    let admin = who(&engine, "admin@tenantry.example").await;
-    // At most 4 H100 GPUs at once; every booking below (4 hours from 8, 9, 10 or 11) holds its
-    // GPU from 11 to 12.
-    let patch: PolicyPatch =
-        serde_json::from_value(serde_json::json!({"concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": 4}}}))
-            .unwrap();
-    engine.patch_tenant_policy(&admin, "acme", &patch, Utc::now()).await.unwrap();
+    // Every booking below (4 hours from 8, 9, 10 or 11) holds its GPU from 11 to 12.
+    at_most_4_h100_gpus(&engine).await;
     let one = |hour| (ask("h100-gpu", 1, day_after_tomorrow(hour), 4), None);
     let booked = |answers: &[Result<crate::booking::Booked, EngineError>]| answers.iter().filter(|a| a.is_ok()).count();
 
