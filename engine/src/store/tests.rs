@@ -1,7 +1,7 @@
 //! Store tests, written once and run against SQLite and PostgreSQL (see `store_test!`).
 
-use super::reservations::is_overlap;
 use super::reservations::NewReservation;
+use super::reservations::{is_overlap, CancelPlan};
 use super::Store;
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions, DEMO_USERS};
@@ -119,6 +119,39 @@ store_test!(database_refuses_overlapping_allocations, |store: Store| async move 
     let later = booking(t, u, slot.node_id, slot.gpu_id, 13, 14);
     store.insert_reservations(&[later], now()).await.unwrap();
     assert!(store.overlapping_allocations().await.unwrap().is_empty());
+});
+
+store_test!(a_teams_holdings_version_moves_with_every_write_to_its_reservations, |store: Store| async move {
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+    let store = &engine.store;
+    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let globex = store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
+    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
+    let other = globex.tenant_id().unwrap();
+    let slots: Vec<_> = store.list_gpu_slots().await.unwrap().into_iter().filter(|(g, _)| g.schedulable).collect();
+    let (a, b) = (&slots[0].0, &slots[1].0);
+    let version = |tenant| async move { store.holdings_version(tenant).await.unwrap() };
+    let (v0, other0) = (version(t).await, version(other).await);
+    // A bulk write (the seed's) moves it, once.
+    let bulk = [booking(t, u, a.node_id, a.gpu_id, 10, 12), booking(t, u, b.node_id, b.gpu_id, 10, 12)];
+    let ids = store.insert_reservations(&bulk, now()).await.unwrap();
+    let v1 = version(t).await;
+    assert!(v1 > v0, "{v0} → {v1}");
+    // A booking moves it by exactly one (the planner counts on it); a refused one, rolled back,
+    // not at all.
+    store.insert_booking(&booking(t, u, a.node_id, a.gpu_id, 13, 14), None, None, now()).await.unwrap();
+    assert_eq!(version(t).await, v1 + 1);
+    assert!(store.insert_booking(&booking(t, u, a.node_id, a.gpu_id, 11, 12), None, None, now()).await.is_err());
+    assert_eq!(version(t).await, v1 + 1);
+    // Any change of a row moves it, whoever makes it, here a cancellation.
+    let cancelled = store
+        .cancel_reservation(t, ids[0], ReservationState::Scheduled, bulk[0].window, CancelPlan::FreeNow, now())
+        .await
+        .unwrap();
+    assert!(cancelled);
+    assert!(version(t).await > v1 + 1);
+    // Another team's counter does not move.
+    assert_eq!(version(other).await, other0);
 });
 
 store_test!(api_tokens_resolve_to_their_owner, |store: Store| async move {
