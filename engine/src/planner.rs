@@ -7,9 +7,10 @@
 //! once. Each booking's audit event and notices are written in its savepoint, so they commit
 //! with it, and the batch is read back with two queries. Each team's holdings are kept between
 //! batches (a [`Ledger`]) while the store's count of writes to the team's reservations says
-//! nobody else changed them, so a batch reads one row per team instead of all its holdings. A booking that loses a race to another
-//! instance (the database refuses it) is planned again in the next round, up to a bound. Each
-//! caller then answers on its own task, while the next batch is planned.
+//! nobody else changed them, so a batch reads one row per team instead of all its holdings. A
+//! booking that loses a race to another instance (the database refuses it) is planned again in
+//! the next round, up to a bound. Each caller then answers on its own task, while the next batch
+//! is planned.
 //!
 //! Bookings used to be planned and committed one at a time, which bounded an instance at about
 //! 200 bookings a second on PostgreSQL however many clients waited: the commit, the policy reads
