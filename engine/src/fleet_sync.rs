@@ -58,7 +58,7 @@ impl Engine {
 
     /// Queues a health check for each running reservation on a node Slurm reports down.
     async fn check_down_nodes(&self, down: &[String], now: DateTime<Utc>) -> EngineResult<()> {
-        let held = self.store.slurm_held(now).await?;
+        let held = self.store.slurm_held(now, None).await?;
         let mut seen = std::collections::BTreeSet::new();
         for h in held.iter().filter(|h| down.contains(&h.hostname) && RUNNING.contains(&h.state.as_str())) {
             if seen.insert(h.reservation_id) {

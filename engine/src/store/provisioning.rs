@@ -371,9 +371,12 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
+            // The row is written whatever its state, so the team's holdings version moves with
+            // the allocations (the Slurm sync re-reads only teams whose version moved).
             sqlx::query(
-                "update reservation set state = 'degraded', updated_at = $2
-                 where reservation_id = $1 and state in ('provisioning', 'active')",
+                "update reservation
+                 set state = case when state in ('provisioning', 'active') then 'degraded' else state end, updated_at = $2
+                 where reservation_id = $1",
             )
             .bind(reservation_id)
             .bind(now)

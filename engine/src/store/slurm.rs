@@ -12,7 +12,9 @@ use chrono::{DateTime, Utc};
 /// Reservation states whose window Slurm holds: approved and not yet over.
 pub const HELD_IN_SLURM: &[&str] = &["scheduled", "provisioning", "active", "degraded"];
 
-/// One GPU (or slice range) a live reservation holds, with what the sync needs of its node.
+/// What a live reservation holds on one node, with what the sync needs of the node: one row per
+/// reservation and node, not per GPU (a sync reads every live reservation, and at 5,000 whole-node
+/// bookings per-GPU rows were eight times as many to fetch and decode).
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct SlurmHeld {
     pub reservation_id: i64,
@@ -22,13 +24,21 @@ pub struct SlurmHeld {
     pub start_at: DateTime<Utc>,
     pub end_at: DateTime<Utc>,
     pub hostname: String,
-    pub gpu_index: i64,
-    pub mig_enabled: bool,
-    pub slice_lo: i64,
-    pub slice_hi: i64,
+    /// GPUs (or MIG slice ranges) the reservation holds on the node.
+    pub held: i64,
+    /// Its share of the node's GPU capacity in sevenths (a whole GPU is seven, a MIG slice
+    /// range its width).
+    pub sevenths: i64,
     /// GPUs the node has.
     pub node_gpus: i64,
     pub cpu_cores: i64,
+}
+
+impl SlurmHeld {
+    /// Whether the reservation holds the whole node: every GPU, each whole.
+    pub fn whole_node(&self) -> bool {
+        self.held == self.node_gpus && self.sevenths == 7 * self.node_gpus
+    }
 }
 
 /// A team member who may use Slurm (enabled, in a team).
@@ -41,13 +51,18 @@ pub struct SlurmMember {
 }
 
 impl Store {
-    /// Every GPU held by a reservation Slurm should hold at `now` or later, ordered by
-    /// reservation, node and GPU.
-    pub async fn slurm_held(&self, now: DateTime<Utc>) -> EngineResult<Vec<SlurmHeld>> {
+    /// What each reservation Slurm should hold at `now` or later holds on each node, ordered
+    /// by reservation and node; only `teams`' when given.
+    pub async fn slurm_held(&self, now: DateTime<Utc>, teams: Option<&[i64]>) -> EngineResult<Vec<SlurmHeld>> {
+        if teams.is_some_and(<[i64]>::is_empty) {
+            return Ok(Vec::new());
+        }
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
-                "select r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname, g.gpu_index, g.mig_enabled,
-                        a.slice_lo, a.slice_hi, n.cpu_cores, c.node_gpus
+                "select r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname,
+                        count(*) as held,
+                        cast(sum(case when g.mig_enabled then a.slice_hi - a.slice_lo else 7 end) as bigint) as sevenths,
+                        c.node_gpus, n.cpu_cores
                  from allocation a join reservation r on r.reservation_id = a.reservation_id
                  join tenant t on t.tenant_id = r.tenant_id
                  join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
@@ -61,8 +76,32 @@ impl Store {
             for s in HELD_IN_SLURM {
                 list.push_bind(s.to_string());
             }
-            q.push(") order by r.reservation_id, n.hostname, g.gpu_index, a.slice_lo");
+            q.push(")");
+            if let Some(teams) = teams {
+                q.push(" and r.tenant_id in (");
+                let mut list = q.separated(", ");
+                for t in teams {
+                    list.push_bind(*t);
+                }
+                q.push(")");
+            }
+            q.push(
+                " group by r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname,
+                           c.node_gpus, n.cpu_cores
+                  order by r.reservation_id, n.hostname",
+            );
             q.build_query_as::<SlurmHeld>().fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// Every team's holdings version (see migration 0012): a team whose counter has not moved
+    /// holds what it held when it was last read.
+    pub async fn holdings_versions(&self) -> EngineResult<Vec<(i64, i64)>> {
+        let rows = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (i64, i64)>("select tenant_id, version from holdings_version")
+                .fetch_all(pool)
+                .await?
         });
         Ok(rows)
     }

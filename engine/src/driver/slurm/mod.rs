@@ -133,12 +133,34 @@ struct JobUse {
     gpus: u32,
 }
 
+/// How often a sync reads every team's holdings rather than only those of the teams whose
+/// holdings version moved: every write to a reservation moves its team's version (migration
+/// 0012's triggers), and the full read bounds what a write past them could hide to a minute.
+const FULL_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The live holdings the syncs last read from the store, by team, with the holdings versions
+/// they were read at: a sync re-reads only the teams whose version has moved since.
+#[derive(Default)]
+struct HeldCache {
+    /// When every team was last read.
+    full_at: Option<std::time::Instant>,
+    versions: BTreeMap<i64, i64>,
+    /// Each team's rows, ordered by reservation and node.
+    by_team: BTreeMap<i64, Vec<SlurmHeld>>,
+}
+
 pub struct SlurmDriver {
     pub config: SlurmConfig,
     pub names: Names,
     store: Store,
-    /// One sync at a time in this process.
-    sync_lock: tokio::sync::Mutex<()>,
+    /// One sync at a time in this process, and the last one's number and report: a caller
+    /// that waited while another sync ran takes the report of one that started after it asked
+    /// instead of running its own (a burst of provisioning steps becomes one or two syncs).
+    sync_lock: tokio::sync::Mutex<Option<(u64, SyncReport)>>,
+    /// Syncs started in this process.
+    syncs_started: std::sync::atomic::AtomicU64,
+    /// The store's holdings as the syncs last read them (see [`HeldCache`]).
+    held: tokio::sync::Mutex<HeldCache>,
     /// The reservations each sync has seen in Slurm, to tell "lost" from "new".
     known: std::sync::Mutex<BTreeSet<String>>,
     /// The last `sacct` answer (its instant and the jobs running then): one call per sample.
@@ -161,6 +183,8 @@ impl SlurmDriver {
             names,
             store,
             sync_lock: Default::default(),
+            syncs_started: Default::default(),
+            held: Default::default(),
             known: Default::default(),
             usage: Default::default(),
         }
@@ -222,7 +246,7 @@ impl SlurmDriver {
                 },
             }
         }
-        let held = self.store.slurm_held(now).await.map_err(store_error)?;
+        let held = self.held(now).await.map_err(store_error)?;
         for rows in held.chunk_by(|a, b| a.reservation_id == b.reservation_id) {
             let people = members.get(&rows[0].slug).map_or(&[][..], Vec::as_slice);
             want_reservation(&mut d, rows, names, people);
@@ -243,6 +267,36 @@ impl SlurmDriver {
             d.nodes.insert(n.hostname, reason);
         }
         Ok((d, unmapped))
+    }
+
+    /// What every reservation Slurm should hold at `now` holds, each reservation's rows together:
+    /// the teams whose holdings version moved since the last read are read again, and every
+    /// team at least every [`FULL_READ_EVERY`]. The versions are read before the rows, so rows
+    /// are never older than the version they are kept under.
+    async fn held(&self, now: DateTime<Utc>) -> crate::EngineResult<Vec<SlurmHeld>> {
+        let mut cache = self.held.lock().await;
+        let versions: BTreeMap<i64, i64> = self.store.holdings_versions().await?.into_iter().collect();
+        if cache.full_at.is_none_or(|at| at.elapsed() >= FULL_READ_EVERY) {
+            let rows = self.store.slurm_held(now, None).await?;
+            cache.by_team.clear();
+            cache.full_at = Some(std::time::Instant::now());
+            for row in rows {
+                cache.by_team.entry(row.tenant_id).or_default().push(row);
+            }
+        } else {
+            let moved: Vec<i64> =
+                versions.iter().filter(|(team, v)| cache.versions.get(team) != Some(v)).map(|(team, _)| *team).collect();
+            let rows = self.store.slurm_held(now, Some(&moved)).await?;
+            for team in &moved {
+                cache.by_team.remove(team);
+            }
+            for row in rows {
+                cache.by_team.entry(row.tenant_id).or_default().push(row);
+            }
+        }
+        cache.versions = versions;
+        // Windows that ended since they were read are no longer held.
+        Ok(cache.by_team.values().flatten().filter(|h| h.end_at > now).cloned().collect())
     }
 
     /// What Slurm holds now (Tenantry's accounts and users, every reservation, every node).
@@ -282,7 +336,14 @@ impl SlurmDriver {
     /// Makes Slurm hold what the store says (see the module's documentation). One at a time
     /// per process; several instances may sync at once (each change is idempotent).
     pub async fn sync(&self, now: DateTime<Utc>) -> SyncReport {
-        let _one = self.sync_lock.lock().await;
+        use std::sync::atomic::Ordering::SeqCst;
+        let asked = self.syncs_started.load(SeqCst);
+        let mut last = self.sync_lock.lock().await;
+        if let Some((_, report)) = last.as_ref().filter(|(number, _)| *number > asked) {
+            // Started after this caller asked: it read the store as this caller left it.
+            return report.clone();
+        }
+        let number = self.syncs_started.fetch_add(1, SeqCst) + 1;
         let started = std::time::Instant::now();
         let mut report = SyncReport { at: now, ..Default::default() };
         let outcome = async {
@@ -304,6 +365,7 @@ impl SlurmDriver {
             Err(e) => report.error = Some(e.message),
         }
         report.took_ms = started.elapsed().as_millis() as u64;
+        *last = Some((number, report.clone()));
         report
     }
 
@@ -682,19 +744,16 @@ fn want_reservation(d: &mut Desired, rows: &[SlurmHeld], names: &Names, members:
 }
 
 /// A reservation's spec (without the accounts let in) and the GPUs (or MIG instances) it
-/// holds, from its held rows (one reservation, ordered by node).
+/// holds, from its held rows (one reservation, one row per node).
 fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32) {
     let first = &rows[0];
     let mut nodes = Vec::new();
     let mut cores = Vec::new();
     let mut partial = false;
-    for node in rows.chunk_by(|a, b| a.hostname == b.hostname) {
-        let n = &node[0];
-        let whole_gpus = node.iter().all(|g| !g.mig_enabled || (g.slice_lo == 0 && g.slice_hi == 7));
-        let whole = whole_gpus && node.len() as i64 == n.node_gpus;
+    for n in rows {
+        let whole = n.whole_node();
         // The node's cores in the share of its GPU capacity (in sevenths) this booking holds.
-        let sevenths: i64 = node.iter().map(|g| if g.mig_enabled { g.slice_hi - g.slice_lo } else { 7 }).sum();
-        let share = (n.cpu_cores * sevenths / (n.node_gpus.max(1) * 7)).max(1);
+        let share = (n.cpu_cores * n.sevenths / (n.node_gpus.max(1) * 7)).max(1);
         partial |= !whole;
         nodes.push(n.hostname.clone());
         cores.push(if whole { n.cpu_cores } else { share } as u32);
@@ -706,7 +765,7 @@ fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32) {
         cores: partial.then_some(cores),
         accounts: Vec::new(),
     };
-    (spec, rows.len() as u32)
+    (spec, rows.iter().map(|n| n.held).sum::<i64>() as u32)
 }
 
 /// GPUs of a node from its GRES (`gpu:h100:8(S:0-1),gpu:1g.10gb:14`): the model, whole GPUs
@@ -1021,7 +1080,8 @@ mod tests {
         assert!(!valid_user("a.b"));
     }
 
-    fn row(id: i64, host: &str, gpu: i64, mig: Option<(i64, i64)>) -> SlurmHeld {
+    /// What reservation `id` holds on `host`: `gpus` whole GPUs, or one GPU's MIG slices `mig`.
+    fn row(id: i64, host: &str, gpus: i64, mig: Option<(i64, i64)>) -> SlurmHeld {
         SlurmHeld {
             reservation_id: id,
             tenant_id: 1,
@@ -1030,10 +1090,8 @@ mod tests {
             start_at: Utc::now(),
             end_at: Utc::now() + Duration::hours(1),
             hostname: host.into(),
-            gpu_index: gpu,
-            mig_enabled: mig.is_some(),
-            slice_lo: mig.map_or(0, |m| m.0),
-            slice_hi: mig.map_or(7, |m| m.1),
+            held: gpus,
+            sevenths: mig.map_or(7 * gpus, |(lo, hi)| hi - lo),
             node_gpus: 8,
             cpu_cores: 16,
         }
@@ -1041,17 +1099,20 @@ mod tests {
 
     #[test]
     fn whole_nodes_hold_nodes_and_shared_nodes_hold_their_share_of_cores() {
-        let whole: Vec<SlurmHeld> = (0..8).map(|g| row(1, "gpu001", g, None)).collect();
-        let (spec, units) = reservation_spec(&whole);
+        let (spec, units) = reservation_spec(&[row(1, "gpu001", 8, None)]);
         assert_eq!((spec.cores, units), (None, 8));
-        let two = vec![row(2, "gpu001", 0, None), row(2, "gpu001", 1, None), row(2, "gpu002", 0, None)];
+        let two = vec![row(2, "gpu001", 2, None), row(2, "gpu002", 1, None)];
         let (spec, units) = reservation_spec(&two);
         assert_eq!(
             (spec.nodes, spec.cores, units),
             (vec!["gpu001".to_owned(), "gpu002".to_owned()], Some(vec![4, 2]), 3)
         );
-        let slice = vec![row(3, "gpu003", 0, Some((0, 1)))];
+        let slice = vec![row(3, "gpu003", 1, Some((0, 1)))];
         assert_eq!(reservation_spec(&slice).0.cores, Some(vec![1]));
+        // Every GPU of the node, one of them as MIG slices short of the whole: not the node.
+        let mut almost = row(4, "gpu004", 8, None);
+        almost.sevenths -= 1;
+        assert_eq!(reservation_spec(&[almost]).0.cores, Some(vec![15]));
     }
 
     #[test]
@@ -1059,11 +1120,11 @@ mod tests {
         let names = Names { prefix: "tenantry".to_owned() };
         let people = ["ada".to_owned(), "max".to_owned()];
         let mut d = Desired::default();
-        want_reservation(&mut d, &(0..8).map(|g| row(1, "gpu001", g, None)).collect::<Vec<_>>(), &names, &people);
+        want_reservation(&mut d, &[row(1, "gpu001", 8, None)], &names, &people);
         assert_eq!(d.reservations["tenantry-r1"].accounts, ["tenantry-acme", "tenantry-ops"]);
         assert!(d.accounts.is_empty() && d.users.is_empty(), "a whole node needs no account: {d:?}");
 
-        want_reservation(&mut d, &[row(2, "gpu002", 0, None), row(2, "gpu002", 1, None)], &names, &people);
+        want_reservation(&mut d, &[row(2, "gpu002", 2, None)], &names, &people);
         assert_eq!(d.reservations["tenantry-r2"].accounts, ["tenantry-ops", "tenantry-r2"]);
         assert_eq!(
             d.accounts["tenantry-r2"],
