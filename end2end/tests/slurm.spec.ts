@@ -37,7 +37,7 @@ test('a lead books a GPU on Slurm, submits a job with the hand-over command and 
   page,
 }) => {
   expect(slurmConf, 'CI runs this against a real Slurm: scripts/test.sh exports SLURM_CONF').toBeTruthy();
-  test.setTimeout(180_000);
+  test.setTimeout(240_000);
   await signIn(page, 'lead@acme.example');
   await page.goto('/availability?offering=h100-gpu');
   await hydrated(page);
@@ -83,13 +83,16 @@ test('a lead books a GPU on Slurm, submits a job with the hand-over command and 
     `--reservation=e2e-r${id}`,
     '--gres=gpu:1',
     '-n1',
-    '-t2',
+    '-t3',
     '--wrap',
-    'sleep 100',
+    'sleep 170',
   ]);
   const job = submitted.match(/Submitted batch job (\d+)/)?.[1];
   expect(job, submitted).toBeTruthy();
   try {
+    // Slurm starts it inside the reservation (a failure here is Slurm's: its state and reason).
+    const state = () => slurm('squeue', ['-h', '-j', job!, '-O', 'StateCompact:|,Reason:|,Reservation:|,NodeList:|']);
+    await expect.poll(state, { timeout: 60_000, intervals: [1_000] }).toMatch(new RegExp(`^R\\|.*\\|e2e-r${id}\\|`));
     // The sampler reads Slurm's running jobs every 5 seconds: the job's GPU is busy.
     await page.goto('/chargeback');
     await expect
@@ -98,7 +101,6 @@ test('a lead books a GPU on Slurm, submits a job with the hand-over command and 
           await page.reload();
           return utilization(page, id);
         },
-        // Slurm may keep the job pending a few seconds on a loaded machine before it starts.
         { timeout: 60_000, intervals: [2_000] },
       )
       .toBeGreaterThan(0);

@@ -99,9 +99,7 @@ impl Store {
     /// holds what it held when it was last read.
     pub async fn holdings_versions(&self) -> EngineResult<Vec<(i64, i64)>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, i64)>("select tenant_id, version from holdings_version")
-                .fetch_all(pool)
-                .await?
+            sqlx::query_as::<_, (i64, i64)>("select tenant_id, version from holdings_version").fetch_all(pool).await?
         });
         Ok(rows)
     }

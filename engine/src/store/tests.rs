@@ -154,60 +154,69 @@ store_test!(a_teams_holdings_version_moves_with_every_write_to_its_reservations,
     assert_eq!(version(other).await, other0);
 });
 
-store_test!(the_slurm_sync_reads_what_each_reservation_holds_per_node_for_the_teams_it_asks, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
-    let store = &engine.store;
-    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
-    let globex = store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
-    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
-    let (other, other_user) = (globex.tenant_id().unwrap(), globex.user_id);
-    let slots: Vec<_> =
-        store.list_gpu_slots().await.unwrap().into_iter().map(|(g, _)| g).filter(|g| g.schedulable && !g.mig).collect();
-    // Two whole GPUs of one node and one of another, in one reservation; another team's GPU.
-    let node = slots[0].node_id;
-    let on_node: Vec<_> = slots.iter().filter(|g| g.node_id == node).take(2).collect();
-    let elsewhere = slots.iter().find(|g| g.node_id != node).unwrap();
-    let mut three = booking(t, u, node, on_node[0].gpu_id, 10, 12);
-    three.quantity = 3;
-    three.allocations = [on_node[0], on_node[1], elsewhere]
-        .iter()
-        .map(|g| Placed { node_id: g.node_id, gpu_id: g.gpu_id, slice_lo: 0, slice_hi: 1 })
-        .collect();
-    let created = |inserted| match inserted {
-        crate::store::reservations::Inserted::Created { reservation_id, .. } => reservation_id,
-        replayed => panic!("not a new booking: {replayed:?}"),
-    };
-    let mine = created(store.insert_booking(&three, None, None, now()).await.unwrap());
-    let theirs = booking(other, other_user, node, slots[2].gpu_id, 10, 12);
-    let theirs = created(store.insert_booking(&theirs, None, None, now()).await.unwrap());
+store_test!(
+    the_slurm_sync_reads_what_each_reservation_holds_per_node_for_the_teams_it_asks,
+    |store: Store| async move {
+        let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+        let store = &engine.store;
+        let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+        let globex = store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
+        let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
+        let (other, other_user) = (globex.tenant_id().unwrap(), globex.user_id);
+        let slots: Vec<_> = store
+            .list_gpu_slots()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(g, _)| g)
+            .filter(|g| g.schedulable && !g.mig)
+            .collect();
+        // Two whole GPUs of one node and one of another, in one reservation; another team's GPU.
+        let node = slots[0].node_id;
+        let on_node: Vec<_> = slots.iter().filter(|g| g.node_id == node).take(2).collect();
+        let elsewhere = slots.iter().find(|g| g.node_id != node).unwrap();
+        let mut three = booking(t, u, node, on_node[0].gpu_id, 10, 12);
+        three.quantity = 3;
+        three.allocations = [on_node[0], on_node[1], elsewhere]
+            .iter()
+            .map(|g| Placed { node_id: g.node_id, gpu_id: g.gpu_id, slice_lo: 0, slice_hi: 1 })
+            .collect();
+        let created = |inserted| match inserted {
+            crate::store::reservations::Inserted::Created { reservation_id, .. } => reservation_id,
+            replayed => panic!("not a new booking: {replayed:?}"),
+        };
+        let mine = created(store.insert_booking(&three, None, None, now()).await.unwrap());
+        let theirs = booking(other, other_user, node, slots[2].gpu_id, 10, 12);
+        let theirs = created(store.insert_booking(&theirs, None, None, now()).await.unwrap());
 
-    let all = store.slurm_held(now(), None).await.unwrap();
-    let rows: Vec<_> = all.iter().map(|h| (h.reservation_id, h.node_gpus > 0, h.held, h.sevenths)).collect();
-    let node_gpus = all[0].node_gpus;
-    assert_eq!(rows.len(), 3, "one row per reservation and node: {all:?}");
-    assert!(rows.contains(&(mine, true, 2, 14)) && rows.contains(&(mine, true, 1, 7)), "{all:?}");
-    assert!(rows.contains(&(theirs, true, 1, 7)), "{all:?}");
-    assert!(all.iter().all(|h| !h.whole_node()), "a GPU or two of {node_gpus} is not the node");
-    let only_acme = store.slurm_held(now(), Some(&[t])).await.unwrap();
-    assert!(only_acme.len() == 2 && only_acme.iter().all(|h| h.reservation_id == mine), "{only_acme:?}");
-    assert!(store.slurm_held(now(), Some(&[])).await.unwrap().is_empty());
-    // Windows over by `now` are not held.
-    assert!(store.slurm_held(now() + Duration::days(2), None).await.unwrap().is_empty());
-    // Both teams' counters are listed, and a node replacement moves the team's even while the
-    // reservation has not started (its state does not change).
-    let versions = store.holdings_versions().await.unwrap();
-    let acme = versions.iter().find(|(team, _)| *team == t).map(|v| v.1).unwrap();
-    assert!(versions.iter().any(|(team, _)| *team == other));
-    let window = three.window;
-    let moved = (window.start, window.end, window.end + Duration::minutes(30));
-    let spare = slots.iter().find(|g| g.node_id != node && g.node_id != elsewhere.node_id).unwrap();
-    let piece = [Placed { node_id: spare.node_id, gpu_id: spare.gpu_id, slice_lo: 0, slice_hi: 1 }];
-    store.move_off_node(mine, t, elsewhere.node_id, &piece, moved, None, now()).await.unwrap();
-    assert!(store.holdings_version(t).await.unwrap() > acme);
-    let failed = &all.iter().find(|h| h.reservation_id == mine && h.held == 1).unwrap().hostname;
-    let after = store.slurm_held(now(), Some(&[t])).await.unwrap();
-    assert!(after.len() == 2 && after.iter().all(|h| h.hostname != *failed), "off {failed}: {after:?}");
-});
+        let all = store.slurm_held(now(), None).await.unwrap();
+        let rows: Vec<_> = all.iter().map(|h| (h.reservation_id, h.node_gpus > 0, h.held, h.sevenths)).collect();
+        let node_gpus = all[0].node_gpus;
+        assert_eq!(rows.len(), 3, "one row per reservation and node: {all:?}");
+        assert!(rows.contains(&(mine, true, 2, 14)) && rows.contains(&(mine, true, 1, 7)), "{all:?}");
+        assert!(rows.contains(&(theirs, true, 1, 7)), "{all:?}");
+        assert!(all.iter().all(|h| !h.whole_node()), "a GPU or two of {node_gpus} is not the node");
+        let only_acme = store.slurm_held(now(), Some(&[t])).await.unwrap();
+        assert!(only_acme.len() == 2 && only_acme.iter().all(|h| h.reservation_id == mine), "{only_acme:?}");
+        assert!(store.slurm_held(now(), Some(&[])).await.unwrap().is_empty());
+        // Windows over by `now` are not held.
+        assert!(store.slurm_held(now() + Duration::days(2), None).await.unwrap().is_empty());
+        // Both teams' counters are listed, and a node replacement moves the team's even while the
+        // reservation has not started (its state does not change).
+        let versions = store.holdings_versions().await.unwrap();
+        let acme = versions.iter().find(|(team, _)| *team == t).map(|v| v.1).unwrap();
+        assert!(versions.iter().any(|(team, _)| *team == other));
+        let window = three.window;
+        let moved = (window.start, window.end, window.end + Duration::minutes(30));
+        let spare = slots.iter().find(|g| g.node_id != node && g.node_id != elsewhere.node_id).unwrap();
+        let piece = [Placed { node_id: spare.node_id, gpu_id: spare.gpu_id, slice_lo: 0, slice_hi: 1 }];
+        store.move_off_node(mine, t, elsewhere.node_id, &piece, moved, None, now()).await.unwrap();
+        assert!(store.holdings_version(t).await.unwrap() > acme);
+        let failed = &all.iter().find(|h| h.reservation_id == mine && h.held == 1).unwrap().hostname;
+        let after = store.slurm_held(now(), Some(&[t])).await.unwrap();
+        assert!(after.len() == 2 && after.iter().all(|h| h.hostname != *failed), "off {failed}: {after:?}");
+    }
+);
 
 store_test!(api_tokens_resolve_to_their_owner, |store: Store| async move {
     let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;

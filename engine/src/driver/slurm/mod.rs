@@ -124,7 +124,7 @@ pub fn parse_gpu_types(text: &str) -> Result<Vec<(String, GpuModel)>, String> {
         .collect()
 }
 
-/// A job's GPUs on nodes at a moment, from `sacct`.
+/// A job's GPUs on nodes at a moment, from `squeue` or `sacct`.
 #[derive(Debug, Clone)]
 struct JobUse {
     account: String,
@@ -284,8 +284,11 @@ impl SlurmDriver {
                 cache.by_team.entry(row.tenant_id).or_default().push(row);
             }
         } else {
-            let moved: Vec<i64> =
-                versions.iter().filter(|(team, v)| cache.versions.get(team) != Some(v)).map(|(team, _)| *team).collect();
+            let moved: Vec<i64> = versions
+                .iter()
+                .filter(|(team, v)| cache.versions.get(team) != Some(v))
+                .map(|(team, _)| *team)
+                .collect();
             let rows = self.store.slurm_held(now, Some(&moved)).await?;
             for team in &moved {
                 cache.by_team.remove(team);
@@ -665,8 +668,10 @@ impl SlurmDriver {
     }
 
     /// Jobs running at `at` with their GPUs (one `sacct` call per instant, shared by all nodes).
-    /// Accounting hears of a job's start a few seconds late, so a sample of the present adds
-    /// the controller's running jobs (`squeue`) that accounting does not show yet.
+    /// For a sample of the present the controller's running jobs (`squeue`) come first:
+    /// accounting hears of a job's start a few seconds late, and until slurmdbd has recorded
+    /// the reservation a job runs in, `sacct` lists the job without its reservation, so a busy
+    /// GPU would read idle. `sacct` adds the jobs the controller no longer lists (ended since).
     async fn jobs_at(&self, at: DateTime<Utc>) -> DriverResult<Vec<JobUse>> {
         let mut cache = self.usage.lock().await;
         if let Some((when, jobs)) = cache.as_ref() {
@@ -674,43 +679,39 @@ impl SlurmDriver {
                 return Ok(jobs.clone());
             }
         }
-        let t = format_time(at);
-        let format = "--format=JobID,Account,Reservation,NodeList,AllocTRES,Start,End";
-        let text = self.run("sacct", &["-a", "-X", "-n", "-P", "-S", &t, "-E", &t, format]).await?;
         let mut seen = BTreeSet::new();
         let mut jobs = Vec::new();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split('|').collect();
-            let [id, account, reservation, nodes, tres, start, end, ..] = f.as_slice() else { continue };
-            let (Some(start), gpus) = (parse_time(start), tres_gpus(tres).unwrap_or(0)) else { continue };
-            // Running at `at`: started by then and not ended before.
-            if !self.names.owns(account) || start > at || parse_time(end).is_some_and(|e| e <= at) || gpus == 0 {
-                continue;
+        let mut add = |id: &str, account: &str, reservation: &str, nodes: &str, gpus: u32| {
+            if self.names.owns(account) && gpus > 0 && seen.insert(id.to_owned()) {
+                jobs.push(JobUse {
+                    account: account.to_owned(),
+                    reservation: reservation.to_owned(),
+                    nodes: cli::expand_hostlist(nodes),
+                    gpus,
+                });
             }
-            seen.insert((*id).to_owned());
-            jobs.push(JobUse {
-                account: (*account).to_owned(),
-                reservation: (*reservation).to_owned(),
-                nodes: cli::expand_hostlist(nodes),
-                gpus,
-            });
-        }
+        };
         if (Utc::now() - at).num_seconds().abs() < 300 {
             let fields = "JobID:|,Account:|,Reservation:|,NodeList:|,tres-alloc:|";
             let running = self.run("squeue", &["-h", "-a", "-t", "R", "-O", fields]).await?;
             for line in running.lines() {
                 let f: Vec<&str> = line.split('|').map(str::trim).collect();
                 let [id, account, reservation, nodes, tres, ..] = f.as_slice() else { continue };
-                let gpus = tres_gpus(tres).unwrap_or(0);
-                if self.names.owns(account) && gpus > 0 && !seen.contains(*id) {
-                    jobs.push(JobUse {
-                        account: (*account).to_owned(),
-                        reservation: (*reservation).to_owned(),
-                        nodes: cli::expand_hostlist(nodes),
-                        gpus,
-                    });
-                }
+                add(id, account, reservation, nodes, tres_gpus(tres).unwrap_or(0));
             }
+        }
+        let t = format_time(at);
+        let format = "--format=JobID,Account,Reservation,NodeList,AllocTRES,Start,End";
+        let text = self.run("sacct", &["-a", "-X", "-n", "-P", "-S", &t, "-E", &t, format]).await?;
+        for line in text.lines() {
+            let f: Vec<&str> = line.split('|').collect();
+            let [id, account, reservation, nodes, tres, start, end, ..] = f.as_slice() else { continue };
+            // Running at `at`: started by then and not ended before.
+            let Some(start) = parse_time(start) else { continue };
+            if start > at || parse_time(end).is_some_and(|e| e <= at) {
+                continue;
+            }
+            add(id, account, reservation, nodes, tres_gpus(tres).unwrap_or(0));
         }
         *cache = Some((at, jobs.clone()));
         Ok(jobs)
