@@ -91,8 +91,11 @@ test('a lead books a GPU on Slurm, submits a job with the hand-over command and 
   expect(job, submitted).toBeTruthy();
   try {
     // Slurm starts it inside the reservation (a failure here is Slurm's: its state and reason).
-    const state = () => slurm('squeue', ['-h', '-j', job!, '-O', 'StateCompact:|,Reason:|,Reservation:|,NodeList:|']);
-    await expect.poll(state, { timeout: 60_000, intervals: [1_000] }).toMatch(new RegExp(`^R\\|.*\\|e2e-r${id}\\|`));
+    const fields = 'StateCompact:|,Reason:|,Reservation:|,NodeList:|';
+    const state = () => slurm('squeue', ['-h', '-j', job!, '-O', fields]);
+    await expect
+      .poll(state, { timeout: 60_000, intervals: [1_000] })
+      .toMatch(new RegExp(`^R\\|.*\\|e2e-r${id}\\|`));
     // The sampler reads Slurm's running jobs every 5 seconds: the job's GPU is busy.
     await page.goto('/chargeback');
     await expect

@@ -361,7 +361,8 @@ fn in_step(desired: &plan::Desired) -> plan::Actual {
     }
 }
 
-/// A reconcile with `n` reservations booked, by phase (medians of 5): reading the store,
+/// A reconcile with `n` reservations booked, by phase (medians of 5): reading the store (what a
+/// sync reads, and the full read of every team's holdings it makes once a minute),
 /// reading Slurm (each command), planning with nothing to change; and, when Slurm holds all
 /// `n` (`held_all`), the whole sync, which then has nothing to do. Otherwise planning runs
 /// against [`in_step`].
@@ -380,6 +381,12 @@ async fn reconcile(label: &str, engine: &Engine, n: usize, held_all: bool) {
     } else {
         "not measured (Slurm does not hold them all)".to_owned()
     };
+    // The store as a sync reads it: every team (once a minute), and only the teams whose
+    // holdings moved (here none), with the teams, people and nodes read each time.
+    let every_team = median_ms(5, || async {
+        engine.store.slurm_held(now, None).await.unwrap();
+    })
+    .await;
     let store = median_ms(5, || async {
         driver.desired(now).await.unwrap();
     })
@@ -412,7 +419,7 @@ async fn reconcile(label: &str, engine: &Engine, n: usize, held_all: bool) {
     .await;
     println!(
         "{label}: reconcile with {n} reservations booked, {} held by Slurm, nothing to change: {whole} \
-         (store {store:.0} ms; Slurm, {associations} associations: {}; plan {planning:.1} ms)",
+         (store {store:.0} ms, every team's holdings {every_team:.0} ms; Slurm, {associations} associations: {}; plan {planning:.1} ms)",
         held(&format!("{PREFIX}-r")).await.len(),
         phases.join(", ")
     );
