@@ -371,12 +371,13 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            // The row is written whatever its state, so the team's holdings version moves with
-            // the allocations (the Slurm sync re-reads only teams whose version moved).
+            // The row is written in every state that holds allocations, not only those that turn
+            // `degraded`, so the team's holdings version moves with the allocations (the Slurm
+            // sync re-reads only teams whose version moved).
             sqlx::query(
                 "update reservation
                  set state = case when state in ('provisioning', 'active') then 'degraded' else state end, updated_at = $2
-                 where reservation_id = $1",
+                 where reservation_id = $1 and state in ('scheduled', 'provisioning', 'active', 'degraded')",
             )
             .bind(reservation_id)
             .bind(now)
