@@ -278,6 +278,11 @@ pub struct SyncReport {
     /// People who cannot be Slurm users (no valid user name, or one another team's person has).
     pub unmapped: Vec<String>,
     pub took_ms: u64,
+    /// Of `took_ms`, the time spent reading the store and Slurm (the rest made changes): the
+    /// sync loop rests this long after a sync, so reading takes at most half its time while
+    /// making what was booked is never held back.
+    #[serde(default)]
+    pub read_ms: u64,
 }
 
 impl SyncReport {

@@ -99,12 +99,14 @@ pub async fn run_slurm_sync(engine: Engine, every: Duration, mut shutdown: tokio
                 if changed.is_err() {
                     return;
                 }
-                // A burst of bookings becomes one sync, and a sync that took T is followed by at
-                // least T of rest: under a stream of bookings syncing takes at most half the
-                // time (one full read of the store and of Slurm each), and a booking reaches
-                // Slurm within about two syncs.
-                let took = Duration::from_millis(report.took_ms);
-                tokio::time::sleep(took.clamp(Duration::from_millis(100), every)).await;
+                // A burst of bookings becomes one sync, and a sync that spent R reading the
+                // store and Slurm is followed by at least R of rest: under a stream of bookings
+                // reading takes at most half the time, and a booking reaches Slurm within about
+                // two syncs. The time spent making changes earns no rest: resting as long as a
+                // sync that made hundreds of reservations took halved the rate Slurm got them at
+                // (docs/PERFORMANCE.md, "Slurm").
+                let read = Duration::from_millis(report.read_ms);
+                tokio::time::sleep(read.clamp(Duration::from_millis(100), every)).await;
                 changes.borrow_and_update();
             }
         }

@@ -353,6 +353,7 @@ impl SlurmDriver {
             let (desired, unmapped) = self.desired(now).await?;
             report.unmapped = unmapped;
             let actual = self.actual().await?;
+            report.read_ms = started.elapsed().as_millis() as u64;
             let p = plan::plan(&desired, &actual, &self.names, now);
             report.foreign = p.foreign.clone();
             report.down = p.down.clone();
