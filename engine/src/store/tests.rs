@@ -340,3 +340,15 @@ store_test!(the_database_refuses_a_second_driver_branch_on_a_node, |store: Store
     store.insert_booking(&on(elsewhere.gpu_id, elsewhere.node_id, "570"), None, None, now).await.expect("another node");
     assert!(store.overlapping_allocations().await.unwrap().is_empty());
 });
+
+store_test!(postgresql_connections_never_compile_queries_just_in_time, |store: Store| async move {
+    // Compiling a plan took a second where running it takes a tenth (the Slurm sync's read, at
+    // every sync): every connection of every pool runs with JIT off.
+    let Store::Postgres(pool) = &store else { return };
+    let another = store.open_another().await.unwrap();
+    let Store::Postgres(other) = &another else { unreachable!("another pool on the same database") };
+    for pool in [pool, other] {
+        let jit: String = sqlx::query_scalar("show jit").fetch_one(pool).await.unwrap();
+        assert_eq!(jit, "off");
+    }
+});
