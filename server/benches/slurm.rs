@@ -10,6 +10,11 @@
 //! 3. With the largest count held: one reconcile with nothing to change, split into reading the
 //!    store, reading Slurm and planning.
 //!
+//! Beside each of 1. and 2. it prints where the machine's CPU went (from `/proc`): Tenantry
+//! (this process: server, engine, load generator, and SQLite when it is the store), the Slurm
+//! tools it ran, slurmctld, slurmdbd, MariaDB and PostgreSQL. On a machine shared by all of them
+//! that split, not the rate alone, says which side bounds the other.
+//!
 //! It makes thousands of reservations, so it runs on a Slurm of its own, beside the shared one
 //! (64 powered-down CLOUD nodes hold reservations and need no daemons):
 //!
@@ -154,9 +159,11 @@ async fn scontrol_alone(n: usize, nodes: &[String], in_flight: usize) -> (f64, f
             ]
         })
         .collect();
+    let cpu = Cpu::now();
     let t = Instant::now();
     run_all(creates, in_flight).await;
     let created = n as f64 / t.elapsed().as_secs_f64();
+    println!("  creating {n}, {in_flight} in flight: {}", Cpu::now().since(&cpu, t.elapsed().as_secs_f64()));
     assert_eq!(held(ALONE).await.len(), n, "Slurm holds every reservation");
     let read = median_ms(5, || async {
         slurm(&["scontrol", "-o", "show", "reservation"]).await.unwrap();
@@ -209,6 +216,72 @@ async fn world(store: Store) -> Engine {
     engine
 }
 
+/// CPU time (user + system, in seconds) spent so far by each party of a run, read from
+/// `/proc`: Tenantry is this process (its server, engine and the in-process load generator;
+/// SQLite too, when it is the store), the Slurm tools it runs are its reaped children, and
+/// the daemons are found by name. `USER_HZ` is 100 on every Linux this runs on.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    tenantry: f64,
+    slurm_tools: f64,
+    slurmctld: f64,
+    slurmdbd: f64,
+    mariadb: f64,
+    postgres: f64,
+}
+
+impl Cpu {
+    fn now() -> Cpu {
+        /// utime + stime, and cutime + cstime, of `/proc/<pid>/stat`, in seconds.
+        fn times(stat: &str) -> Option<(f64, f64)> {
+            // The command name may hold spaces: the fields after it follow its `)`.
+            let fields: Vec<f64> =
+                stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(4).filter_map(|f| f.parse().ok()).collect();
+            let [utime, stime, cutime, cstime] = fields[..] else { return None };
+            Some(((utime + stime) / 100.0, (cutime + cstime) / 100.0))
+        }
+        let mut cpu = Cpu::default();
+        if let Some((own, children)) = std::fs::read_to_string("/proc/self/stat").ok().as_deref().and_then(times) {
+            cpu.tenantry = own;
+            cpu.slurm_tools = children;
+        }
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(comm) = std::fs::read_to_string(path.join("comm")) else { continue };
+            let slot = match comm.trim() {
+                "slurmctld" => &mut cpu.slurmctld,
+                "slurmdbd" => &mut cpu.slurmdbd,
+                "mariadbd" | "mysqld" => &mut cpu.mariadb,
+                "postgres" => &mut cpu.postgres,
+                _ => continue,
+            };
+            if let Some((own, _)) = std::fs::read_to_string(path.join("stat")).ok().as_deref().and_then(times) {
+                *slot += own;
+            }
+        }
+        cpu
+    }
+
+    /// What each party spent since `before`, as one line with its share of the total.
+    fn since(&self, before: &Cpu, wall_s: f64) -> String {
+        let parts = [
+            ("Tenantry (server, engine, load generator)", self.tenantry - before.tenantry),
+            ("Slurm tools (scontrol, sacctmgr)", self.slurm_tools - before.slurm_tools),
+            ("slurmctld", self.slurmctld - before.slurmctld),
+            ("slurmdbd", self.slurmdbd - before.slurmdbd),
+            ("MariaDB", self.mariadb - before.mariadb),
+            ("PostgreSQL", self.postgres - before.postgres),
+        ];
+        let total: f64 = parts.iter().map(|(_, s)| s).sum();
+        let shares: Vec<String> = parts
+            .iter()
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(what, s)| format!("{what} {s:.1} s ({:.0} %)", 100.0 * s / total.max(f64::EPSILON)))
+            .collect();
+        format!("CPU {total:.1} s in {wall_s:.1} s of wall time: {}", shares.join(", "))
+    }
+}
+
 /// What Tenantry took for `n` bookings: seconds until all were booked, and until Slurm held all
 /// (`None`: it did not within the limit; `held` says how many it did).
 struct Run {
@@ -217,6 +290,8 @@ struct Run {
     held: usize,
     /// The loop's syncs meanwhile (their reports).
     syncs: Vec<SyncReport>,
+    /// Where the machine's CPU went from the first booking until Slurm held all.
+    cpu: String,
 }
 
 /// Books `n` whole H100 nodes as the demo lead over the REST API, 8 clients, while the sync
@@ -265,6 +340,7 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
     let start = base();
     let client = openidconnect::reqwest::Client::new();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cpu = Cpu::now();
     let began = Instant::now();
     let clients: Vec<_> = (0..IN_FLIGHT)
         .map(|_| {
@@ -310,6 +386,7 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
         count = held(&ours).await.len();
     }
     let held_s = (count == n).then(|| began.elapsed().as_secs_f64());
+    let cpu = Cpu::now().since(&cpu, began.elapsed().as_secs_f64());
     stop.send(true).unwrap();
     if tokio::time::timeout(std::time::Duration::from_secs(5), &mut sync).await.is_err() {
         // Still in a sync, waiting on a long accounting change: left (its child process is
@@ -319,7 +396,7 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
     server.abort();
     stopped.send(true).unwrap();
     let syncs = watcher.await.unwrap();
-    Run { booked_s, held_s, held: count, syncs }
+    Run { booked_s, held_s, held: count, syncs, cpu }
 }
 
 /// Median of `runs` timings of `f`, in milliseconds.
@@ -445,9 +522,16 @@ fn print_run(label: &str, n: usize, run: &Run, limit: std::time::Duration) {
             run.held as f64 / limit.as_secs_f64(),
         ),
     }
+    println!("  {}", run.cpu);
     if std::env::var_os("BENCH_SLURM_SYNCS").is_some() {
         for r in &run.syncs {
-            println!("  sync at {}: {} ms, {}", r.at.format("%H:%M:%S%.3f"), r.took_ms, r.summary());
+            println!(
+                "  sync at {}: {} ms ({} reading), {}",
+                r.at.format("%H:%M:%S%.3f"),
+                r.took_ms,
+                r.read_ms,
+                r.summary()
+            );
         }
     }
 }
