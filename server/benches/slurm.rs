@@ -265,7 +265,7 @@ impl Cpu {
     /// What each party spent since `before`, as one line with its share of the total.
     fn since(&self, before: &Cpu, wall_s: f64) -> String {
         let parts = [
-            ("Tenantry (server, engine, load generator)", self.tenantry - before.tenantry),
+            ("this process (Tenantry and the load generator)", self.tenantry - before.tenantry),
             ("Slurm tools (scontrol, sacctmgr)", self.slurm_tools - before.slurm_tools),
             ("slurmctld", self.slurmctld - before.slurmctld),
             ("slurmdbd", self.slurmdbd - before.slurmdbd),
