@@ -14,7 +14,8 @@
 /// replacements and releases. NOTIFY is delivered at commit, so nobody hears of a rolled-back
 /// change. SQLite serves one instance and needs no announcement.
 ///
-/// The GPUs are named by what changed: `reservation = id`, `node = id` or `maintenance = id`.
+/// The GPUs are named by what changed: `reservation = id`, `node = id` or `maintenance = id`, or
+/// listed (`gpus = ids`) where the caller has just written them.
 #[macro_export]
 macro_rules! allocations_changed {
     ($store:expr, $tx:ident, reservation = $id:expr) => {
@@ -25,6 +26,17 @@ macro_rules! allocations_changed {
     };
     ($store:expr, $tx:ident, maintenance = $id:expr) => {
         $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from allocation where maintenance_window_id = $2", $id)
+    };
+    // GPUs the caller already knows (the allocations it has just written): nothing to read back.
+    ($store:expr, $tx:ident, gpus = $ids:expr) => {
+        if $store.backend() == $crate::store::Backend::Postgres {
+            let ids: Vec<String> = $ids.into_iter().map(|id: i64| id.to_string()).collect();
+            sqlx::query("select pg_notify($1, $2)")
+                .bind($crate::store::reservations::ALLOCATION_CHANNEL)
+                .bind(ids.join(","))
+                .execute(&mut *$tx)
+                .await?;
+        }
     };
     (@notify $store:expr, $tx:ident, $gpus:literal, $id:expr) => {
         if $store.backend() == $crate::store::Backend::Postgres {

@@ -58,18 +58,18 @@ impl Store {
             return Ok(Vec::new());
         }
         let rows = on_pool!(self, |pool| {
+            // Allocations are counted per reservation and node first, on integer keys, and only
+            // the 5,000 groups meet the wider columns: grouping the 40,000 joined rows by
+            // reservation, host name, team and node sorted them on disk (110 ms of a 5,000
+            // reservation read on PostgreSQL, 50 ms this way).
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname,
-                        count(*) as held,
-                        cast(sum(case when g.mig_enabled then a.slice_hi - a.slice_lo else 7 end) as bigint) as sevenths,
-                        c.node_gpus, n.cpu_cores
-                 from allocation a join reservation r on r.reservation_id = a.reservation_id
-                 join tenant t on t.tenant_id = r.tenant_id
-                 join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
-                 -- Counted once per node, not once per row (a correlated count per held GPU cost
-                 -- most of a sync's store read at 5,000 reservations).
-                 join (select node_id, count(*) as node_gpus from gpu group by node_id) c on c.node_id = n.node_id
-                 where a.kind = 'reservation' and a.live and a.replaced_at is null and r.end_at > ",
+                        h.held, h.sevenths, c.node_gpus, n.cpu_cores
+                 from (select a.reservation_id, a.node_id, count(*) as held,
+                              cast(sum(case when g.mig_enabled then a.slice_hi - a.slice_lo else 7 end) as bigint) as sevenths
+                       from allocation a join reservation r on r.reservation_id = a.reservation_id
+                       join gpu g on g.gpu_id = a.gpu_id
+                       where a.kind = 'reservation' and a.live and a.replaced_at is null and r.end_at > ",
             );
             q.push_bind(now).push(" and r.state in (");
             let mut list = q.separated(", ");
@@ -86,9 +86,14 @@ impl Store {
                 q.push(")");
             }
             q.push(
-                " group by r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname,
-                           c.node_gpus, n.cpu_cores
-                  order by r.reservation_id, n.hostname",
+                " group by a.reservation_id, a.node_id) h
+                 join reservation r on r.reservation_id = h.reservation_id
+                 join tenant t on t.tenant_id = r.tenant_id
+                 join node n on n.node_id = h.node_id
+                 -- Counted once per node, not once per row (a correlated count per held GPU cost
+                 -- most of a sync's store read at 5,000 reservations).
+                 join (select node_id, count(*) as node_gpus from gpu group by node_id) c on c.node_id = n.node_id
+                 order by r.reservation_id, n.hostname",
             );
             // A read of every live allocation, whose plan must not hang on fresh statistics:
             // with the tables analysed while small (a new install growing, autovacuum off),
