@@ -25,7 +25,9 @@
 //! ```
 //!
 //! BENCH_SLURM_COUNTS (default `500,5000`) and BENCH_SLURM_STORES (default `sqlite,postgres`;
-//! PostgreSQL at TENANTRY_TEST_POSTGRES_URL) change what runs; BENCH_SLURM_LIMIT_S (default 600)
+//! PostgreSQL at TENANTRY_TEST_POSTGRES_URL) change what runs; BENCH_SLURM_ANALYZE_S (default 10,
+//! 0 never) is how often the bench analyses PostgreSQL's tables while Tenantry books, standing in
+//! for autovacuum (see [`stand_in_for_autovacuum`]); BENCH_SLURM_LIMIT_S (default 600)
 //! is how long Tenantry's part waits for Slurm to hold every booking before it reports how many
 //! it does, and stops. BENCH_SLURM_SYNCS=1 lists the sync loop's syncs; RUST_LOG (as the server
 //! reads it) shows the engine's logs. Everything the bench makes in Slurm is named `bench-…`
@@ -337,6 +339,7 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
             }
         })
     };
+    let analyze = stand_in_for_autovacuum(&engine.store);
     let start = base();
     let client = openidconnect::reqwest::Client::new();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -394,9 +397,35 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
         sync.abort();
     }
     server.abort();
+    if let Some(analyze) = analyze {
+        analyze.abort();
+    }
     stopped.send(true).unwrap();
     let syncs = watcher.await.unwrap();
     Run { booked_s, held_s, held: count, syncs, cpu }
+}
+
+/// On PostgreSQL, `analyze` of the bench's database every BENCH_SLURM_ANALYZE_S seconds (default
+/// 10; 0 never) while Tenantry books, standing in for autovacuum, which this machine's PostgreSQL
+/// runs without (its CI configuration turns it off) and a production one runs by default. Without
+/// it, plans cached while the tables were empty stay as they were: each allocation's foreign-key
+/// check on its reservation scanned the whole reservation table, 2/3 of PostgreSQL's work per
+/// booking at 5,000 (docs/PERFORMANCE.md, "Slurm"). Its own CPU counts in PostgreSQL's.
+fn stand_in_for_autovacuum(store: &Store) -> Option<tokio::task::JoinHandle<()>> {
+    let Store::Postgres(pool) = store else { return None };
+    let every: u64 = std::env::var("BENCH_SLURM_ANALYZE_S").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    if every == 0 {
+        return None;
+    }
+    let pool = pool.clone();
+    Some(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(every)).await;
+            if let Err(e) = sqlx::query("analyze").execute(&pool).await {
+                eprintln!("  analyze failed: {e}");
+            }
+        }
+    }))
 }
 
 /// Median of `runs` timings of `f`, in milliseconds.
