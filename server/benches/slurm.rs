@@ -409,8 +409,9 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
 /// 10; 0 never) while Tenantry books, standing in for autovacuum, which this machine's PostgreSQL
 /// runs without (its CI configuration turns it off) and a production one runs by default. Without
 /// it, plans cached while the tables were empty stay as they were: each allocation's foreign-key
-/// check on its reservation scanned the whole reservation table, 2/3 of PostgreSQL's work per
-/// booking at 5,000 (docs/PERFORMANCE.md, "Slurm"). Its own CPU counts in PostgreSQL's.
+/// check on its reservation scanned the whole reservation table (an 8-row allocation insert read
+/// 684 buffers instead of 270 at 5,000, docs/PERFORMANCE.md "Slurm"). Its own CPU counts in
+/// PostgreSQL's.
 fn stand_in_for_autovacuum(store: &Store) -> Option<tokio::task::JoinHandle<()>> {
     let Store::Postgres(pool) = store else { return None };
     let every: u64 = std::env::var("BENCH_SLURM_ANALYZE_S").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
