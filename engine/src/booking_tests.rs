@@ -216,24 +216,32 @@ store_test!(regions_narrow_availability_quotes_and_placement, |store: Store| asy
 });
 
 /// Two instances on one PostgreSQL: a booking through one shows up in the other's index through
-/// LISTEN/NOTIFY, without a rebuild.
+/// LISTEN/NOTIFY, without a rebuild; the booking instance reloads the GPUs once, after its commit,
+/// not a second time when it hears its own announcement.
 #[tokio::test]
 async fn other_instances_hear_of_commits() {
     let store = crate::store::test_support::fresh_store(crate::store::Backend::Postgres).await;
     let first = world(store.clone()).await;
     let second = Engine::new(store.clone(), EngineConfig::default());
     second.load_index().await.unwrap();
-    let mut changes = second.index.subscribe();
+    let (mut changes, mut own) = (second.index.subscribe(), first.index.subscribe());
     tokio::spawn(crate::index::follow_other_instances(store.clone(), second.index.clone()));
-    // The follower rebuilds once it listens; wait for that before booking.
-    tokio::time::timeout(std::time::Duration::from_secs(5), changes.changed()).await.unwrap().unwrap();
+    tokio::spawn(crate::index::follow_other_instances(store.clone(), first.index.clone()));
+    // Each follower rebuilds once it listens; wait for that before booking.
+    let wait = std::time::Duration::from_secs(5);
+    tokio::time::timeout(wait, changes.changed()).await.unwrap().unwrap();
+    tokio::time::timeout(wait, own.changed()).await.unwrap().unwrap();
     let lead = who(&first, "lead@acme.example").await;
     let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
     let before = second.availability(&lead, "h100-node", grid, None).await.unwrap().buckets[9].free;
+    let reloads_before = *own.borrow_and_update();
     first.book(&lead, &anywhere(input("h100-node", 2, 9, 10)), None, Utc::now()).await.unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(5), changes.changed()).await.expect("notified").unwrap();
+    tokio::time::timeout(wait, changes.changed()).await.expect("notified").unwrap();
     let after = second.availability(&lead, "h100-node", grid, None).await.unwrap().buckets[9].free;
     assert_eq!(after, before - 2);
+    // Both listeners got the notice at once; give the first's time to act on it, were it to.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(*own.borrow(), reloads_before + 1, "the booking instance reloaded its GPUs once");
 }
 
 fn with_driver(mut i: BookingInput, branch: &str) -> BookingInput {

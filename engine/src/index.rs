@@ -158,15 +158,29 @@ impl Snapshot {
 pub struct AvailabilityIndex {
     state: RwLock<Snapshot>,
     revision: watch::Sender<u64>,
+    /// Random, so that no two indexes over one database share it: bookings this index's planner
+    /// writes are announced as its own (see [`follow_other_instances`]).
+    writer: u64,
 }
 
 impl Default for AvailabilityIndex {
     fn default() -> Self {
-        AvailabilityIndex { state: RwLock::new(Snapshot::default()), revision: watch::channel(0).0 }
+        let mut bytes = [0u8; 8];
+        getrandom::getrandom(&mut bytes).expect("the operating system's random source is available");
+        AvailabilityIndex {
+            state: RwLock::new(Snapshot::default()),
+            revision: watch::channel(0).0,
+            writer: u64::from_le_bytes(bytes),
+        }
     }
 }
 
 impl AvailabilityIndex {
+    /// What this index's own writes are announced as.
+    pub fn writer(&self) -> u64 {
+        self.writer
+    }
+
     /// Reads the current snapshot. Keep the closure short: writers wait for it.
     pub fn read<T>(&self, f: impl FnOnce(&Snapshot) -> T) -> T {
         let guard = self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -250,6 +264,20 @@ impl AvailabilityIndex {
 /// Shared handle.
 pub type SharedIndex = Arc<AvailabilityIndex>;
 
+/// The GPUs a notice on the allocation channel asks `writer`'s index to reload: its comma-separated
+/// ids, after `<writer>:` where a planner announced its own bookings. `None` for this index's own
+/// bookings: its planner has reloaded their GPUs after the commit already, and reloading them again
+/// read every hold on them a second time (4.1 s of PostgreSQL's 35 s in the Slurm bench's 5,000
+/// bookings, docs/PERFORMANCE.md "Slurm").
+fn gpus_to_refresh(payload: &str, writer: u64) -> Option<Vec<i64>> {
+    let ids = match payload.split_once(':') {
+        Some((by, _)) if by.parse() == Ok(writer) => return None,
+        Some((_, ids)) => ids,
+        None => payload,
+    };
+    Some(ids.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+}
+
 /// Keeps this instance's index in step with other instances on the same PostgreSQL: every commit
 /// that touches allocations NOTIFYs the GPU ids, and this task reloads those GPUs. After a lost
 /// connection it reconnects and rebuilds everything, since notifications may have been missed.
@@ -275,7 +303,7 @@ pub async fn follow_other_instances(store: Store, index: SharedIndex) {
         loop {
             match listener.recv().await {
                 Ok(note) => {
-                    let ids: Vec<i64> = note.payload().split(',').filter_map(|s| s.trim().parse().ok()).collect();
+                    let Some(ids) = gpus_to_refresh(note.payload(), index.writer()) else { continue };
                     if let Err(e) = index.refresh_gpus(&store, &ids, Utc::now()).await {
                         tracing::warn!(error = %e, "index refresh failed");
                     }
@@ -286,5 +314,18 @@ pub async fn follow_other_instances(store: Store, index: SharedIndex) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gpus_to_refresh;
+
+    #[test]
+    fn a_notice_names_gpus_and_an_index_skips_only_its_own_bookings() {
+        assert_eq!(gpus_to_refresh("3,4", 7), Some(vec![3, 4]), "an unsigned notice (any other change)");
+        assert_eq!(gpus_to_refresh("9:3,4", 7), Some(vec![3, 4]), "another index's bookings");
+        assert_eq!(gpus_to_refresh("7:3,4", 7), None, "its own bookings, reloaded by its planner");
+        assert_eq!(gpus_to_refresh("", 7), Some(vec![]));
     }
 }

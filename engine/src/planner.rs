@@ -503,6 +503,8 @@ impl Engine {
                 idempotency: p.waiting.ticket.idempotency.as_ref().map(|(k, f)| (k.as_str(), f.as_str())),
                 preempt_until: p.preempt_until,
                 now: p.waiting.ticket.now,
+                // Reloaded below, after the commit.
+                announced_by: Some(self.index.writer()),
             })
             .collect();
         let writing = Writing::start(&self.lanes, &planned);

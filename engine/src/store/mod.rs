@@ -15,7 +15,7 @@
 /// change. SQLite serves one instance and needs no announcement.
 ///
 /// The GPUs are named by what changed: `reservation = id`, `node = id` or `maintenance = id`, or
-/// listed (`gpus = ids`) where the caller has just written them.
+/// listed (`gpus = ids, by = writer`) where the caller has just written them.
 #[macro_export]
 macro_rules! allocations_changed {
     ($store:expr, $tx:ident, reservation = $id:expr) => {
@@ -28,12 +28,18 @@ macro_rules! allocations_changed {
         $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from allocation where maintenance_window_id = $2", $id)
     };
     // GPUs the caller already knows (the allocations it has just written): nothing to read back.
-    ($store:expr, $tx:ident, gpus = $ids:expr) => {
+    // `by` names the index that reloads them itself, so that its own listener need not (see
+    // `index::follow_other_instances`).
+    ($store:expr, $tx:ident, gpus = $ids:expr, by = $writer:expr) => {
         if $store.backend() == $crate::store::Backend::Postgres {
             let ids: Vec<String> = $ids.into_iter().map(|id: i64| id.to_string()).collect();
+            let payload = match $writer {
+                Some(writer) => format!("{writer}:{}", ids.join(",")),
+                None => ids.join(","),
+            };
             sqlx::query("select pg_notify($1, $2)")
                 .bind($crate::store::reservations::ALLOCATION_CHANNEL)
-                .bind(ids.join(","))
+                .bind(payload)
                 .execute(&mut *$tx)
                 .await?;
         }

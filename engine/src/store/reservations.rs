@@ -426,6 +426,10 @@ pub struct BookingWrite<'a> {
     pub preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
     /// When it was asked for: its `created_at`.
     pub now: DateTime<Utc>,
+    /// The availability index that reloads the booked GPUs itself once the write has committed
+    /// (its [`writer`](crate::index::AvailabilityIndex::writer)); the announcement names it, so
+    /// that only the other instances reload them.
+    pub announced_by: Option<u64>,
 }
 
 /// What a booking records and tells once its reservation has an id. [`Store::insert_bookings`]
@@ -561,7 +565,7 @@ impl Store {
         preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
         now: DateTime<Utc>,
     ) -> EngineResult<Inserted> {
-        let write = BookingWrite { new: r, idempotency, preempt_until, now };
+        let write = BookingWrite { new: r, idempotency, preempt_until, now, announced_by: None };
         match self.insert_bookings(std::slice::from_ref(&write), |_, _| None).await?.pop() {
             Some(Ok(inserted)) => Ok(inserted),
             Some(Err(lost)) => Err(lost.into()),
@@ -664,7 +668,7 @@ impl Store {
                             .execute(&mut *sp)
                             .await?;
                     }
-                    allocations_changed!(self, sp, gpus = r.allocations.iter().map(|p| p.gpu_id));
+                    allocations_changed!(self, sp, gpus = r.allocations.iter().map(|p| p.gpu_id), by = w.announced_by);
                     if let Some(after) = aftermath(i, id) {
                         insert_audit!(sp, &after.audit);
                         for notice in &after.notices {
