@@ -515,9 +515,7 @@ pub(crate) fn in_regions<'a>(s: &Snapshot, regions: &[String], gpus: Cow<'a, [Gp
     if regions.is_empty() {
         return gpus;
     }
-    let allowed: std::collections::HashSet<i64> =
-        regions.iter().flat_map(|r| s.gpus_in(Some(r)).iter().map(|g| g.gpu_id).collect::<Vec<_>>()).collect();
-    Cow::Owned(gpus.iter().filter(|g| allowed.contains(&g.gpu_id)).cloned().collect())
+    s.on_nodes_where(gpus, |n| regions.contains(&n.region))
 }
 
 /// The 409 for a change that lost to another one made at the same moment (a second cancel, an

@@ -456,14 +456,9 @@ impl Engine {
                 // instance's, makes the write lose, and the next round sees it.
                 let burst_in_way = can_preempt
                     && pieces.iter().any(|p| {
-                        s.holds.get(&p.gpu_id).is_some_and(|held| {
-                            held.iter().any(|h| {
-                                h.preemptible
-                                    && h.window.overlaps(&request.window)
-                                    && h.slice_lo < p.slice_hi
-                                    && p.slice_lo < h.slice_hi
-                            })
-                        })
+                        s.holds
+                            .on_during(p.gpu_id, &request.window)
+                            .any(|h| h.preemptible && h.slice_lo < p.slice_hi && p.slice_lo < h.slice_hi)
                     });
                 let preempt_until = burst_in_way.then_some((burst_ends, t.valid.window.start));
                 let new = NewReservation {
