@@ -4,6 +4,9 @@
 //!
 //! `cargo bench -p tenantry-engine --bench availability` (PostgreSQL at TENANTRY_TEST_POSTGRES_URL,
 //! default postgres://postgres@127.0.0.1:5432/postgres). Prints figures; asserts nothing.
+//! `BENCH_NODES` and `BENCH_RESERVATIONS` size the world (the 100,000-GPU one: 12500 and
+//! 500000), `BENCH_SQL_RUNS` how often the SQL grid runs (0: not at all; it takes a minute at
+//! 100,000 GPUs), and `BENCH_KEEP=1` keeps the seeded database for the next run.
 
 use chrono::{Duration, DurationRound, Utc};
 use sqlx::Connection;
@@ -24,27 +27,41 @@ async fn main() {
     let reservations: u32 = std::env::var("BENCH_RESERVATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(93_000);
     let admin = std::env::var("TENANTRY_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let sql_runs: usize = std::env::var("BENCH_SQL_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    // BENCH_KEEP=1 keeps the seeded database for the next run with as many nodes (seeding
+    // 12,500 nodes takes minutes).
+    let keep = std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1");
     let name = "tenantry_bench_availability";
     let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL reachable");
-    sqlx::query(&format!("drop database if exists {name}")).execute(&mut conn).await.unwrap();
-    sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
     let (base, _) = admin.rsplit_once('/').unwrap();
+    let kept = match sqlx::PgConnection::connect(&format!("{base}/{name}")).await {
+        Ok(mut kept) if keep => {
+            sqlx::query_scalar::<_, i64>("select count(*) from node").fetch_one(&mut kept).await.ok()
+                == Some(i64::from(nodes))
+        }
+        _ => false,
+    };
+    if !kept {
+        sqlx::query(&format!("drop database if exists {name} with (force)")).execute(&mut conn).await.unwrap();
+        sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
+    }
     let store = Store::connect(&format!("{base}/{name}")).await.unwrap();
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let now = Utc::now();
-    let t = Instant::now();
-    let summary = seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 1 }, now).await.expect("seed");
-    println!(
-        "seeded {} nodes, {} GPUs, {} reservations, {} allocations on PostgreSQL in {:.1} s",
-        summary.nodes,
-        summary.gpus,
-        summary.reservations,
-        summary.allocations,
-        t.elapsed().as_secs_f64()
-    );
-    if let Store::Postgres(pool) = &store {
-        sqlx::query("analyze").execute(pool).await.unwrap();
+    if kept {
+        println!("reusing {name} with {nodes} nodes (BENCH_KEEP=1)");
+    } else {
+        let t = Instant::now();
+        let summary = seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 1 }, now).await.expect("seed");
+        println!(
+            "seeded {} nodes, {} GPUs, {} reservations, {} allocations on PostgreSQL in {:.1} s",
+            summary.nodes,
+            summary.gpus,
+            summary.reservations,
+            summary.allocations,
+            t.elapsed().as_secs_f64()
+        );
     }
 
     let t = Instant::now();
@@ -86,10 +103,14 @@ async fn main() {
           on a.live and a.start_at < bucket.bucket_end and bucket.bucket_start < a.hold_until
          and a.gpu_id in (select gpu_id from eligible)
         group by bucket.bucket_start order by bucket.bucket_start";
+    if sql_runs == 0 {
+        store.close().await;
+        return;
+    }
     let Store::Postgres(pool) = &store else { unreachable!() };
     let mut samples = Vec::new();
     let mut sql_rows = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..sql_runs {
         let t = Instant::now();
         sql_rows = sqlx::query_as::<_, (chrono::DateTime<Utc>, i64)>(sql)
             .bind(grid.start)
@@ -116,5 +137,7 @@ async fn main() {
         sql_median / ours_median
     );
     store.close().await;
-    sqlx::query(&format!("drop database if exists {name}")).execute(&mut conn).await.unwrap();
+    if !keep {
+        sqlx::query(&format!("drop database if exists {name}")).execute(&mut conn).await.unwrap();
+    }
 }

@@ -9,7 +9,6 @@
 //! `cargo bench -p tenantry-server --bench booking` (PostgreSQL at TENANTRY_TEST_POSTGRES_URL).
 
 use chrono::{Duration, DurationRound, Utc};
-use sqlx::Connection;
 use std::sync::Arc;
 use std::time::Instant;
 use tenantry_app::server::PortalSettings;
@@ -21,20 +20,14 @@ use tenantry_server::{build_router, sessions, AppState};
 
 #[path = "../../engine/benches/bookings/mod.rs"]
 mod common;
-use common::{body, lift_acme_quotas, percentile};
-
-fn admin_url() -> String {
-    std::env::var("TENANTRY_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
+#[path = "http/mod.rs"]
+mod http;
+#[path = "../../engine/benches/stores/mod.rs"]
+mod stores;
+use common::{body, lift_acme_quotas};
 
 async fn fresh_postgres(name: &str) -> Store {
-    let admin = admin_url();
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::query(&format!("drop database if exists {name} with (force)")).execute(&mut conn).await.unwrap();
-    sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
-    let (base, _) = admin.rsplit_once('/').unwrap();
-    let store = Store::connect(&format!("{base}/{name}")).await.unwrap();
+    let store = stores::postgres(name).await;
     store.migrate().await.unwrap();
     store
 }
@@ -61,48 +54,8 @@ async fn http_load() {
     let client = openidconnect::reqwest::Client::new();
     let url = format!("http://{addr}/api/v1/reservations");
 
-    // Open loop: a request every 10 ms whatever the answers, so slow answers cannot hide.
-    let rate = 100u64;
-    let seconds = 30u64;
-    let mut ticker = tokio::time::interval(std::time::Duration::from_millis(1000 / rate));
-    let mut tasks = Vec::new();
-    let started = Instant::now();
-    for i in 0..rate * seconds {
-        ticker.tick().await;
-        let (client, url, token) = (client.clone(), url.clone(), token.clone());
-        tasks.push(tokio::spawn(async move {
-            let t = Instant::now();
-            let response = client
-                .post(&url)
-                .bearer_auth(&token)
-                .header("content-type", "application/json")
-                .body(body(i))
-                .send()
-                .await
-                .expect("the server answers");
-            let status = response.status().as_u16();
-            let _ = response.bytes().await;
-            (status, t.elapsed().as_secs_f64() * 1000.0)
-        }));
-    }
-    let mut all = Vec::new();
-    let mut by_status = std::collections::BTreeMap::<u16, usize>::new();
-    for t in tasks {
-        let (status, ms) = t.await.unwrap();
-        *by_status.entry(status).or_default() += 1;
-        all.push(ms);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_by(f64::total_cmp);
-    println!(
-        "HTTP booking on PostgreSQL, open loop {rate}/s for {seconds} s ({} requests in {elapsed:.1} s): \
-         p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, max {:.1} ms; answers {by_status:?}",
-        all.len(),
-        percentile(&all, 0.5),
-        percentile(&all, 0.95),
-        percentile(&all, 0.99),
-        all.last().copied().unwrap_or(f64::NAN),
-    );
+    let load = http::open_loop_bookings(&client, &format!("http://{addr}"), &token, 100, 30).await;
+    println!("HTTP booking on PostgreSQL, {load}");
 
     // Closed loop: 16 clients booking back to back for 10 s.
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
@@ -183,9 +136,6 @@ async fn race(label: &str, store: Store) {
 #[tokio::main]
 async fn main() {
     http_load().await;
-    let dir = std::env::temp_dir().join("tenantry-bench");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("race-{}.db", std::process::id()));
-    race("SQLite", Store::connect(&format!("sqlite://{}", path.display())).await.unwrap()).await;
+    race("SQLite", stores::sqlite("tenantry-bench-race").await).await;
     race("PostgreSQL", fresh_postgres("tenantry_bench_race").await).await;
 }

@@ -15,51 +15,24 @@
 //! cargo bench -p tenantry-server --bench cluster
 //! ```
 
-use chrono::{Duration, DurationRound, Utc};
+use chrono::Utc;
 use std::time::Instant;
 use tenantry_engine::{Engine, EngineConfig, Store};
 
 #[path = "../../engine/benches/bookings/mod.rs"]
 mod common;
+#[path = "http/mod.rs"]
+mod http;
 use common::{body, lift_acme_quotas, percentile};
-
-type Client = openidconnect::reqwest::Client;
+use http::{As, Client};
 
 fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: eval \"$(scripts/cluster.sh env)\""))
 }
 
-/// One GET, timed in milliseconds; panics unless it answers 200.
-async fn timed_get(client: &Client, url: &str, token: &str) -> f64 {
-    let t = Instant::now();
-    let response = client.get(url).bearer_auth(token).send().await.expect("the portal answers");
-    let status = response.status();
-    let _ = response.bytes().await;
-    assert_eq!(status.as_u16(), 200, "GET {url}");
-    t.elapsed().as_secs_f64() * 1000.0
-}
-
-/// p50 / p95 / p99 of `n` availability grids (30 days hourly, one offering) from `base`.
+/// p50 / p95 / p99 of `n` availability grids (30 days hourly, H100 GPUs) from `base`.
 async fn availability(client: &Client, base: &str, token: &str, n: usize) -> String {
-    let from = Utc::now().duration_trunc(Duration::hours(1)).unwrap();
-    let to = from + Duration::days(30);
-    let url = format!(
-        "{base}/api/v1/availability?offering=h100-gpu&from={}&to={}&step=1h",
-        from.format("%Y-%m-%dT%H:%M:%SZ"),
-        to.format("%Y-%m-%dT%H:%M:%SZ")
-    );
-    timed_get(client, &url, token).await;
-    let mut times = Vec::with_capacity(n);
-    for _ in 0..n {
-        times.push(timed_get(client, &url, token).await);
-    }
-    times.sort_by(f64::total_cmp);
-    format!(
-        "p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms",
-        percentile(&times, 0.5),
-        percentile(&times, 0.95),
-        percentile(&times, 0.99)
-    )
+    http::latencies(client, &http::grid_url(base, "h100-gpu"), &As::Token(token.to_owned()), n).await
 }
 
 /// What a closed loop of bookings got: the ids of the acknowledged ones, and every answer's status.
