@@ -5,6 +5,7 @@ use crate::error::AppError;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use tenantry_domain::fleet::{FleetFilter, FleetOverview};
+use tenantry_domain::page::Page;
 use tenantry_domain::{Identity, Offering, Reservation};
 
 /// Who is signed in, and how this portal is set up.
@@ -23,7 +24,7 @@ pub async fn get_session() -> Result<SessionInfo, AppError> {
     let settings = server::settings();
     let user = server::identity().await?;
     let unread = match &user {
-        Some(who) => server::engine()?.notifications(who).await?.iter().filter(|n| n.read_at.is_none()).count() as u32,
+        Some(who) => server::engine()?.unread_notifications(who).await?,
         None => 0,
     };
     Ok(SessionInfo { user, demo: settings.demo, sso: settings.sso, unread })
@@ -74,8 +75,7 @@ pub async fn fleet_page(
 ) -> Result<FleetOverview, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    let page = tenantry_domain::page::PageRequest::parse(limit.as_deref(), after.as_deref())
-        .map_err(|e| tenantry_engine::EngineError::invalid(e.field, e.message))?;
+    let page = server::page(limit.as_deref(), after.as_deref())?;
     Ok(server::engine()?.fleet_overview(&who, &filter, &page).await?)
 }
 
@@ -214,8 +214,7 @@ pub async fn audit_page(
 ) -> Result<tenantry_domain::page::Page<AuditEvent>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    let page = tenantry_domain::page::PageRequest::parse(limit.as_deref(), after.as_deref())
-        .map_err(|e| tenantry_engine::EngineError::invalid(e.field, e.message))?;
+    let page = server::page(limit.as_deref(), after.as_deref())?;
     Ok(server::engine()?.audit_page(&who, &filter, &page).await?)
 }
 
@@ -232,12 +231,16 @@ pub struct Notice {
     pub unread: bool,
 }
 
+/// One page of the caller's notifications, newest first: `limit` (default 100), those after
+/// `after` (a page's `next_cursor`), or the newest.
 #[server(prefix = "/sfn", endpoint = "notifications")]
-pub async fn my_notifications() -> Result<Vec<Notice>, AppError> {
+pub async fn my_notifications(limit: Option<String>, after: Option<String>) -> Result<Page<Notice>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    let rows = server::engine()?.notifications(&who).await?;
-    Ok(rows
+    let page = server::page(limit.as_deref(), after.as_deref())?;
+    let rows = server::engine()?.notifications_page(&who, &page).await?;
+    let items = rows
+        .items
         .into_iter()
         .map(|n| Notice {
             at: n.at,
@@ -246,7 +249,8 @@ pub async fn my_notifications() -> Result<Vec<Notice>, AppError> {
             reservation_id: n.reservation_id,
             unread: n.read_at.is_none(),
         })
-        .collect())
+        .collect();
+    Ok(Page { items, next_cursor: rows.next_cursor })
 }
 
 #[server(prefix = "/sfn", endpoint = "mark_notifications_read")]
@@ -256,11 +260,13 @@ pub async fn mark_notifications_read() -> Result<(), AppError> {
     Ok(server::engine()?.mark_notifications_read(&who, Utc::now()).await?)
 }
 
+/// One page of the reservations waiting for an admin, soonest start first.
 #[server(prefix = "/sfn", endpoint = "pending_approvals")]
-pub async fn pending_approvals() -> Result<Vec<ApprovalItem>, AppError> {
+pub async fn pending_approvals(limit: Option<String>, after: Option<String>) -> Result<Page<ApprovalItem>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.pending_approvals(&who, Utc::now()).await?)
+    let page = server::page(limit.as_deref(), after.as_deref())?;
+    Ok(server::engine()?.approvals_page(&who, &page, Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "approve_reservation")]
@@ -316,11 +322,16 @@ pub async fn retry_job(id: i64) -> Result<(), AppError> {
     Ok(server::engine()?.retry_job(&who, id, Utc::now()).await?)
 }
 
+/// One page of the maintenance windows still to end, soonest start first.
 #[server(prefix = "/sfn", endpoint = "list_maintenance")]
-pub async fn list_maintenance() -> Result<Vec<MaintenanceWindow>, AppError> {
+pub async fn list_maintenance(
+    limit: Option<String>,
+    after: Option<String>,
+) -> Result<Page<MaintenanceWindow>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.maintenance_windows(&who, Utc::now()).await?)
+    let page = server::page(limit.as_deref(), after.as_deref())?;
+    Ok(server::engine()?.maintenance_page(&who, &page, Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "check_maintenance", input = Json)]
@@ -484,20 +495,22 @@ pub async fn usage_report_view(days: u32) -> Result<ReportData, AppError> {
 
 use tenantry_domain::identity::{UserAccount, UserView};
 
-/// Admin → Users: every user with all their tokens, and the server's clock, so the page tells
-/// expired tokens from live ones as the server does.
+/// Admin → Users: a page of users with all their tokens, and the server's clock, so the page
+/// tells expired tokens from live ones as the server does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsersOverview {
-    pub accounts: Vec<UserAccount>,
+    pub accounts: Page<UserAccount>,
     pub now: DateTime<Utc>,
 }
 
+/// One page of users (by team, then e-mail) with their tokens.
 #[server(prefix = "/sfn", endpoint = "admin_users")]
-pub async fn admin_users() -> Result<UsersOverview, AppError> {
+pub async fn admin_users(limit: Option<String>, after: Option<String>) -> Result<UsersOverview, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
     let now = Utc::now();
-    Ok(UsersOverview { accounts: server::engine()?.user_accounts(&who, now).await?, now })
+    let page = server::page(limit.as_deref(), after.as_deref())?;
+    Ok(UsersOverview { accounts: server::engine()?.user_accounts(&who, &page, now).await?, now })
 }
 
 /// Disables a user: their sessions end and their live tokens are revoked. A plain form post

@@ -93,6 +93,12 @@ pub fn engine() -> Result<Engine, AppError> {
     })
 }
 
+/// The page a list's `limit` and `after` (a page's `next_cursor`) ask for; invalid when either is
+/// malformed.
+pub fn page(limit: Option<&str>, after: Option<&str>) -> Result<tenantry_domain::page::PageRequest, AppError> {
+    Ok(tenantry_domain::page::PageRequest::parse(limit, after).map_err(tenantry_engine::EngineError::from)?)
+}
+
 pub fn settings() -> PortalSettings {
     use_context::<PortalSettings>().unwrap_or(PortalSettings { demo: false, sso: false })
 }

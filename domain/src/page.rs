@@ -4,6 +4,7 @@
 //! added or removed between two pages never makes the next page repeat or skip another.
 
 use crate::booking::FieldError;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Items a page holds when the request does not say.
@@ -48,6 +49,22 @@ impl PageRequest {
     pub fn fetch(&self) -> u32 {
         self.limit + 1
     }
+
+    /// The time and id the previous page ended at, for a list ordered by a time and then an id
+    /// (most lists are; [`time_key`] wrote the key). `list` names the list in the error when the
+    /// cursor is not one of it.
+    pub fn after_time(&self, list: &str) -> Result<Option<(DateTime<Utc>, i64)>, FieldError> {
+        let Some(key) = &self.after else { return Ok(None) };
+        key.split_once(':')
+            .and_then(|(at, id)| Some((DateTime::from_timestamp_nanos(at.parse().ok()?), id.parse().ok()?)))
+            .map(Some)
+            .ok_or_else(|| FieldError { field: "cursor", message: format!("this cursor is not one of {list}") })
+    }
+}
+
+/// The sort key of an item of a list ordered by a time and then an id, for [`Page::of`].
+pub fn time_key(at: DateTime<Utc>, id: i64) -> String {
+    format!("{}:{id}", at.timestamp_nanos_opt().unwrap_or_default())
 }
 
 /// One page of a list.
@@ -113,6 +130,19 @@ mod tests {
             // Odd length, not hex, not UTF-8.
             assert_eq!(PageRequest::parse(None, Some(bad)).unwrap_err().field, "cursor", "{bad}");
         }
+    }
+
+    #[test]
+    fn time_keys_read_back() {
+        let at = DateTime::from_timestamp(1_790_000_000, 123_456_789).unwrap();
+        let page =
+            Page::of(vec![(at, 7), (at, 8)], &PageRequest { limit: 1, after: None }, |(at, id)| time_key(*at, *id));
+        let next = PageRequest::parse(None, page.next_cursor.as_deref()).unwrap();
+        assert_eq!(next.after_time("the list").unwrap(), Some((at, 7)));
+        assert_eq!(PageRequest::default().after_time("the list").unwrap(), None);
+        let foreign = PageRequest { limit: 1, after: Some("acme:node-1".to_owned()) };
+        let error = foreign.after_time("the audit log").unwrap_err();
+        assert_eq!((error.field, error.message.as_str()), ("cursor", "this cursor is not one of the audit log"));
     }
 
     proptest! {

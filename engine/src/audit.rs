@@ -2,13 +2,13 @@
 //! after its change commits, except booking, which writes its event in the booking's own
 //! transaction ([`audit_event`]); admins read the log through [`Engine::audit_log`].
 
-use crate::error::{EngineError, EngineResult};
+use crate::error::EngineResult;
 use crate::identity::require_admin;
 use crate::store::audit::NewAuditEvent;
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use tenantry_domain::audit::{AuditEvent, AuditFilter};
-use tenantry_domain::page::{Page, PageRequest, MAX_LIMIT};
+use tenantry_domain::page::{time_key, Page, PageRequest, MAX_LIMIT};
 use tenantry_domain::Identity;
 
 /// What was done to which object.
@@ -92,15 +92,8 @@ impl Engine {
         page: &PageRequest,
     ) -> EngineResult<Page<AuditEvent>> {
         require_admin(who)?;
-        let after = match &page.after {
-            None => None,
-            Some(key) => Some(
-                key.split_once(':')
-                    .and_then(|(at, id)| Some((DateTime::from_timestamp_nanos(at.parse().ok()?), id.parse().ok()?)))
-                    .ok_or_else(|| EngineError::invalid("cursor", "this cursor is not one of the audit log"))?,
-            ),
-        };
+        let after = page.after_time("the audit log")?;
         let found = self.store.list_audit(filter, after, page.fetch()).await?;
-        Ok(Page::of(found, page, |e| format!("{}:{}", e.at.timestamp_nanos_opt().unwrap_or_default(), e.id)))
+        Ok(Page::of(found, page, |e| time_key(e.at, e.id)))
     }
 }

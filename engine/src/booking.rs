@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use tenantry_domain::availability::{self, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
 use tenantry_domain::notice::NoticeKind;
-use tenantry_domain::page::{Page, PageRequest};
+use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
@@ -360,17 +360,10 @@ impl Engine {
         filter: &ReservationFilter,
         page: &PageRequest,
     ) -> EngineResult<Page<Reservation>> {
-        let after = match &page.after {
-            None => None,
-            Some(key) => Some(
-                key.split_once(':')
-                    .and_then(|(start, id)| Some((DateTime::from_timestamp(start.parse().ok()?, 0)?, id.parse().ok()?)))
-                    .ok_or_else(|| EngineError::invalid("cursor", "this cursor is not one of a reservation list"))?,
-            ),
-        };
+        let after = page.after_time("a reservation list")?;
         let filter = ReservationFilter { after, limit: Some(page.fetch()), ..filter.clone() };
         let found = self.find_reservations(who, &filter).await?;
-        Ok(Page::of(found, page, |r| format!("{}:{}", r.start.timestamp(), r.id)))
+        Ok(Page::of(found, page, |r| time_key(r.start, r.id)))
     }
 
     /// Moves a reservation's end: extends (if the slices are free) or shortens it, and re-prices.

@@ -37,4 +37,10 @@ impl EngineError {
     }
 }
 
+impl From<tenantry_domain::booking::FieldError> for EngineError {
+    fn from(e: tenantry_domain::booking::FieldError) -> Self {
+        EngineError::Invalid { field: e.field, message: e.message }
+    }
+}
+
 pub type EngineResult<T> = Result<T, EngineError>;

@@ -10,7 +10,7 @@ use crate::Engine;
 use chrono::{DateTime, Utc};
 use tenantry_domain::fleet::{place_key, FleetFilter, FleetOverview, NodeSummary};
 use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, QueueOverview};
-use tenantry_domain::page::{Page, PageRequest};
+use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::{Identity, NodeState, Window};
 
 impl Engine {
@@ -161,17 +161,20 @@ impl Engine {
             detail: format!("{} to {}: {reason}", window.start, window.end),
         };
         self.record(who, change, now).await;
-        let windows = self.store.maintenance_windows(now).await?;
-        windows.into_iter().find(|w| w.id == id).ok_or(EngineError::NotFound("maintenance window"))
+        self.store.maintenance_window(id).await?.ok_or(EngineError::NotFound("maintenance window"))
     }
 
-    pub async fn maintenance_windows(
+    /// One page of the maintenance windows that end after `now`, soonest start first (admins).
+    pub async fn maintenance_page(
         &self,
         who: &Identity,
+        page: &PageRequest,
         now: DateTime<Utc>,
-    ) -> EngineResult<Vec<MaintenanceWindow>> {
+    ) -> EngineResult<Page<MaintenanceWindow>> {
         require_admin(who)?;
-        self.store.maintenance_windows(now).await
+        let after = page.after_time("the maintenance windows")?;
+        let found = self.store.maintenance_windows(now, after, page.fetch()).await?;
+        Ok(Page::of(found, page, |w| time_key(w.start, w.id)))
     }
 
     pub async fn cancel_maintenance(&self, who: &Identity, id: i64, now: DateTime<Utc>) -> EngineResult<()> {

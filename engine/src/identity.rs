@@ -4,11 +4,12 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::store::audit::TokenRevoke;
-use crate::store::identity::{DisableOutcome, EnableOutcome, SsoOutcome, SsoUser};
+use crate::store::identity::{DisableOutcome, EnableOutcome, SsoOutcome, SsoUser, UserKey};
 use crate::{token, Engine};
 use chrono::{DateTime, Utc};
 use tenantry_domain::audit::ApiTokenView;
 use tenantry_domain::identity::{UserAccount, UserView};
+use tenantry_domain::page::{Page, PageRequest};
 use tenantry_domain::{Access, Identity};
 
 /// Refuses anyone who is not a platform admin.
@@ -201,28 +202,53 @@ impl Engine {
 
 /// Admin → Users: every user, their tokens, revoking a token, disabling and enabling.
 impl Engine {
-    /// Every user with team, role, admin flag, last sign-in, whether disabled and how many API
-    /// tokens are live at `now` (admins only).
+    /// The first page of users (see [`Engine::users_page`]).
     pub async fn users(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<Vec<UserView>> {
-        require_admin(who)?;
-        self.store.list_users(now).await
+        Ok(self.users_page(who, &PageRequest::default(), now).await?.items)
     }
 
-    /// Every user with all their tokens, for the admin page (admins only; two queries).
-    pub async fn user_accounts(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<Vec<UserAccount>> {
+    /// One page of users, by team and then e-mail, with team, role, admin flag, last sign-in,
+    /// whether disabled and how many API tokens are live at `now` (admins only).
+    pub async fn users_page(
+        &self,
+        who: &Identity,
+        page: &PageRequest,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Page<UserView>> {
         require_admin(who)?;
-        let users = self.store.list_users(now).await?;
+        let after = match &page.after {
+            None => None,
+            Some(key) => Some(
+                UserKey::parse(key)
+                    .ok_or_else(|| EngineError::invalid("cursor", "this cursor is not one of the users"))?,
+            ),
+        };
+        let found = self.store.list_users(now, after.as_ref(), page.fetch()).await?;
+        Ok(Page::of(found, page, |u| UserKey::of(u).to_key()))
+    }
+
+    /// One page of users with all their tokens, for the admin page (admins only; three queries).
+    pub async fn user_accounts(
+        &self,
+        who: &Identity,
+        page: &PageRequest,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Page<UserAccount>> {
+        let users = self.users_page(who, page, now).await?;
+        let ids: Vec<i64> = users.items.iter().map(|u| u.id).collect();
         let mut tokens: std::collections::HashMap<i64, Vec<_>> = std::collections::HashMap::new();
-        for (user_id, token) in self.store.list_all_api_tokens().await? {
+        for (user_id, token) in self.store.api_tokens_of(&ids).await? {
             tokens.entry(user_id).or_default().push(token);
         }
-        Ok(users
+        let items = users
+            .items
             .into_iter()
             .map(|user| {
                 let tokens = tokens.remove(&user.id).unwrap_or_default();
                 UserAccount { user, tokens }
             })
-            .collect())
+            .collect();
+        Ok(Page { items, next_cursor: users.next_cursor })
     }
 
     /// One user's tokens, live, expired and revoked (admins only; an unknown user is `NotFound`).

@@ -10,6 +10,7 @@ use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::audit::AuditFilter;
 use tenantry_domain::identity::UserView;
+use tenantry_domain::page::PageRequest;
 use tenantry_domain::Identity;
 
 struct World {
@@ -72,11 +73,60 @@ store_test!(admins_list_every_user_with_live_tokens, |store: Store| async move {
     assert_eq!(tokens[0].expires_at, w.t0 + Duration::days(30));
     assert!(matches!(w.engine.user_tokens(&w.admin, 999_999).await, Err(EngineError::NotFound("user"))));
 
-    let accounts = w.engine.user_accounts(&w.admin, now).await.unwrap();
+    let accounts = w.engine.user_accounts(&w.admin, &PageRequest::default(), now).await.unwrap().items;
     assert_eq!(accounts.len(), 4);
     for account in &accounts {
         let expected = if account.user.id == w.member.user_id { 1 } else { 0 };
         assert_eq!(account.tokens.len(), expected, "{}", account.user.email);
+    }
+});
+
+store_test!(users_read_page_by_page_in_team_order, |store: Store| async move {
+    let w = world(store).await;
+    let now = w.t0 + Duration::minutes(1);
+    let acme = w.lead.tenant.as_ref().map(|t| t.tenant_id);
+    for (email, tenant_id, role) in [
+        ("zed@tenantry.example", None, None),
+        ("abe@tenantry.example", None, None),
+        ("aaa@acme.example", acme, Some(tenantry_domain::Role::Member)),
+    ] {
+        let user = NewUser { email, name: email, tenant_id, role, is_admin: false };
+        w.engine.store.insert_user(&user, w.t0).await.unwrap();
+    }
+    let whole = w.engine.users(&w.admin, now).await.unwrap();
+    let emails: Vec<&str> = whole.iter().map(|u| u.email.as_str()).collect();
+    assert_eq!(
+        emails,
+        [
+            "aaa@acme.example",
+            "lead@acme.example",
+            "member@acme.example",
+            "lead@globex.example",
+            "abe@tenantry.example",
+            "admin@tenantry.example",
+            "zed@tenantry.example"
+        ],
+        "teams by slug, then users of no team, each by e-mail"
+    );
+    // Two at a time, the pages read the same list, each account with its own tokens.
+    let mut walked = Vec::new();
+    let mut page = PageRequest { limit: 2, after: None };
+    loop {
+        let got = w.engine.user_accounts(&w.admin, &page, now).await.unwrap();
+        assert!(got.items.len() <= 2);
+        for account in &got.items {
+            let expected = usize::from(account.user.id == w.member.user_id);
+            assert_eq!(account.tokens.len(), expected, "{}", account.user.email);
+        }
+        walked.extend(got.items.into_iter().map(|a| a.user.email));
+        let Some(cursor) = got.next_cursor else { break };
+        page = PageRequest::parse(Some("2"), Some(&cursor)).unwrap();
+    }
+    assert_eq!(walked, emails);
+    let foreign = PageRequest { limit: 2, after: Some("1790000000:12".to_owned()) };
+    match w.engine.users_page(&w.admin, &foreign, now).await {
+        Err(EngineError::Invalid { field: "cursor", .. }) => {}
+        other => panic!("a cursor of another list is refused: {other:?}"),
     }
 });
 
@@ -184,7 +234,7 @@ store_test!(non_admins_are_refused, |store: Store| async move {
     let token_id = e.user_tokens(&w.admin, w.member.user_id).await.unwrap()[0].id;
     let forbidden = |r: Result<(), EngineError>| assert!(matches!(r, Err(EngineError::Forbidden(_))), "{r:?}");
     forbidden(e.users(&w.lead, t1).await.map(drop));
-    forbidden(e.user_accounts(&w.lead, t1).await.map(drop));
+    forbidden(e.user_accounts(&w.lead, &PageRequest::default(), t1).await.map(drop));
     forbidden(e.user_tokens(&w.lead, w.member.user_id).await.map(drop));
     forbidden(e.revoke_user_token(&w.lead, w.member.user_id, token_id, t1).await);
     forbidden(e.disable_user(&w.lead, w.member.user_id, t1).await.map(drop));
@@ -205,7 +255,7 @@ store_test!(admins_disabling_each_other_at_once_leave_one_standing, |store: Stor
     let won = outcomes.iter().filter(|o| matches!(o, DisableOutcome::Disabled { .. })).count();
     assert_eq!(won, 1, "{outcomes:?}");
     assert!(outcomes.contains(&DisableOutcome::ActorDisabled), "{outcomes:?}");
-    let users = w.engine.store.list_users(t1).await.unwrap();
+    let users = w.engine.store.list_users(t1, None, 100).await.unwrap();
     let standing = users.iter().filter(|u| u.is_admin && u.disabled_at.is_none()).count();
     assert_eq!(standing, 1);
 });

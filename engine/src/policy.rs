@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use tenantry_domain::availability;
 use tenantry_domain::booking::default_options;
 use tenantry_domain::notice::NoticeKind;
+use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::policy::{
     self, ApprovalItem, Ask, BurstInput, Decision, DefaultPolicy, Held, Holding, Policy, PolicyPatch, QuotaEffect,
@@ -216,12 +217,24 @@ impl Engine {
         Ok(TenantPolicy { slug: t.slug, name: t.name, policy: after })
     }
 
-    /// Reservations waiting for an admin, soonest start first, with what is needed to decide.
+    /// The first page of reservations waiting for an admin (see [`Engine::approvals_page`]).
     pub async fn pending_approvals(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<Vec<ApprovalItem>> {
+        Ok(self.approvals_page(who, &PageRequest::default(), now).await?.items)
+    }
+
+    /// One page of the reservations waiting for an admin, soonest start first, each with what is
+    /// needed to decide (its quota effect, the competing reservations, the team's recent use).
+    pub async fn approvals_page(
+        &self,
+        who: &Identity,
+        page: &PageRequest,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Page<ApprovalItem>> {
         require_admin(who)?;
+        let after = page.after_time("the approvals")?;
         let offerings = self.offerings_by_id().await?;
         let mut items = Vec::new();
-        for (tenant_id, r) in self.store.pending_approvals().await? {
+        for (tenant_id, r) in self.store.pending_approvals(after, page.fetch()).await? {
             let Some(offering) = offerings.get(&r.offering) else { continue };
             let window = Window { start: r.start, end: r.end };
             let (_, quota) = self.decide(tenant_id, offering, r.quantity, window, Some(r.id), now).await?;
@@ -268,7 +281,7 @@ impl Engine {
                 utilization_pct_30d,
             });
         }
-        Ok(items)
+        Ok(Page::of(items, page, |item| time_key(item.reservation.start, item.reservation.id)))
     }
 
     /// Approves a pending reservation: it is scheduled and the requester is told.
@@ -366,9 +379,21 @@ impl Engine {
         Ok(ReservationDetail { reservation, allocations })
     }
 
-    /// The caller's notifications, newest first.
+    /// The caller's newest notifications (the first page of [`Engine::notifications_page`]).
     pub async fn notifications(&self, who: &Identity) -> EngineResult<Vec<NotificationRow>> {
-        self.store.notifications(who.user_id).await
+        Ok(self.notifications_page(who, &PageRequest::default()).await?.items)
+    }
+
+    /// One page of the caller's notifications, newest first.
+    pub async fn notifications_page(&self, who: &Identity, page: &PageRequest) -> EngineResult<Page<NotificationRow>> {
+        let after = page.after_time("your notifications")?;
+        let found = self.store.notifications(who.user_id, after, page.fetch()).await?;
+        Ok(Page::of(found, page, |n| time_key(n.at, n.notification_id)))
+    }
+
+    /// How many of the caller's notifications are unread.
+    pub async fn unread_notifications(&self, who: &Identity) -> EngineResult<u32> {
+        self.store.unread_notifications(who.user_id).await
     }
 
     pub async fn mark_notifications_read(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<()> {

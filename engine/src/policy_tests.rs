@@ -6,6 +6,7 @@ use crate::store::Store;
 use crate::test_helpers::ask;
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
+use tenantry_domain::page::{Page, PageRequest};
 use tenantry_domain::policy::{BurstInput, Decision, PolicyPatch, SoftHard};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Identity, ReservationState};
@@ -352,4 +353,90 @@ store_test!(the_store_counts_monthly_use_as_the_policy_does, |store: Store| asyn
     let mut months = held.by_month.values();
     assert_eq!(*months.next().unwrap(), sevenths(2 * 7 * 3 + 3 * 7));
     assert_eq!(*months.next().unwrap(), sevenths(2 * 7 * 2 + 7 * 9));
+});
+
+/// Every page of a list, `limit` at a time, read through `read` from the first page on.
+async fn walk<T, F, Fut>(limit: u32, mut read: F) -> Vec<T>
+where
+    F: FnMut(PageRequest) -> Fut,
+    Fut: std::future::Future<Output = Result<Page<T>, EngineError>>,
+{
+    let mut all = Vec::new();
+    let mut page = PageRequest { limit, after: None };
+    for _ in 0..100 {
+        let got = read(page).await.unwrap();
+        assert!(got.items.len() <= limit as usize, "a page holds at most its limit");
+        all.extend(got.items);
+        let Some(cursor) = got.next_cursor else { return all };
+        page = PageRequest::parse(Some(&limit.to_string()), Some(&cursor)).unwrap();
+    }
+    panic!("the pages never end");
+}
+
+store_test!(approvals_notifications_and_maintenance_read_page_by_page, |store: Store| async move {
+    let (engine, lead, admin) = setup(store).await;
+    let now = Utc::now();
+    // Three bookings over the soft limit, on days out of order: each waits for an admin.
+    let mut booked = Vec::new();
+    for d in [5, 3, 4] {
+        let pending = engine.book(&lead, &ask("h100-gpu", 6, day(d, 8), 4), None, now).await.unwrap().detail;
+        assert_eq!(pending.reservation.state, ReservationState::PendingApproval);
+        booked.push(pending.reservation.id);
+    }
+    let approvals = walk(1, |page| {
+        let (engine, admin) = (&engine, &admin);
+        async move { engine.approvals_page(admin, &page, now).await }
+    })
+    .await;
+    let starts: Vec<_> = approvals.iter().map(|a| a.reservation.start).collect();
+    assert_eq!(starts, [day(3, 8), day(4, 8), day(5, 8)], "soonest start first, each once");
+    assert_eq!(engine.pending_approvals(&admin, now).await.unwrap().len(), 3);
+
+    // The admin was told of each; the pages read the newest first, as one page does.
+    let whole = engine.notifications(&admin).await.unwrap();
+    assert!(whole.len() >= 3, "{whole:?}");
+    let paged = walk(2, |page| {
+        let (engine, admin) = (&engine, &admin);
+        async move { engine.notifications_page(admin, &page).await }
+    })
+    .await;
+    assert_eq!(paged, whole);
+    assert_eq!(engine.unread_notifications(&admin).await.unwrap(), whole.len() as u32);
+    engine.mark_notifications_read(&admin, now).await.unwrap();
+    assert_eq!(engine.unread_notifications(&admin).await.unwrap(), 0);
+
+    // Maintenance on three nodes, soonest first; a window already over is not listed.
+    let nodes = engine.fleet_nodes(&admin).await.unwrap();
+    for (i, node) in nodes.iter().filter(|n| n.gpu_model == tenantry_domain::GpuModel::L40s).take(3).enumerate() {
+        let start = day(10 - i as i64, 0);
+        let input = tenantry_domain::fleet::MaintenanceInput {
+            node: node.hostname.clone(),
+            start,
+            end: start + Duration::hours(4),
+            reason: "firmware".into(),
+        };
+        engine.schedule_maintenance(&admin, &input, now).await.unwrap();
+    }
+    let windows = walk(2, |page| {
+        let (engine, admin) = (&engine, &admin);
+        async move { engine.maintenance_page(admin, &page, now).await }
+    })
+    .await;
+    let starts: Vec<_> = windows.iter().map(|w| w.start).collect();
+    assert_eq!(starts, [day(8, 0), day(9, 0), day(10, 0)]);
+    let later = day(9, 12);
+    let left = engine.maintenance_page(&admin, &PageRequest::default(), later).await.unwrap().items;
+    assert_eq!(left.iter().map(|w| w.start).collect::<Vec<_>>(), [day(10, 0)], "ended windows drop off");
+
+    // Leads see none of it; a cursor of another list is refused.
+    assert!(matches!(engine.approvals_page(&lead, &PageRequest::default(), now).await, Err(EngineError::Forbidden(_))));
+    assert!(matches!(
+        engine.maintenance_page(&lead, &PageRequest::default(), now).await,
+        Err(EngineError::Forbidden(_))
+    ));
+    let foreign = PageRequest { limit: 1, after: Some("acme".to_owned()) };
+    assert!(matches!(
+        engine.notifications_page(&lead, &foreign).await,
+        Err(EngineError::Invalid { field: "cursor", .. })
+    ));
 });

@@ -640,10 +640,36 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
     let (newest, _) = walk_pages(&app, "/api/v1/admin/audit?action=reservation.", &admin, 1000).await;
     assert_eq!(newest[0]["object_id"], late["id"].to_string().as_str(), "a new first page shows it");
 
+    // Notifications, users, approvals and maintenance windows page the same way: pages of one
+    // read what one page of 1,000 does.
+    for (path, auth) in [
+        ("/api/v1/notifications?", &lead),
+        ("/api/v1/admin/users?", &admin),
+        ("/api/v1/admin/approvals?", &admin),
+        ("/api/v1/admin/maintenance?", &admin),
+    ] {
+        let (whole, _) = walk_pages(&app, path, auth, 1000).await;
+        let (paged, pages) = walk_pages(&app, path, auth, 1).await;
+        assert_eq!(paged, whole, "{path}");
+        assert_eq!(pages, whole.len().max(1), "{path}");
+    }
+    let (users, _) = walk_pages(&app, "/api/v1/admin/users?", &admin, 1000).await;
+    assert!(users.len() >= 4, "{users:?}");
+    let (told, _) = walk_pages(&app, "/api/v1/notifications?", &lead, 1000).await;
+    assert!(!told.is_empty(), "the lead was told of their bookings");
+
     // Bad paging is a 422 that names the parameter.
     for (query, field) in [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("cursor=zz", "cursor")]
     {
-        for path in ["/api/v1/reservations", "/api/v1/admin/nodes", "/api/v1/admin/audit"] {
+        for path in [
+            "/api/v1/reservations",
+            "/api/v1/admin/nodes",
+            "/api/v1/admin/audit",
+            "/api/v1/notifications",
+            "/api/v1/admin/users",
+            "/api/v1/admin/approvals",
+            "/api/v1/admin/maintenance",
+        ] {
             let auth = if path.contains("admin") { &admin } else { &lead };
             let (status, body) = app.get(&format!("{path}?{query}"), Some(auth)).await;
             assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}?{query}: {body}");

@@ -1,16 +1,23 @@
 //! Notifications: every notice the user was told of (their bookings, their team's budget, the
-//! fleet for admins), newest first, each with its kind's title.
+//! fleet for admins), newest first, each with its kind's title, a page at a time back to the
+//! first.
 
 use super::{PageHeader, CARD};
 use crate::api::{mark_notifications_read, my_notifications};
 use crate::components::errors::ErrorPanel;
+use crate::components::pager::{page_of, Pager};
 use crate::format;
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
 
 #[component]
 pub fn NotificationsPage() -> impl IntoView {
+    let query = use_query_map();
     let mark = Action::new(|_: &()| mark_notifications_read());
-    let list = Resource::new(move || mark.version().get(), |_| my_notifications());
+    let list = Resource::new(
+        move || (mark.version().get(), query.with(page_of)),
+        |(_, (limit, after))| my_notifications(limit, after),
+    );
     view! {
         <PageHeader title="Notifications" />
         <button
@@ -28,11 +35,12 @@ pub fn NotificationsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match list.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(items) if items.is_empty() => view! { <p class=CARD>"Nothing yet."</p> }.into_any(),
-                    Ok(items) => {
+                    Ok(page) if page.items.is_empty() => view! { <p class=CARD>"Nothing yet."</p> }.into_any(),
+                    Ok(page) => {
                         view! {
                             <ul class="space-y-2">
-                                {items
+                                {page
+                                    .items
                                     .into_iter()
                                     .map(|n| {
                                         view! {
@@ -74,6 +82,14 @@ pub fn NotificationsPage() -> impl IntoView {
                                     })
                                     .collect_view()}
                             </ul>
+                            <Pager
+                                path="/notifications"
+                                query=query.get_untracked()
+                                next_cursor=page.next_cursor
+                                first="Newest first"
+                                next="Older notifications"
+                                testid="notifications"
+                            />
                         }
                             .into_any()
                     }

@@ -114,7 +114,6 @@ impl Store {
         after: Option<(DateTime<Utc>, i64)>,
         limit: u32,
     ) -> EngineResult<Vec<AuditEvent>> {
-        let limit = i64::from(limit);
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select e.audit_event_id, e.at, e.actor_email, t.slug as tenant_slug, e.action, e.object_type,
@@ -136,12 +135,7 @@ impl Store {
             if let Some(to) = filter.to {
                 q.push(" and e.at < ").push_bind(to);
             }
-            if let Some((at, id)) = after {
-                // Paged by key, not offset: events logged meanwhile never shift the next page.
-                q.push(" and (e.at < ").push_bind(at).push(" or (e.at = ").push_bind(at);
-                q.push(" and e.audit_event_id < ").push_bind(id).push("))");
-            }
-            q.push(" order by e.at desc, e.audit_event_id desc limit ").push_bind(limit);
+            super::page_by_time(&mut q, ("e.at", "e.audit_event_id"), super::Order::NewestFirst, after, limit);
             q.build_query_as::<AuditRow>().fetch_all(pool).await?
         });
         Ok(rows
@@ -173,16 +167,23 @@ impl Store {
         Ok(rows.into_iter().map(ApiTokenView::from).collect())
     }
 
-    /// Every user's tokens at once, as `(user id, token)` in the order of [`Store::list_api_tokens`]
-    /// within each user.
-    pub async fn list_all_api_tokens(&self) -> EngineResult<Vec<(i64, ApiTokenView)>> {
+    /// The tokens of these users at once, as `(user id, token)` in the order of
+    /// [`Store::list_api_tokens`] within each user.
+    pub async fn api_tokens_of(&self, user_ids: &[i64]) -> EngineResult<Vec<(i64, ApiTokenView)>> {
+        if user_ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, UserTokenRow>(
+            let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select user_id, api_token_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
-                 order by user_id, revoked_at is not null, created_at desc, api_token_id desc",
-            )
-            .fetch_all(pool)
-            .await?
+                 where user_id in (",
+            );
+            let mut ids = q.separated(", ");
+            for &id in user_ids {
+                ids.push_bind(id);
+            }
+            q.push(") order by user_id, revoked_at is not null, created_at desc, api_token_id desc");
+            q.build_query_as::<UserTokenRow>().fetch_all(pool).await?
         });
         Ok(rows.into_iter().map(|r| (r.user_id, ApiTokenView::from(r.token))).collect())
     }

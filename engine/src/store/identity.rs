@@ -380,6 +380,35 @@ const USER_SELECT: &str = "select u.user_id, u.email, u.name, u.is_admin, u.role
           where k.user_id = u.user_id and k.revoked_at is null and k.expires_at > $1) as live_tokens
     from app_user u left join tenant t on t.tenant_id = u.tenant_id";
 
+/// Where a user stands in the users list: their team's slug (none sorts last), e-mail and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserKey {
+    pub team: Option<String>,
+    pub email: String,
+    pub id: i64,
+}
+
+impl UserKey {
+    pub fn of(user: &UserView) -> UserKey {
+        UserKey { team: user.tenant.as_ref().map(|t| t.slug.clone()), email: user.email.clone(), id: user.id }
+    }
+
+    /// As a page's sort key (fields on lines of their own: neither slugs nor e-mails hold one).
+    pub fn to_key(&self) -> String {
+        format!("{}\n{}\n{}", self.team.as_deref().map(|t| format!("+{t}")).unwrap_or_default(), self.email, self.id)
+    }
+
+    /// From a page's sort key; `None` when it is not one.
+    pub fn parse(key: &str) -> Option<UserKey> {
+        let mut parts = key.split('\n');
+        let team = parts.next()?;
+        let team = if team.is_empty() { None } else { Some(team.strip_prefix('+')?.to_owned()) };
+        let email = parts.next()?.to_owned();
+        let id = parts.next()?.parse().ok()?;
+        parts.next().is_none().then_some(UserKey { team, email, id })
+    }
+}
+
 /// What disabling a user did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DisableOutcome {
@@ -404,9 +433,27 @@ pub enum EnableOutcome {
 impl Store {
     /// Every user as admins see them, tenants first by slug, then by e-mail; `live_tokens` counts
     /// the tokens still usable at `now`.
-    pub async fn list_users(&self, now: DateTime<Utc>) -> EngineResult<Vec<UserView>> {
-        let sql = format!("{USER_SELECT} order by t.slug is null, t.slug, u.email");
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, UserRow>(&sql).bind(now).fetch_all(pool).await?);
+    /// Users in team order (by team slug, users of no team last), then by e-mail: at most `limit`,
+    /// those after `after` (the previous page's last user's key) when given.
+    pub async fn list_users(
+        &self,
+        now: DateTime<Utc>,
+        after: Option<&UserKey>,
+        limit: u32,
+    ) -> EngineResult<Vec<UserView>> {
+        const KEY: &str = "case when t.slug is null then 1 else 0 end, coalesce(t.slug, ''), u.email, u.user_id";
+        let sql = match after {
+            None => format!("{USER_SELECT} order by {KEY} limit $2"),
+            Some(_) => format!("{USER_SELECT} where ({KEY}) > ($2, $3, $4, $5) order by {KEY} limit $6"),
+        };
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::query_as::<_, UserRow>(&sql).bind(now);
+            if let Some(key) = after {
+                q = q.bind(i64::from(key.team.is_none())).bind(key.team.clone().unwrap_or_default());
+                q = q.bind(key.email.clone()).bind(key.id);
+            }
+            q.bind(i64::from(limit)).fetch_all(pool).await?
+        });
         Ok(rows.into_iter().map(UserView::from).collect())
     }
 

@@ -9,6 +9,35 @@ use chrono::{DateTime, Utc};
 use tenantry_domain::fleet::{MaintenanceClash, MaintenanceWindow};
 use tenantry_domain::NodeState;
 
+/// Live (not cancelled) maintenance windows with their node and who scheduled them.
+const MAINTENANCE_SELECT: &str = "select m.maintenance_window_id, n.hostname, m.start_at, m.end_at, m.reason, u.email
+     from maintenance_window m join node n on n.node_id = m.node_id
+     left join app_user u on u.user_id = m.created_by
+     where m.cancelled_at is null";
+
+#[derive(sqlx::FromRow)]
+struct MaintenanceRow {
+    maintenance_window_id: i64,
+    hostname: String,
+    start_at: DateTime<Utc>,
+    end_at: DateTime<Utc>,
+    reason: String,
+    email: Option<String>,
+}
+
+impl MaintenanceRow {
+    fn into_window(self) -> MaintenanceWindow {
+        MaintenanceWindow {
+            id: self.maintenance_window_id,
+            node: self.hostname,
+            start: self.start_at,
+            end: self.end_at,
+            reason: self.reason,
+            created_by: self.email,
+        }
+    }
+}
+
 impl Store {
     /// A node's id and its GPUs (id, slices) by hostname.
     pub async fn node_gpus(&self, hostname: &str) -> EngineResult<Option<(i64, Vec<(i64, u8)>)>> {
@@ -111,29 +140,35 @@ impl Store {
     }
 
     /// Maintenance windows not cancelled that end after `since`, soonest first.
-    pub async fn maintenance_windows(&self, since: DateTime<Utc>) -> EngineResult<Vec<MaintenanceWindow>> {
+    /// Live maintenance windows ending after `since`, soonest start first: at most `limit`,
+    /// those after `after` (the start and id of the previous page's last one).
+    pub async fn maintenance_windows(
+        &self,
+        since: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, i64)>,
+        limit: u32,
+    ) -> EngineResult<Vec<MaintenanceWindow>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, String, DateTime<Utc>, DateTime<Utc>, String, Option<String>)>(
-                "select m.maintenance_window_id, n.hostname, m.start_at, m.end_at, m.reason, u.email
-                 from maintenance_window m join node n on n.node_id = m.node_id
-                 left join app_user u on u.user_id = m.created_by
-                 where m.cancelled_at is null and m.end_at > $1 order by m.start_at",
-            )
-            .bind(since)
-            .fetch_all(pool)
-            .await?
+            let mut q = sqlx::QueryBuilder::<Db>::new(MAINTENANCE_SELECT);
+            q.push(" and m.end_at > ").push_bind(since);
+            super::page_by_time(
+                &mut q,
+                ("m.start_at", "m.maintenance_window_id"),
+                super::Order::OldestFirst,
+                after,
+                limit,
+            );
+            q.build_query_as::<MaintenanceRow>().fetch_all(pool).await?
         });
-        Ok(rows
-            .into_iter()
-            .map(|(id, node, start, end, reason, created_by)| MaintenanceWindow {
-                id,
-                node,
-                start,
-                end,
-                reason,
-                created_by,
-            })
-            .collect())
+        Ok(rows.into_iter().map(MaintenanceRow::into_window).collect())
+    }
+
+    /// One live maintenance window.
+    pub async fn maintenance_window(&self, id: i64) -> EngineResult<Option<MaintenanceWindow>> {
+        let sql = format!("{MAINTENANCE_SELECT} and m.maintenance_window_id = $1");
+        let row =
+            on_pool!(self, |pool| sqlx::query_as::<_, MaintenanceRow>(&sql).bind(id).fetch_optional(pool).await?);
+        Ok(row.map(MaintenanceRow::into_window))
     }
 
     /// Cancels a maintenance window and frees its node; returns the node's GPU ids, or `None`

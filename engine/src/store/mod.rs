@@ -109,6 +109,7 @@ pub mod settings;
 pub mod slurm;
 
 use crate::error::EngineResult;
+use chrono::{DateTime, Utc};
 use sqlx::{PgPool, SqlitePool};
 
 /// Which database a store talks to.
@@ -230,6 +231,40 @@ impl Store {
     pub async fn close(&self) {
         on_pool!(self, |pool| pool.close().await)
     }
+}
+
+/// Which way a list ordered by a time and then an id runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    OldestFirst,
+    NewestFirst,
+}
+
+/// Ends a list query ordered by `at` and then `id` (both column expressions): keeps only the
+/// rows after `after` (the time and id of the previous page's last row), orders them and takes
+/// `limit`. Paged by key, not offset, so rows written between two pages never make the next
+/// one repeat or skip another; `(at, id)` indexes serve it on both databases.
+pub(crate) fn page_by_time<'a, DB>(
+    q: &mut sqlx::QueryBuilder<'a, DB>,
+    (at, id): (&str, &str),
+    order: Order,
+    after: Option<(DateTime<Utc>, i64)>,
+    limit: u32,
+) where
+    DB: sqlx::Database,
+    DateTime<Utc>: 'a + sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: 'a + sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let (beyond, direction) = match order {
+        Order::OldestFirst => (">", "asc"),
+        Order::NewestFirst => ("<", "desc"),
+    };
+    if let Some((after_at, after_id)) = after {
+        q.push(format!(" and ({at} {beyond} ")).push_bind(after_at);
+        q.push(format!(" or ({at} = ")).push_bind(after_at);
+        q.push(format!(" and {id} {beyond} ")).push_bind(after_id).push("))");
+    }
+    q.push(format!(" order by {at} {direction}, {id} {direction} limit ")).push_bind(i64::from(limit));
 }
 
 /// Whether a database error is a violation of a unique constraint (both backends).

@@ -207,16 +207,30 @@ impl Store {
         Ok(rows.into_iter().filter_map(ReservationRow::into_reservation).collect())
     }
 
-    /// Every reservation waiting for an admin, the soonest start first, with its tenant id.
-    pub async fn pending_approvals(&self) -> EngineResult<Vec<(i64, Reservation)>> {
-        let sql = format!(
-            "{} where r.state = 'pending_approval' order by r.start_at, r.reservation_id",
-            super::reservations::RESERVATION_SELECT
-        );
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ReservationRow>(&sql).fetch_all(pool).await?);
+    /// Reservations waiting for an admin with their tenant ids, soonest start first: at most
+    /// `limit`, those after `after` (the start and id of the previous page's last one).
+    pub async fn pending_approvals(
+        &self,
+        after: Option<(DateTime<Utc>, i64)>,
+        limit: u32,
+    ) -> EngineResult<Vec<(i64, Reservation)>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(super::reservations::RESERVATION_SELECT);
+            q.push(" where r.state = 'pending_approval'");
+            super::page_by_time(&mut q, ("r.start_at", "r.reservation_id"), super::Order::OldestFirst, after, limit);
+            q.build_query_as::<ReservationRow>().fetch_all(pool).await?
+        });
+        let mut tenants = std::collections::HashMap::new();
         let mut out = Vec::new();
         for row in rows {
-            let tenant_id = self.tenant_by_slug(&row.tenant_slug).await?.map(|t| t.tenant_id).unwrap_or_default();
+            let tenant_id = match tenants.get(&row.tenant_slug) {
+                Some(&id) => id,
+                None => {
+                    let id = self.tenant_by_slug(&row.tenant_slug).await?.map(|t| t.tenant_id).unwrap_or_default();
+                    tenants.insert(row.tenant_slug.clone(), id);
+                    id
+                }
+            };
             if let Some(r) = row.into_reservation() {
                 out.push((tenant_id, r));
             }
@@ -300,17 +314,34 @@ impl Store {
     }
 
     /// A user's notifications, newest first (the latest 100).
-    pub async fn notifications(&self, user_id: i64) -> EngineResult<Vec<NotificationRow>> {
+    /// A user's notifications, newest first: at most `limit`, those after `after` (the time and
+    /// id of the previous page's last one) when given.
+    pub async fn notifications(
+        &self,
+        user_id: i64,
+        after: Option<(DateTime<Utc>, i64)>,
+        limit: u32,
+    ) -> EngineResult<Vec<NotificationRow>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, NotificationRow>(
-                "select notification_id, at, message, reservation_id, read_at, kind from notification
-                 where user_id = $1 order by at desc, notification_id desc limit 100",
-            )
-            .bind(user_id)
-            .fetch_all(pool)
-            .await?
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select notification_id, at, message, reservation_id, read_at, kind from notification where user_id = ",
+            );
+            q.push_bind(user_id);
+            super::page_by_time(&mut q, ("at", "notification_id"), super::Order::NewestFirst, after, limit);
+            q.build_query_as::<NotificationRow>().fetch_all(pool).await?
         });
         Ok(rows)
+    }
+
+    /// How many of a user's notifications are unread (the count beside the bell).
+    pub async fn unread_notifications(&self, user_id: i64) -> EngineResult<u32> {
+        let count: i64 = on_pool!(self, |pool| {
+            sqlx::query_scalar("select count(*) from notification where user_id = $1 and read_at is null")
+                .bind(user_id)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
     }
 
     pub async fn mark_notifications_read(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<()> {

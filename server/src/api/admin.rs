@@ -2,9 +2,9 @@
 //! first-run checklist. Every handler takes [`Admin`], so anyone else
 //! gets 403 before the body is read.
 
-use super::input::{self, ApiJson, ApiPath};
+use super::input::{self, ApiJson, ApiPath, ApiQuery};
 use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
-use super::Items;
+use super::{Items, PageQuery, Paged};
 use crate::auth::Admin;
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -16,20 +16,26 @@ use tenantry_domain::policy::{ApprovalItem, DefaultPolicy, PolicyPatch, TenantPo
 use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::setup::SetupChecklist;
 
-/// Reservations waiting for approval, soonest start first, with quota effect, competing demand and recent use (admins)
+/// Reservations waiting for approval, soonest start first, with quota effect, competing demand and recent use, a page at a time (admins)
 #[utoipa::path(
     get,
     path = "/admin/approvals",
     tag = "approvals",
+    params(PageQuery),
     responses(
-        (status = 200, description = "Approval items", body = Items<ApprovalItem>),
+        (status = 200, description = "Approval items", body = Paged<ApprovalItem>),
         (status = 401, response = Unauthenticated),
         (status = 403, response = AdminOnly),
+        (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
     )
 )]
-pub async fn approvals(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<Items<ApprovalItem>>> {
-    Ok(Json(state.engine.pending_approvals(&who, Utc::now()).await?.into()))
+pub async fn approvals(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Paged<ApprovalItem>>> {
+    Ok(Json(state.engine.approvals_page(&who, &query.page()?, Utc::now()).await?.into()))
 }
 
 /// Approve a pending reservation; its team is told (admins)

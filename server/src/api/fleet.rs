@@ -4,7 +4,7 @@
 
 use super::input::{self, ApiJson, ApiPath, ApiQuery};
 use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
-use super::{Items, Paged};
+use super::{Items, PageQuery, Paged};
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -316,23 +316,26 @@ pub async fn restore(
     Ok(Json(state.engine.restore_node(&who, &hostname, Utc::now()).await?))
 }
 
-/// Maintenance windows that have not ended (admins)
+/// Maintenance windows that have not ended, soonest start first, a page at a time (admins)
 #[utoipa::path(
     get,
     path = "/admin/maintenance",
     tag = "fleet",
+    params(PageQuery),
     responses(
-        (status = 200, description = "Windows", body = Items<MaintenanceWindow>),
+        (status = 200, description = "Windows", body = Paged<MaintenanceWindow>),
         (status = 401, response = Unauthenticated),
         (status = 403, response = AdminOnly),
+        (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
     )
 )]
 pub async fn maintenance(
     State(state): State<AppState>,
     Admin(who): Admin,
-) -> ApiResult<Json<Items<MaintenanceWindow>>> {
-    Ok(Json(state.engine.maintenance_windows(&who, Utc::now()).await?.into()))
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Paged<MaintenanceWindow>>> {
+    Ok(Json(state.engine.maintenance_page(&who, &query.page()?, Utc::now()).await?.into()))
 }
 
 /// The reservations a maintenance window would clash with, without saving (admins)

@@ -20,7 +20,7 @@ pub mod provisioning;
 pub mod reservations;
 pub mod users;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A list response.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -45,5 +45,23 @@ pub struct Paged<T> {
 impl<T> From<tenantry_domain::page::Page<T>> for Paged<T> {
     fn from(page: tenantry_domain::page::Page<T>) -> Self {
         Paged { items: page.items, next_cursor: page.next_cursor }
+    }
+}
+
+/// Which page of a list to answer, for lists with no filter of their own.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Items a page holds: 1 to 1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl PageQuery {
+    /// The page asked for; 422 when `limit` or `cursor` is malformed.
+    pub fn page(&self) -> Result<tenantry_domain::page::PageRequest, crate::error::ApiError> {
+        input::page(self.limit.as_deref(), self.cursor.as_deref())
     }
 }

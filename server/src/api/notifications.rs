@@ -1,7 +1,8 @@
 //! The caller's in-app notifications: every notice they were told of (see `domain::notice`).
 
-use super::openapi::{CrossSite, ServerError, Unauthenticated};
-use super::Items;
+use super::input::ApiQuery;
+use super::openapi::{CrossSite, Invalid, ServerError, Unauthenticated};
+use super::{PageQuery, Paged};
 use crate::auth::Caller;
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -14,20 +15,26 @@ use tenantry_engine::store::policy::NotificationRow;
 /// The caller's notifications
 ///
 /// Every notice the caller was told of (their team's reservations and budget; the fleet and
-/// approvals for admins), newest first (the latest 100), each with its `kind`.
+/// approvals for admins), newest first, a page at a time, each with its `kind`.
 #[utoipa::path(
     get,
     path = "/notifications",
     operation_id = "list_notifications",
     tag = "notifications",
+    params(PageQuery),
     responses(
-        (status = 200, description = "Notifications", body = Items<NotificationRow>),
+        (status = 200, description = "Notifications", body = Paged<NotificationRow>),
         (status = 401, response = Unauthenticated),
+        (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
     )
 )]
-pub async fn list(State(state): State<AppState>, Caller(who): Caller) -> ApiResult<Json<Items<NotificationRow>>> {
-    Ok(Json(state.engine.notifications(&who).await?.into()))
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(who): Caller,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Paged<NotificationRow>>> {
+    Ok(Json(state.engine.notifications_page(&who, &query.page()?).await?.into()))
 }
 
 /// Mark all notifications read

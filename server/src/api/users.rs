@@ -2,9 +2,9 @@
 //! revoking any user's token, disabling and enabling a user. Every handler takes [`Admin`], so
 //! anyone else gets 403; unknown users and tokens are 404.
 
-use super::input::{self, ApiPath};
-use super::openapi::{AdminOnly, ErrorBody, NotFound, ServerError, Unauthenticated};
-use super::Items;
+use super::input::{self, ApiPath, ApiQuery};
+use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated};
+use super::{Items, PageQuery, Paged};
 use crate::auth::Admin;
 use crate::error::ApiResult;
 use crate::state::AppState;
@@ -15,21 +15,27 @@ use chrono::Utc;
 use tenantry_domain::audit::ApiTokenView;
 use tenantry_domain::identity::UserView;
 
-/// Every user with team, role, admin flag, last sign-in, whether disabled and live API tokens (admins)
+/// Users by team and then e-mail, with team, role, admin flag, last sign-in, whether disabled and live API tokens, a page at a time (admins)
 #[utoipa::path(
     get,
     path = "/admin/users",
     operation_id = "list_users",
     tag = "users",
+    params(PageQuery),
     responses(
-        (status = 200, description = "Users", body = Items<UserView>),
+        (status = 200, description = "Users", body = Paged<UserView>),
         (status = 401, response = Unauthenticated),
         (status = 403, response = AdminOnly),
+        (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
     )
 )]
-pub async fn list(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<Items<UserView>>> {
-    Ok(Json(state.engine.users(&who, Utc::now()).await?.into()))
+pub async fn list(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Paged<UserView>>> {
+    Ok(Json(state.engine.users_page(&who, &query.page()?, Utc::now()).await?.into()))
 }
 
 /// A user's API tokens, live first, then expired and revoked (admins; never the secrets)

@@ -1,19 +1,25 @@
 //! Admin → Approvals: bookings waiting for a decision, soonest start first, each with the
 //! requester, why it waits, the quota effect, what else wants that capacity and the team's recent
-//! use; approve, or reject with a reason.
+//! use; approve, or reject with a reason. A page holds 100 (the rest follow by link).
 
 use crate::api::{approve_reservation, pending_approvals, reject_reservation};
 use crate::components::errors::ErrorPanel;
+use crate::components::pager::{page_of, Pager};
 use crate::format;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
 use tenantry_domain::policy::ApprovalItem;
 
 #[component]
 pub fn ApprovalsPage() -> impl IntoView {
     let approve = Action::new(|id: &i64| approve_reservation(*id));
     let reject = Action::new(|(id, reason): &(i64, String)| reject_reservation(*id, reason.clone()));
-    let items = Resource::new(move || (approve.version().get(), reject.version().get()), |_| pending_approvals());
+    let query = use_query_map();
+    let items = Resource::new(
+        move || (approve.version().get(), reject.version().get(), query.with(page_of)),
+        |(_, _, (limit, after))| pending_approvals(limit, after),
+    );
     let failure =
         move || approve.value().get().and_then(Result::err).or_else(|| reject.value().get().and_then(Result::err));
     view! {
@@ -28,12 +34,26 @@ pub fn ApprovalsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match items.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(list) if list.is_empty() => view! { <p class=CARD>"Nothing waits for approval."</p> }.into_any(),
-                    Ok(list) => {
+                    Ok(page) if page.items.is_empty() => {
+                        view! { <p class=CARD>"Nothing waits for approval."</p> }.into_any()
+                    }
+                    Ok(page) => {
                         view! {
                             <ul class="space-y-4">
-                                {list.into_iter().map(|item| view! { <Approval item approve reject /> }).collect_view()}
+                                {page
+                                    .items
+                                    .into_iter()
+                                    .map(|item| view! { <Approval item approve reject /> })
+                                    .collect_view()}
                             </ul>
+                            <Pager
+                                path="/admin/approvals"
+                                query=query.get_untracked()
+                                next_cursor=page.next_cursor
+                                first="Soonest first"
+                                next="Later starts"
+                                testid="approvals"
+                            />
                         }
                             .into_any()
                     }

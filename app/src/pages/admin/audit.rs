@@ -5,12 +5,12 @@
 
 use crate::api::audit_page;
 use crate::components::errors::ErrorPanel;
+use crate::components::pager::{page_of, Pager};
 use crate::components::table::DataTable;
-use crate::format::{self, urlencoding};
+use crate::format;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
-use leptos_router::params::ParamsMap;
 use tenantry_domain::audit::AuditFilter;
 
 #[component]
@@ -33,7 +33,7 @@ pub fn AuditPage() -> impl IntoView {
     };
     // The page after this cursor (a "Next page" link's `after`), and its size when the link asks
     // for other than 100.
-    let page = move || query.with(|q| (q.get("limit"), q.get("after")));
+    let page = move || query.with(page_of);
     let events = Resource::new(move || (filter(), page()), |(f, (limit, after))| audit_page(f, limit, after));
     let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm dark:border-slate-700 dark:bg-slate-800";
     let value = move |k: &'static str| query.with_untracked(|q| q.get(k).unwrap_or_default());
@@ -76,7 +76,7 @@ pub fn AuditPage() -> impl IntoView {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
                     Ok(list) if list.items.is_empty() => view! { <p class=CARD>"No events match."</p> }.into_any(),
                     Ok(list) => {
-                        let pager = pager(&query.get_untracked(), list.next_cursor.as_deref());
+                        let next_cursor = list.next_cursor.clone();
                         view! {
                             <DataTable
                                 caption="Audit events"
@@ -117,7 +117,15 @@ pub fn AuditPage() -> impl IntoView {
                                     })
                                     .collect_view()}
                             </DataTable>
-                            {pager}
+                            <Pager
+                                path="/admin/audit"
+                                query=query.get_untracked()
+                                keep=&["actor", "tenant", "action", "from", "to"]
+                                next_cursor
+                                first="Newest first"
+                                next="Older events"
+                                testid="audit"
+                            />
                         }
                             .into_any()
                     }
@@ -125,32 +133,4 @@ pub fn AuditPage() -> impl IntoView {
             })}
         </Suspense>
     }
-}
-
-/// Links to the newest page and the next one, keeping the filter and page size.
-fn pager(query: &ParamsMap, next_cursor: Option<&str>) -> impl IntoView {
-    let link = |after: Option<&str>| {
-        let mut params: Vec<String> = ["actor", "tenant", "action", "from", "to", "limit"]
-            .into_iter()
-            .filter_map(|k| query.get(k).map(|v| format!("{k}={}", urlencoding(&v))))
-            .collect();
-        params.extend(after.map(|a| format!("after={}", urlencoding(a))));
-        format!("/admin/audit?{}", params.join("&"))
-    };
-    let pager_class = "rounded-md border px-3 py-1 text-sm";
-    let first = query.get("after").map(|_| {
-        view! {
-            <a href=link(None) class=pager_class data-testid="audit-first-page">
-                "Newest first"
-            </a>
-        }
-    });
-    let next = next_cursor.map(|cursor| {
-        view! {
-            <a href=link(Some(cursor)) class=pager_class data-testid="audit-next-page">
-                "Older events"
-            </a>
-        }
-    });
-    view! { <div class="mt-3 flex gap-2">{first} {next}</div> }
 }

@@ -4,11 +4,18 @@
 
 use crate::api::{add_maintenance, admin_queue, check_maintenance, drop_maintenance, list_maintenance, retry_job};
 use crate::components::errors::ErrorPanel;
+use crate::components::pager::Pager;
 use crate::error::AppError;
 use crate::format;
 use crate::pages::CARD;
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
 use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, QueueOverview};
+use tenantry_domain::page::Page;
+
+/// The query parameter that carries the maintenance list's cursor (the fleet page's own `after`
+/// pages its nodes).
+const MAINTENANCE_AFTER: &str = "maintenance_after";
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
                      dark:border-slate-700 dark:bg-slate-800";
@@ -21,7 +28,7 @@ const BUTTON: &str = "rounded-md bg-indigo-600 px-3 py-2 text-sm font-medium tex
 #[derive(Clone, Copy)]
 pub struct Operations {
     queue: Resource<Result<QueueOverview, AppError>>,
-    windows: Resource<Result<Vec<MaintenanceWindow>, AppError>>,
+    windows: Resource<Result<Page<MaintenanceWindow>, AppError>>,
     form: MaintenanceForm,
     clashes: Resource<Result<Option<Vec<MaintenanceClash>>, AppError>>,
 }
@@ -50,6 +57,7 @@ impl MaintenanceForm {
 impl Operations {
     /// Everything reloads when `revision` moves; the clash preview as the form changes.
     pub fn new(revision: RwSignal<u64>) -> Self {
+        let query = use_query_map();
         let form = MaintenanceForm {
             node: RwSignal::new(String::new()),
             start: RwSignal::new(String::new()),
@@ -58,7 +66,10 @@ impl Operations {
         };
         Operations {
             queue: Resource::new(move || revision.get(), |_| admin_queue()),
-            windows: Resource::new(move || revision.get(), |_| list_maintenance()),
+            windows: Resource::new(
+                move || (revision.get(), query.with(|q| q.get(MAINTENANCE_AFTER))),
+                |(_, after)| list_maintenance(None, after),
+            ),
             form,
             clashes: Resource::new(
                 move || form.input(),
@@ -177,6 +188,7 @@ fn QueueView(q: QueueOverview, retry: Action<i64, Result<(), AppError>>) -> impl
 #[component]
 pub fn MaintenancePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoView {
     let Operations { windows, form, clashes, .. } = ops;
+    let query = use_query_map();
     let MaintenanceForm { node, start, end, reason } = form;
     let input = move || form.input();
     let save = Action::new(move |i: &MaintenanceInput| add_maintenance(i.clone()));
@@ -198,13 +210,14 @@ pub fn MaintenancePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoVi
                 {move || Suspend::new(async move {
                     match windows.await {
                         Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                        Ok(list) if list.is_empty() => {
+                        Ok(page) if page.items.is_empty() => {
                             view! { <p class="text-sm text-slate-600">"None planned."</p> }.into_any()
                         }
-                        Ok(list) => {
+                        Ok(page) => {
                             view! {
                                 <ul class="space-y-1 text-sm" data-testid="maintenance-list">
-                                    {list
+                                    {page
+                                        .items
                                         .into_iter()
                                         .map(|w| {
                                             let id = w.id;
@@ -233,6 +246,16 @@ pub fn MaintenancePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoVi
                                         })
                                         .collect_view()}
                                 </ul>
+                                <Pager
+                                    path="/admin/fleet"
+                                    query=query.get_untracked()
+                                    keep=&["q", "model", "state", "after"]
+                                    param=MAINTENANCE_AFTER
+                                    next_cursor=page.next_cursor
+                                    first="Soonest windows"
+                                    next="Later windows"
+                                    testid="maintenance"
+                                />
                             }
                                 .into_any()
                         }

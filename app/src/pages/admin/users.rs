@@ -1,16 +1,18 @@
-//! Admin → Users: every user with team, role, status, last sign-in and live API tokens; disable or
-//! enable a user, and revoke any of their tokens. The buttons are plain forms posting to the server
+//! Admin → Users: every user with team, role, status, last sign-in and live API tokens, by team,
+//! 100 a page; disable or enable a user, and revoke any of their tokens. The buttons are plain forms posting to the server
 //! functions, so they work before the wasm arrives (the server sends the browser back to this
 //! page); once hydrated they act in place and the table reloads.
 
 use crate::api::{admin_users, DisableUser, EnableUser, RevokeUserToken, UsersOverview};
 use crate::components::errors::ErrorPanel;
 use crate::components::layout::use_session;
+use crate::components::pager::{page_of, Pager};
 use crate::components::table::DataTable;
 use crate::format;
 use crate::pages::{PageHeader, CARD};
 use chrono::{DateTime, Utc};
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
 use tenantry_domain::audit::ApiTokenView;
 use tenantry_domain::identity::UserAccount;
 
@@ -39,9 +41,14 @@ pub fn UsersPage() -> impl IntoView {
         enable: ServerAction::<EnableUser>::new(),
         revoke: ServerAction::<RevokeUserToken>::new(),
     };
+    let query = use_query_map();
     let users = Resource::new(
-        move || (actions.disable.version().get(), actions.enable.version().get(), actions.revoke.version().get()),
-        |_| admin_users(),
+        move || {
+            let versions =
+                (actions.disable.version().get(), actions.enable.version().get(), actions.revoke.version().get());
+            (versions, query.with(page_of))
+        },
+        |(_, (limit, after))| admin_users(limit, after),
     );
     let session = use_session();
     let failure = move || {
@@ -66,7 +73,21 @@ pub fn UsersPage() -> impl IntoView {
                 let me = session.await.ok().and_then(|s| s.user).map(|u| u.user_id);
                 match users.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(overview) => view! { <UsersTable overview me actions /> }.into_any(),
+                    Ok(overview) => {
+                        let next_cursor = overview.accounts.next_cursor.clone();
+                        view! {
+                            <UsersTable overview me actions />
+                            <Pager
+                                path="/admin/users"
+                                query=query.get_untracked()
+                                next_cursor
+                                first="First page"
+                                next="Next page"
+                                testid="users"
+                            />
+                        }
+                            .into_any()
+                    }
                 }
             })}
         </Transition>
@@ -76,7 +97,7 @@ pub fn UsersPage() -> impl IntoView {
 #[component]
 fn UsersTable(overview: UsersOverview, me: Option<i64>, actions: Actions) -> impl IntoView {
     let now = overview.now;
-    if overview.accounts.is_empty() {
+    if overview.accounts.items.is_empty() {
         return view! { <p class=CARD>"No users yet."</p> }.into_any();
     }
     view! {
@@ -93,7 +114,12 @@ fn UsersTable(overview: UsersOverview, me: Option<i64>, actions: Actions) -> imp
             ]
             testid="users"
         >
-            {overview.accounts.into_iter().map(|account| view! { <UserRows account me now actions /> }).collect_view()}
+            {overview
+                .accounts
+                .items
+                .into_iter()
+                .map(|account| view! { <UserRows account me now actions /> })
+                .collect_view()}
         </DataTable>
     }
     .into_any()
