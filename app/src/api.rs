@@ -308,11 +308,14 @@ use tenantry_domain::fleet::{
     MaintenanceClash, MaintenanceInput, MaintenanceWindow, NodeSummary as Node, QueueOverview,
 };
 
+/// The queue's figures and a page of its failed jobs: those after `after` (a page's
+/// `failed_jobs_next_cursor`), or the latest.
 #[server(prefix = "/sfn", endpoint = "admin_queue")]
-pub async fn admin_queue() -> Result<QueueOverview, AppError> {
+pub async fn admin_queue(after: Option<String>) -> Result<QueueOverview, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.queue_overview(&who, Utc::now()).await?)
+    let page = server::page(None, after.as_deref())?;
+    Ok(server::engine()?.queue_overview(&who, &page, Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "retry_job")]

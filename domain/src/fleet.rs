@@ -523,7 +523,11 @@ pub struct MaintenanceInput {
 pub struct QueueOverview {
     #[serde(flatten)]
     pub stats: QueueStats,
+    /// Jobs out of attempts, the latest failure first: a page of them (`limit`, 100 unless asked).
     pub failed_jobs: Vec<FailedJob>,
+    /// Sent back as `cursor`, asks for the next (older) page of failed jobs; null on the last.
+    #[serde(default)]
+    pub failed_jobs_next_cursor: Option<String>,
     pub driver: String,
 }
 

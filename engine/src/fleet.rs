@@ -239,12 +239,22 @@ impl Engine {
         current().await
     }
 
-    /// The queue's depth, oldest due job and failures.
-    pub async fn queue_overview(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<QueueOverview> {
+    /// The queue's depth, oldest due job, and a page of the jobs out of attempts (the latest
+    /// failure first).
+    pub async fn queue_overview(
+        &self,
+        who: &Identity,
+        failed: &PageRequest,
+        now: DateTime<Utc>,
+    ) -> EngineResult<QueueOverview> {
         require_admin(who)?;
+        let after = failed.after_time("the failed jobs")?;
+        let found = self.store.failed_jobs(after, failed.fetch()).await?;
+        let failed_jobs = Page::of(found, failed, |j| time_key(j.at, j.job_id));
         Ok(QueueOverview {
             stats: self.store.queue_stats(now).await?,
-            failed_jobs: self.store.failed_jobs().await?,
+            failed_jobs: failed_jobs.items,
+            failed_jobs_next_cursor: failed_jobs.next_cursor,
             driver: self.driver.name().to_owned(),
         })
     }

@@ -14,6 +14,7 @@ use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use tenantry_domain::booking::BookingInput;
+use tenantry_domain::page::PageRequest;
 use tenantry_domain::policy::{BurstInput, PolicyPatch};
 use tenantry_domain::provisioning::{JobKind, Step, StepStatus};
 use tenantry_domain::window::floor_minute;
@@ -226,11 +227,28 @@ store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async 
     let retries =
         timeline.items.iter().filter(|e| e.step == Step::CudaDriver && e.status == StepStatus::Retrying).count();
     assert_eq!(retries as u32, engine.config.queue.max_attempts - 1);
-    let overview = engine.queue_overview(&admin, Utc::now()).await.unwrap();
+    let overview = engine.queue_overview(&admin, &PageRequest::default(), Utc::now()).await.unwrap();
     assert_eq!(overview.stats.failed, 1);
     assert_eq!(overview.failed_jobs[0].reservation_id, Some(id));
     assert!(overview.failed_jobs[0].error.contains("simulated failure"));
-    assert!(engine.queue_overview(&lead, Utc::now()).await.is_err(), "admins only");
+    assert!(engine.queue_overview(&lead, &PageRequest::default(), Utc::now()).await.is_err(), "admins only");
+
+    // A second failure: one a page, the latest first, then the earlier one, then no more.
+    let third = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 2, "any")).await.unwrap();
+    let third = third.detail.reservation.id;
+    for _ in 0..20 {
+        run_until(&engine, Utc::now() + Duration::seconds(1)).await;
+    }
+    assert_eq!(state(&engine, &lead, third).await, ReservationState::Failed);
+    let one = PageRequest { limit: 1, after: None };
+    let first = engine.queue_overview(&admin, &one, Utc::now()).await.unwrap();
+    assert_eq!((first.stats.failed, first.failed_jobs.len()), (2, 1));
+    assert_eq!(first.failed_jobs[0].reservation_id, Some(third));
+    let cursor = first.failed_jobs_next_cursor.expect("an older page");
+    let older = PageRequest::parse(Some("1"), Some(&cursor)).unwrap();
+    let second = engine.queue_overview(&admin, &older, Utc::now()).await.unwrap();
+    assert_eq!(second.failed_jobs.iter().map(|j| j.reservation_id).collect::<Vec<_>>(), [Some(id)]);
+    assert_eq!(second.failed_jobs_next_cursor, None);
 });
 
 store_test!(cancelling_an_active_reservation_releases_it_at_once, |store: Store| async move {
@@ -555,7 +573,7 @@ store_test!(provisioning_that_fails_for_good_releases_what_it_touched, |store: S
     let bill = engine.chargeback(&lead, span, None, Utc::now()).await.unwrap();
     assert!(bill.lines.iter().all(|l| l.reservation_id != Some(id) || l.accrued_cents.0 + l.committed_cents.0 == 0));
     assert_eq!(bill.totals.total_cents.0, 0, "{:?}", bill.lines);
-    let overview = engine.queue_overview(&admin, Utc::now()).await.unwrap();
+    let overview = engine.queue_overview(&admin, &PageRequest::default(), Utc::now()).await.unwrap();
     assert_eq!(overview.failed_jobs.len(), 1);
     assert_eq!(overview.failed_jobs[0].reservation_id, Some(id));
     match engine.retry_job(&admin, overview.failed_jobs[0].job_id, Utc::now()).await {

@@ -676,6 +676,14 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
             assert_eq!(json(&body)["error"]["field"], field, "{path}?{query}");
         }
     }
+    // The queue pages its failed jobs the same way (none failed here).
+    let (status, body) = app.get("/api/v1/admin/queue?limit=1", Some(&admin)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(json(&body)["failed_jobs_next_cursor"].is_null(), "{body}");
+    for (query, field) in [("limit=0", "limit"), ("cursor=zz", "cursor")] {
+        let (status, body) = app.get(&format!("/api/v1/admin/queue?{query}"), Some(&admin)).await;
+        assert_eq!((status, json(&body)["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some(field)));
+    }
     // A cursor of another list is refused, not misread.
     let (_, body) = app.get("/api/v1/admin/nodes?limit=1", Some(&admin)).await;
     let node_cursor = json(&body)["next_cursor"].as_str().unwrap().to_owned();

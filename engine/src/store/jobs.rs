@@ -639,17 +639,20 @@ impl Store {
         })
     }
 
-    /// Jobs that ran out of attempts, the latest first.
-    pub async fn failed_jobs(&self) -> EngineResult<Vec<FailedJob>> {
+    /// Jobs that ran out of attempts, the latest failure first: at most `limit`, those after
+    /// `after` (the failure time and id of the previous page's last one).
+    pub async fn failed_jobs(&self, after: Option<(DateTime<Utc>, i64)>, limit: u32) -> EngineResult<Vec<FailedJob>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, String, Option<i64>, Option<String>, String, i64, Option<String>, DateTime<Utc>)>(
+            let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select j.job_id, j.kind, j.reservation_id, t.slug, j.step, j.attempts, j.last_error, j.updated_at
                  from job j left join reservation r on r.reservation_id = j.reservation_id
                  left join tenant t on t.tenant_id = r.tenant_id
-                 where j.state = 'failed' order by j.updated_at desc limit 100",
-            )
-            .fetch_all(pool)
-            .await?
+                 where j.state = 'failed'",
+            );
+            super::page_by_time(&mut q, ("j.updated_at", "j.job_id"), super::Order::NewestFirst, after, limit);
+            q.build_query_as::<(i64, String, Option<i64>, Option<String>, String, i64, Option<String>, DateTime<Utc>)>()
+                .fetch_all(pool)
+                .await?
         });
         Ok(rows
             .into_iter()

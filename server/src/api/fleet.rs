@@ -411,20 +411,28 @@ pub async fn cancel_maintenance(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The provisioning queue: depth, running, scheduled, oldest due job, failed jobs (admins)
+/// The provisioning queue: depth, running, scheduled, oldest due job, and a page of the failed jobs, the latest first (admins)
+///
+/// `limit` and `cursor` page the failed jobs; `failed_jobs_next_cursor` asks for older ones.
 #[utoipa::path(
     get,
     path = "/admin/queue",
     tag = "fleet",
+    params(PageQuery),
     responses(
         (status = 200, description = "Queue overview", body = QueueOverview),
         (status = 401, response = Unauthenticated),
         (status = 403, response = AdminOnly),
+        (status = 422, response = Invalid),
         (status = "5XX", response = ServerError),
     )
 )]
-pub async fn queue(State(state): State<AppState>, Admin(who): Admin) -> ApiResult<Json<QueueOverview>> {
-    Ok(Json(state.engine.queue_overview(&who, Utc::now()).await?))
+pub async fn queue(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<QueueOverview>> {
+    Ok(Json(state.engine.queue_overview(&who, &query.page()?, Utc::now()).await?))
 }
 
 /// Run a failed job again from the step that failed (admins)

@@ -13,9 +13,12 @@ use leptos_router::hooks::use_query_map;
 use tenantry_domain::fleet::{MaintenanceClash, MaintenanceInput, MaintenanceWindow, QueueOverview};
 use tenantry_domain::page::Page;
 
-/// The query parameter that carries the maintenance list's cursor (the fleet page's own `after`
-/// pages its nodes).
+/// The query parameters that carry the maintenance list's and the failed jobs' cursors (the
+/// fleet page's own `after` pages its nodes).
 const MAINTENANCE_AFTER: &str = "maintenance_after";
+const FAILED_AFTER: &str = "failed_after";
+/// What the panels' pagers keep of the fleet page's address.
+const FLEET_QUERY: &[&str] = &["q", "model", "state", "after"];
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
                      dark:border-slate-700 dark:bg-slate-800";
@@ -65,7 +68,10 @@ impl Operations {
             reason: RwSignal::new(String::new()),
         };
         Operations {
-            queue: Resource::new(move || revision.get(), |_| admin_queue()),
+            queue: Resource::new(
+                move || (revision.get(), query.with(|q| q.get(FAILED_AFTER))),
+                |(_, after)| admin_queue(after),
+            ),
             windows: Resource::new(
                 move || (revision.get(), query.with(|q| q.get(MAINTENANCE_AFTER))),
                 |(_, after)| list_maintenance(None, after),
@@ -88,6 +94,7 @@ impl Operations {
 #[component]
 pub fn QueuePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoView {
     let queue = ops.queue;
+    let query = use_query_map();
     let retry = Action::new(move |id: &i64| retry_job(*id));
     Effect::new(move |_| {
         if matches!(retry.value().get(), Some(Ok(()))) {
@@ -105,7 +112,23 @@ pub fn QueuePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoView {
                 {move || Suspend::new(async move {
                     match queue.await {
                         Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                        Ok(q) => view! { <QueueView q retry /> }.into_any(),
+                        Ok(q) => {
+                            let next_cursor = q.failed_jobs_next_cursor.clone();
+                            view! {
+                                <QueueView q retry />
+                                <Pager
+                                    path="/admin/fleet"
+                                    query=query.get_untracked()
+                                    keep=FLEET_QUERY
+                                    param=FAILED_AFTER
+                                    next_cursor
+                                    first="Latest failures"
+                                    next="Earlier failures"
+                                    testid="failed-jobs"
+                                />
+                            }
+                                .into_any()
+                        }
                     }
                 })}
             </Transition>
@@ -249,7 +272,7 @@ pub fn MaintenancePanel(revision: RwSignal<u64>, ops: Operations) -> impl IntoVi
                                 <Pager
                                     path="/admin/fleet"
                                     query=query.get_untracked()
-                                    keep=&["q", "model", "state", "after"]
+                                    keep=FLEET_QUERY
                                     param=MAINTENANCE_AFTER
                                     next_cursor=page.next_cursor
                                     first="Soonest windows"
