@@ -94,11 +94,14 @@ pub async fn offerings() -> Result<Vec<Offering>, AppError> {
     Ok(server::engine()?.offerings(Utc::now()).await?)
 }
 
+/// One page of the team's reservations, latest start first: `limit` (default 100), those after
+/// `after` (a page's `next_cursor`), or the latest.
 #[server(prefix = "/sfn")]
-pub async fn my_reservations() -> Result<Vec<Reservation>, AppError> {
+pub async fn my_reservations(limit: Option<String>, after: Option<String>) -> Result<Page<Reservation>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.find_reservations(&who, &Default::default()).await?)
+    let page = server::page(limit.as_deref(), after.as_deref())?;
+    Ok(server::engine()?.reservations_page(&who, &Default::default(), &page).await?)
 }
 
 use chrono::{DateTime, Utc};

@@ -57,3 +57,18 @@ test('notifications and users come a page at a time, with and without the script
   // A lead cannot list users at all.
   expect((await page.request.get('/api/v1/admin/users?limit=1')).status()).toBe(403);
 });
+
+test("the team's reservations come a page at a time, latest start first", async ({ page }) => {
+  await signIn(page, 'lead@acme.example');
+  const rows = page.locator('main tbody tr');
+  await page.goto('/reservations?limit=2');
+  await expect(rows).toHaveCount(2);
+  const first = await rows.first().locator('a').textContent();
+  await hydrated(page);
+  await page.getByTestId('reservations-next-page').click();
+  await expect(page).toHaveURL(/limit=2.*after=/);
+  await expect(rows).toHaveCount(2);
+  await expect(rows.first().locator('a')).not.toHaveText(first ?? '');
+  await page.getByTestId('reservations-first-page').click();
+  await expect(rows.first().locator('a')).toHaveText(first ?? '');
+});

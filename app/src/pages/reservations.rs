@@ -1,15 +1,19 @@
-//! Reservations: the team's past, running and upcoming windows.
+//! Reservations: the team's past, running and upcoming windows, latest start first, 100 a page
+//! back to the first.
 
 use super::{PageHeader, CARD};
 use crate::api::my_reservations;
 use crate::components::badges::ReservationStateBadge;
 use crate::components::errors::ErrorPanel;
+use crate::components::pager::{page_of, Pager};
 use crate::components::table::DataTable;
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
 
 #[component]
 pub fn ReservationsPage() -> impl IntoView {
-    let list = Resource::new(|| (), |_| my_reservations());
+    let query = use_query_map();
+    let list = Resource::new(move || query.with(page_of), |(limit, after)| my_reservations(limit, after));
     view! {
         <PageHeader title="Reservations" subtitle="Your team's windows, latest first. Times are UTC." />
         <Suspense fallback=|| {
@@ -18,8 +22,9 @@ pub fn ReservationsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match list.await {
                     Err(error) => view! { <ErrorPanel error /> }.into_any(),
-                    Ok(items) if items.is_empty() => view! { <p class=CARD>"No reservations yet."</p> }.into_any(),
-                    Ok(items) => {
+                    Ok(page) if page.items.is_empty() => view! { <p class=CARD>"No reservations yet."</p> }.into_any(),
+                    Ok(page) => {
+                        let next_cursor = page.next_cursor.clone();
                         view! {
                             <DataTable
                                 caption="Reservations"
@@ -33,7 +38,8 @@ pub fn ReservationsPage() -> impl IntoView {
                                     ("Price", "text-right"),
                                 ]
                             >
-                                {items
+                                {page
+                                    .items
                                     .into_iter()
                                     .map(|r| {
                                         view! {
@@ -69,6 +75,14 @@ pub fn ReservationsPage() -> impl IntoView {
                                     })
                                     .collect_view()}
                             </DataTable>
+                            <Pager
+                                path="/reservations"
+                                query=query.get_untracked()
+                                next_cursor
+                                first="Latest first"
+                                next="Earlier reservations"
+                                testid="reservations"
+                            />
                         }
                             .into_any()
                     }
