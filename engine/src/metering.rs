@@ -415,8 +415,10 @@ impl Engine {
         let queue = self.store.queue_stats(now).await?;
         let mut nodes: BTreeMap<String, i64> =
             tenantry_domain::NodeState::ALL.iter().map(|s| (s.code().to_owned(), 0)).collect();
-        for n in self.store.list_nodes().await? {
-            *nodes.entry(n.state.code().to_owned()).or_default() += 1;
+        for (state, count) in self.store.node_counts_by_state().await? {
+            if let Some(n) = nodes.get_mut(&state) {
+                *n += count;
+            }
         }
         let reserved = self
             .store

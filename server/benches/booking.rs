@@ -24,7 +24,7 @@ mod common;
 mod http;
 #[path = "../../engine/benches/stores/mod.rs"]
 mod stores;
-use common::{body, lift_acme_quotas};
+use common::lift_acme_quotas;
 
 async fn fresh_postgres(name: &str) -> Store {
     let store = stores::postgres(name).await;
@@ -66,15 +66,7 @@ async fn http_load() {
             let mut done = 0u64;
             let mut i = 1_000_000 * (w + 1);
             while Instant::now() < deadline {
-                let r = client
-                    .post(&url)
-                    .bearer_auth(&token)
-                    .header("content-type", "application/json")
-                    .body(body(i))
-                    .send()
-                    .await
-                    .unwrap();
-                let _ = r.bytes().await;
+                http::post_booking(&client, &url, &token, i).await;
                 done += 1;
                 i += 1;
             }

@@ -200,7 +200,21 @@ app_test_with!(metrics_parse_and_move_with_bookings, |app: TestApp| async move {
     let before = parse_metrics(&before);
     let scheduled = "tenantry_bookings_total{outcome=\"scheduled\"}";
     assert!(before.contains_key("tenantry_queue_depth"));
-    assert!(before.contains_key("tenantry_nodes{state=\"available\"}"));
+    // The node gauges count the fleet Admin -> Fleet lists, state by state.
+    let admin = app.token("admin@tenantry.example").await;
+    let (_, nodes) = app.get("/api/v1/admin/nodes?limit=1000", Some(&admin)).await;
+    let nodes: Value = serde_json::from_str(&nodes).unwrap();
+    let mut listed: BTreeMap<String, f64> = BTreeMap::new();
+    for node in nodes["items"].as_array().unwrap() {
+        *listed.entry(format!("tenantry_nodes{{state=\"{}\"}}", node["state"].as_str().unwrap())).or_default() += 1.0;
+    }
+    let gauged: BTreeMap<String, f64> = before
+        .iter()
+        .filter(|(k, v)| k.starts_with("tenantry_nodes{") && **v > 0.0)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    assert!(listed.contains_key("tenantry_nodes{state=\"available\"}"), "{listed:?}");
+    assert_eq!(gauged, listed);
     book(&app, &lead, "l40s-gpu", 2).await;
     book(&app, &lead, "l40s-gpu", 3).await;
     let (_, after) = app.get("/metrics", Some(&scraper)).await;

@@ -137,6 +137,13 @@ impl Store {
         self.nodes_where("", None).await
     }
 
+    /// How many nodes each shown state has (a node not yet admitted counts under its admission),
+    /// for `/metrics`: one `group by` rather than every node read whole.
+    pub async fn node_counts_by_state(&self) -> EngineResult<Vec<(String, i64)>> {
+        let sql = concat!("select ", node_state_sql!(), " as state, count(*) from node n group by 1");
+        Ok(on_pool!(self, |pool| sqlx::query_as::<_, (String, i64)>(sql).fetch_all(pool).await?))
+    }
+
     /// One node by hostname.
     pub async fn node_summary(&self, hostname: &str) -> EngineResult<Option<NodeSummary>> {
         Ok(self.nodes_where(" where n.hostname = $1", Some(hostname)).await?.pop())

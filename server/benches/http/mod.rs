@@ -58,6 +58,22 @@ pub fn grid_url(base: &str, offering: &str) -> String {
     )
 }
 
+/// Posts the `i`th bench booking to `url` (the reservations route) and reads the answer whole;
+/// returns its status.
+pub async fn post_booking(client: &Client, url: &str, token: &str, i: u64) -> u16 {
+    let response = client
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body(i))
+        .send()
+        .await
+        .expect("the server answers");
+    let status = response.status().as_u16();
+    let _ = response.bytes().await;
+    status
+}
+
 /// Bookings sent at `rate` a second for `seconds` whatever the answers (an open loop, so slow
 /// answers cannot hide), as "p50 … p99 … max …; answers {status: count}".
 pub async fn open_loop_bookings(client: &Client, base: &str, token: &str, rate: u64, seconds: u64) -> String {
@@ -70,16 +86,7 @@ pub async fn open_loop_bookings(client: &Client, base: &str, token: &str, rate: 
         let (client, url, token) = (client.clone(), url.clone(), token.to_owned());
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
-            let response = client
-                .post(&url)
-                .bearer_auth(&token)
-                .header("content-type", "application/json")
-                .body(body(i))
-                .send()
-                .await
-                .expect("the server answers");
-            let status = response.status().as_u16();
-            let _ = response.bytes().await;
+            let status = post_booking(&client, &url, &token, i).await;
             (status, t.elapsed().as_secs_f64() * 1000.0)
         }));
     }
