@@ -233,8 +233,13 @@ impl Engine {
         require_admin(who)?;
         let after = page.after_time("the approvals")?;
         let offerings = self.offerings_by_id().await?;
+        // The page is cut from what the store found: an item left out below (its offering gone)
+        // cannot end the list early, and the extra row that only says another page follows is
+        // not worked up (each item costs a policy decision and three reads).
+        let waiting = self.store.pending_approvals(after, page.fetch()).await?;
+        let waiting = Page::of(waiting, page, |(_, r)| time_key(r.start, r.id));
         let mut items = Vec::new();
-        for (tenant_id, r) in self.store.pending_approvals(after, page.fetch()).await? {
+        for (tenant_id, r) in waiting.items {
             let Some(offering) = offerings.get(&r.offering) else { continue };
             let window = Window { start: r.start, end: r.end };
             let (_, quota) = self.decide(tenant_id, offering, r.quantity, window, Some(r.id), now).await?;
@@ -281,7 +286,7 @@ impl Engine {
                 utilization_pct_30d,
             });
         }
-        Ok(Page::of(items, page, |item| time_key(item.reservation.start, item.reservation.id)))
+        Ok(Page { items, next_cursor: waiting.next_cursor })
     }
 
     /// Approves a pending reservation: it is scheduled and the requester is told.
