@@ -463,11 +463,13 @@ pub struct ChargebackData {
     pub charts: ChargebackCharts,
 }
 
+/// The Chargeback page with the page of this month's reservations that `limit` and `after` ask for.
 #[server(prefix = "/sfn", endpoint = "chargeback_view")]
-pub async fn chargeback_view() -> Result<ChargebackData, AppError> {
+pub async fn chargeback_view(limit: Option<String>, after: Option<String>) -> Result<ChargebackData, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    let overview = server::engine()?.chargeback_overview(&who, Utc::now()).await?;
+    let page = server::page(limit.as_deref(), after.as_deref())?;
+    let overview = server::engine()?.chargeback_overview(&who, &page, Utc::now()).await?;
     let charts = crate::charts::chargeback_charts(&overview);
     Ok(ChargebackData { overview, charts })
 }

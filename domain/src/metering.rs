@@ -32,8 +32,10 @@
 //! exactly what the whole window costs, to the cent, however it is cut. A fee is its share of the
 //! cost of the part given back, rounded half up. A statement's totals are sums of its lines.
 
+use crate::booking::FieldError;
 use crate::money::div_round_half_up;
 use crate::offering::GpuSevenths;
+use crate::page::{Page, PageRequest};
 use crate::pricing::{LockedOption, PriceBasis};
 use crate::reservation::ReservationKind;
 use crate::window::floor_minute;
@@ -164,38 +166,6 @@ impl Metered {
         (self.gpus_per_unit.0 * i64::from(self.quantity) * minutes) as f64 / (7.0 * 60.0)
     }
 
-    /// A line charging option `o` over `[start, end)` (an instant for a per-reservation option).
-    #[allow(clippy::too_many_arguments)]
-    fn option_line(
-        &self,
-        o: &LockedOption,
-        start: DateTime<Utc>,
-        end: DateTime<Utc>,
-        status: LineStatus,
-        rate: Cents,
-        accrued: Cents,
-        committed: Cents,
-    ) -> ChargeLine {
-        ChargeLine {
-            reservation_id: Some(self.id),
-            tenant: self.tenant.clone(),
-            kind: LineKind::Option,
-            offering: Some(self.offering.clone()),
-            gpu_model: Some(self.gpu_model.clone()),
-            quantity: self.quantity,
-            start,
-            end,
-            status,
-            // The GPUs are counted once, on the base line.
-            gpu_hours: 0.0,
-            rate_cents_per_hour: rate,
-            accrued_cents: accrued,
-            committed_cents: committed,
-            amount_cents: accrued + committed,
-            description: o.describe(),
-        }
-    }
-
     fn line_kind(&self) -> LineKind {
         match self.kind {
             ReservationKind::Reservation => LineKind::Reserved,
@@ -260,24 +230,171 @@ pub struct ChargeLine {
     pub description: String,
 }
 
-/// Every line for `span`: each item's billed time inside it (split into accrued and committed at
-/// `now`), each fee charged inside it, each credit granted inside it. Ordered by start, then id.
-pub fn lines(
-    items: &[Metered],
-    credits: &[CreditRecord],
+/// What a line charges for: the record it comes from, borrowed.
+#[derive(Debug, Clone, Copy)]
+enum Source<'a> {
+    /// An item's billed time inside the span.
+    Time(&'a Metered),
+    /// One of an item's priced options (the option's place in the item's list).
+    Option(&'a Metered, &'a LockedOption, u32),
+    /// A late giving-back fee: the cut (its place in the item's cuts), what the part given back
+    /// cost, the policy that charged it.
+    Fee(&'a Metered, &'a Cut, u32, Cents, &'a CancellationPolicy),
+    /// A credit (its place in the list of credits).
+    Credit(&'a CreditRecord, u32),
+}
+
+/// A line of a bill with its figures and without its text: what totals, groups and pages need,
+/// so a bill of 100,000 lines allocates only for the lines it shows ([`Billed::line`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Billed<'a> {
+    source: Source<'a>,
+    pub kind: LineKind,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub status: LineStatus,
+    pub gpu_hours: f64,
+    pub rate: Cents,
+    pub accrued: Cents,
+    pub committed: Cents,
+}
+
+/// Where a line sits in a bill: start, reservation, kind, then its place among the lines of one
+/// record with the same start and kind (options, cuts, credits). Total: no two lines share one.
+type LineKey = (DateTime<Utc>, Option<i64>, LineKind, u32);
+
+impl<'a> Billed<'a> {
+    /// A part `[a, b)` of an item's billed window, split into accrued and committed at `now`.
+    fn time(
+        item: &'a Metered,
+        source: Source<'a>,
+        (a, b): (DateTime<Utc>, DateTime<Utc>),
+        status: LineStatus,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let rate = match source {
+            Source::Option(_, o, _) => o.cents,
+            _ => item.rate,
+        };
+        let cost = |t| item.cost_at_rate_to(rate, t);
+        let boundary = now.clamp(a, b);
+        let (kind, gpu_hours) = match source {
+            // The GPUs are counted once, on the base line.
+            Source::Option(..) => (LineKind::Option, 0.0),
+            _ => (item.line_kind(), item.gpu_hours((b - a).num_minutes())),
+        };
+        Billed {
+            source,
+            kind,
+            start: a,
+            end: b,
+            status,
+            gpu_hours,
+            rate,
+            accrued: Cents(cost(boundary).0 - cost(a).0),
+            committed: Cents(cost(b).0 - cost(boundary).0),
+        }
+    }
+
+    /// A line at one instant: a per-reservation option, a fee, a credit.
+    fn instant(source: Source<'a>, kind: LineKind, at: DateTime<Utc>, status: LineStatus, amount: Cents) -> Self {
+        let (accrued, committed) =
+            if status == LineStatus::Upcoming { (Cents::ZERO, amount) } else { (amount, Cents::ZERO) };
+        Billed { source, kind, start: at, end: at, status, gpu_hours: 0.0, rate: Cents::ZERO, accrued, committed }
+    }
+
+    pub fn amount(&self) -> Cents {
+        self.accrued + self.committed
+    }
+
+    fn item(&self) -> Option<&'a Metered> {
+        match self.source {
+            Source::Time(m) | Source::Option(m, ..) | Source::Fee(m, ..) => Some(m),
+            Source::Credit(..) => None,
+        }
+    }
+
+    pub fn reservation_id(&self) -> Option<i64> {
+        match self.source {
+            Source::Credit(c, _) => c.reservation_id,
+            _ => self.item().map(|m| m.id),
+        }
+    }
+
+    pub fn tenant(&self) -> &'a str {
+        match self.source {
+            Source::Credit(c, _) => &c.tenant,
+            Source::Time(m) | Source::Option(m, ..) | Source::Fee(m, ..) => &m.tenant,
+        }
+    }
+
+    pub fn offering(&self) -> Option<&'a str> {
+        self.item().map(|m| m.offering.as_str())
+    }
+
+    pub fn gpu_model(&self) -> Option<&'a str> {
+        self.item().map(|m| m.gpu_model.as_str())
+    }
+
+    fn key(&self) -> LineKey {
+        let place = match self.source {
+            Source::Time(_) => 0,
+            Source::Option(_, _, i) | Source::Fee(_, _, i, _, _) | Source::Credit(_, i) => i,
+        };
+        (self.start, self.reservation_id(), self.kind, place)
+    }
+
+    /// What the line charges for, in words.
+    pub fn description(&self) -> String {
+        match self.source {
+            Source::Time(m) => format!("{} × {} ({})", m.quantity, m.offering, m.kind),
+            Source::Option(_, o, _) => o.describe(),
+            Source::Fee(_, cut, _, part_cost, policy) => format!(
+                "{}: {}% of {} given back less than {} hours before the start",
+                cut.kind, policy.late_share_percent, part_cost, policy.free_notice_hours
+            ),
+            Source::Credit(c, _) => c.reason.clone(),
+        }
+    }
+
+    /// The line written out, with its text.
+    pub fn line(&self) -> ChargeLine {
+        ChargeLine {
+            reservation_id: self.reservation_id(),
+            tenant: self.tenant().to_owned(),
+            kind: self.kind,
+            offering: self.offering().map(str::to_owned),
+            gpu_model: self.gpu_model().map(str::to_owned),
+            quantity: self.item().map_or(0, |m| m.quantity),
+            start: self.start,
+            end: self.end,
+            status: self.status,
+            gpu_hours: self.gpu_hours,
+            rate_cents_per_hour: self.rate,
+            accrued_cents: self.accrued,
+            committed_cents: self.committed,
+            amount_cents: self.amount(),
+            description: self.description(),
+        }
+    }
+}
+
+/// Every line for `span`, in bill order (by start, then reservation): each item's billed time
+/// inside it (split into accrued and committed at `now`), each fee charged inside it, each
+/// credit granted inside it.
+pub fn billed<'a>(
+    items: &'a [Metered],
+    credits: &'a [CreditRecord],
     span: Window,
-    policy: &CancellationPolicy,
+    policy: &'a CancellationPolicy,
     now: DateTime<Utc>,
-) -> Vec<ChargeLine> {
+) -> Vec<Billed<'a>> {
     let now = floor_minute(now);
     let mut out = Vec::new();
     for item in items {
         if let Some(billed) = item.billed_window() {
             let (a, b) = (billed.start.max(span.start), billed.end.min(span.end));
             if a < b {
-                let boundary = now.clamp(a, b);
-                let accrued = Cents(item.cost_to(boundary).0 - item.cost_to(a).0);
-                let committed = Cents(item.cost_to(b).0 - item.cost_to(boundary).0);
                 let status = if billed.end <= now {
                     LineStatus::Past
                 } else if billed.start <= now {
@@ -285,98 +402,97 @@ pub fn lines(
                 } else {
                     LineStatus::Upcoming
                 };
-                out.push(ChargeLine {
-                    reservation_id: Some(item.id),
-                    tenant: item.tenant.clone(),
-                    kind: item.line_kind(),
-                    offering: Some(item.offering.clone()),
-                    gpu_model: Some(item.gpu_model.clone()),
-                    quantity: item.quantity,
-                    start: a,
-                    end: b,
-                    status,
-                    gpu_hours: item.gpu_hours((b - a).num_minutes()),
-                    rate_cents_per_hour: item.rate,
-                    accrued_cents: accrued,
-                    committed_cents: committed,
-                    amount_cents: accrued + committed,
-                    description: format!("{} × {} ({})", item.quantity, item.offering, item.kind),
-                });
+                out.push(Billed::time(item, Source::Time(item), (a, b), status, now));
                 // Per-unit-hour options: the same part of the window at their own rates.
-                for o in item.hourly_options() {
-                    let cost = |t| item.cost_at_rate_to(o.cents, t);
-                    let accrued = Cents(cost(boundary).0 - cost(a).0);
-                    let committed = Cents(cost(b).0 - cost(boundary).0);
-                    out.push(item.option_line(o, a, b, status, o.cents, accrued, committed));
+                for (i, o) in item.options.iter().enumerate().filter(|(_, o)| o.basis == PriceBasis::PerUnitHour) {
+                    out.push(Billed::time(item, Source::Option(item, o, i as u32), (a, b), status, now));
                 }
             }
             // Per-reservation options: once, when the billed window starts.
             if span.contains(billed.start) {
-                for o in item.options.iter().filter(|o| o.basis == PriceBasis::PerReservation) {
-                    let (status, accrued, committed) = if billed.start <= now {
-                        (LineStatus::Past, o.cents, Cents::ZERO)
-                    } else {
-                        (LineStatus::Upcoming, Cents::ZERO, o.cents)
-                    };
-                    let at = billed.start;
-                    out.push(item.option_line(o, at, at, status, Cents::ZERO, accrued, committed));
+                let status = if billed.start <= now { LineStatus::Past } else { LineStatus::Upcoming };
+                // They follow the per-unit-hour options' lines.
+                let after_hourly = item.options.len();
+                for (i, o) in item.options.iter().enumerate().filter(|(_, o)| o.basis == PriceBasis::PerReservation) {
+                    let source = Source::Option(item, o, (after_hourly + i) as u32);
+                    out.push(Billed::instant(source, LineKind::Option, billed.start, status, o.cents));
                 }
             }
         }
         if item.kind == ReservationKind::Reservation && item.charged() {
-            for cut in item.cuts.iter().filter(|c| span.contains(c.at)) {
+            for (i, cut) in item.cuts.iter().enumerate().filter(|(_, c)| span.contains(c.at)) {
                 let part_cost = item.time_cost(cut.part.minutes());
                 let fee = policy.fee(item.window.start, cut.at, part_cost);
-                if fee == Cents::ZERO {
-                    continue;
+                if fee != Cents::ZERO {
+                    let source = Source::Fee(item, cut, i as u32, part_cost, policy);
+                    out.push(Billed::instant(source, LineKind::CancellationFee, cut.at, LineStatus::Past, fee));
                 }
-                out.push(ChargeLine {
-                    reservation_id: Some(item.id),
-                    tenant: item.tenant.clone(),
-                    kind: LineKind::CancellationFee,
-                    offering: Some(item.offering.clone()),
-                    gpu_model: Some(item.gpu_model.clone()),
-                    quantity: item.quantity,
-                    start: cut.at,
-                    end: cut.at,
-                    status: LineStatus::Past,
-                    gpu_hours: 0.0,
-                    rate_cents_per_hour: Cents::ZERO,
-                    accrued_cents: fee,
-                    committed_cents: Cents::ZERO,
-                    amount_cents: fee,
-                    description: format!(
-                        "{}: {}% of {} given back less than {} hours before the start",
-                        cut.kind, policy.late_share_percent, part_cost, policy.free_notice_hours
-                    ),
-                });
             }
         }
     }
-    for credit in credits.iter().filter(|c| span.contains(c.at)) {
+    for (i, credit) in credits.iter().enumerate().filter(|(_, c)| span.contains(c.at)) {
         let amount = Cents(-credit.amount.0);
-        out.push(ChargeLine {
-            reservation_id: credit.reservation_id,
-            tenant: credit.tenant.clone(),
-            kind: LineKind::Credit,
-            offering: None,
-            gpu_model: None,
-            quantity: 0,
-            start: credit.at,
-            end: credit.at,
-            status: LineStatus::Past,
-            gpu_hours: 0.0,
-            rate_cents_per_hour: Cents::ZERO,
-            accrued_cents: amount,
-            committed_cents: Cents::ZERO,
-            amount_cents: amount,
-            description: credit.reason.clone(),
-        });
+        out.push(Billed::instant(
+            Source::Credit(credit, i as u32),
+            LineKind::Credit,
+            credit.at,
+            LineStatus::Past,
+            amount,
+        ));
     }
-    out.sort_by_key(|x| (x.start, x.reservation_id, x.kind));
+    out.sort_by_key(Billed::key);
     out
 }
 
+/// Every line for `span`, written out, in bill order (see [`billed`]).
+pub fn lines(
+    items: &[Metered],
+    credits: &[CreditRecord],
+    span: Window,
+    policy: &CancellationPolicy,
+    now: DateTime<Utc>,
+) -> Vec<ChargeLine> {
+    billed(items, credits, span, policy, now).iter().map(Billed::line).collect()
+}
+
+/// A bill's lines (`billed`, in bill order) written out: the page after the request's cursor,
+/// or every line without a request (CSV downloads).
+pub fn write_lines(billed: &[Billed], page: Option<&PageRequest>) -> Result<Page<ChargeLine>, FieldError> {
+    let Some(request) = page else {
+        return Ok(Page { items: billed.iter().map(Billed::line).collect(), next_cursor: None });
+    };
+    let start = match &request.after {
+        None => 0,
+        Some(after) => {
+            let after = parse_line_key(after).ok_or_else(|| FieldError {
+                field: "cursor",
+                message: "this cursor is not one of this bill's lines".to_owned(),
+            })?;
+            billed.partition_point(|b| b.key() <= after)
+        }
+    };
+    let end = billed.len().min(start + request.fetch() as usize);
+    let written = billed[start..end].iter().map(|b| (b.key(), b.line())).collect();
+    let page = Page::of(written, request, |(key, _)| line_key(key));
+    Ok(Page { items: page.items.into_iter().map(|(_, line)| line).collect(), next_cursor: page.next_cursor })
+}
+
+fn line_key(&(start, reservation, kind, place): &LineKey) -> String {
+    let reservation = reservation.map_or_else(|| "-".to_owned(), |id| id.to_string());
+    format!("{}:{reservation}:{kind}:{place}", start.timestamp_nanos_opt().unwrap_or_default())
+}
+
+fn parse_line_key(key: &str) -> Option<LineKey> {
+    let mut parts = key.split(':');
+    let start = DateTime::from_timestamp_nanos(parts.next()?.parse().ok()?);
+    let reservation = match parts.next()? {
+        "-" => None,
+        id => Some(id.parse().ok()?),
+    };
+    let kind = parts.next()?.parse().ok()?;
+    let place = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((start, reservation, kind, place))
+}
 /// Sums of a set of lines, by kind and by basis.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -395,19 +511,20 @@ pub struct Totals {
 }
 
 impl Totals {
-    pub fn of(lines: &[ChargeLine]) -> Totals {
+    pub fn of(lines: &[Billed]) -> Totals {
         let mut t = Totals::default();
         for l in lines {
+            let amount = l.amount();
             match l.kind {
-                LineKind::Reserved => t.reserved_cents = t.reserved_cents + l.amount_cents,
-                LineKind::OnDemand => t.on_demand_cents = t.on_demand_cents + l.amount_cents,
-                LineKind::Option => t.options_cents = t.options_cents + l.amount_cents,
-                LineKind::CancellationFee => t.fees_cents = t.fees_cents + l.amount_cents,
-                LineKind::Credit => t.credits_cents = t.credits_cents + l.amount_cents,
+                LineKind::Reserved => t.reserved_cents = t.reserved_cents + amount,
+                LineKind::OnDemand => t.on_demand_cents = t.on_demand_cents + amount,
+                LineKind::Option => t.options_cents = t.options_cents + amount,
+                LineKind::CancellationFee => t.fees_cents = t.fees_cents + amount,
+                LineKind::Credit => t.credits_cents = t.credits_cents + amount,
             }
-            t.accrued_cents = t.accrued_cents + l.accrued_cents;
-            t.committed_cents = t.committed_cents + l.committed_cents;
-            t.total_cents = t.total_cents + l.amount_cents;
+            t.accrued_cents = t.accrued_cents + l.accrued;
+            t.committed_cents = t.committed_cents + l.committed;
+            t.total_cents = t.total_cents + amount;
             t.gpu_hours += l.gpu_hours;
         }
         t
@@ -431,11 +548,16 @@ pub struct Statement {
     pub month: String,
     pub period: Window,
     pub status: StatementStatus,
+    /// Its lines: one page of them in JSON (`limit`, `cursor`), every line in CSV.
     pub lines: Vec<ChargeLine>,
+    /// The cursor of the next page of lines; none on the last.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+    /// Sums of every line, not only the page's.
     pub totals: Totals,
 }
 
-/// The statement of `month` (`(year, month)`) from a tenant's items and credits.
+/// The statement of `month` from a tenant's items and credits: every line, or the page asked for.
 pub fn statement(
     tenant: &str,
     month: Month,
@@ -443,17 +565,20 @@ pub fn statement(
     credits: &[CreditRecord],
     policy: &CancellationPolicy,
     now: DateTime<Utc>,
-) -> Statement {
+    page: Option<&PageRequest>,
+) -> Result<Statement, FieldError> {
     let period = month.window();
-    let lines = lines(items, credits, period, policy, now);
-    Statement {
+    let billed = billed(items, credits, period, policy, now);
+    let lines = write_lines(&billed, page)?;
+    Ok(Statement {
         tenant: tenant.to_owned(),
         month: month.to_string(),
         period,
-        status: if now >= period.end { StatementStatus::Final } else { StatementStatus::Draft },
-        totals: Totals::of(&lines),
-        lines,
-    }
+        status: month.statement_status(now),
+        totals: Totals::of(&billed),
+        lines: lines.items,
+        next_cursor: lines.next_cursor,
+    })
 }
 
 /// A calendar month, UTC.
@@ -466,6 +591,15 @@ pub struct Month {
 impl Month {
     pub fn of(t: DateTime<Utc>) -> Month {
         Month { year: t.year(), month: t.month() }
+    }
+
+    /// Its statement's status at `now`: a draft until the month has closed.
+    pub fn statement_status(self, now: DateTime<Utc>) -> StatementStatus {
+        if now >= self.next().first_day() {
+            StatementStatus::Final
+        } else {
+            StatementStatus::Draft
+        }
     }
 
     pub fn first_day(self) -> DateTime<Utc> {
@@ -572,25 +706,26 @@ pub fn periods(span: Window, by: GroupBy) -> Vec<(String, Window)> {
 
 /// Lines grouped by `by`, in key order (time order for weeks and months). Weeks and months
 /// need lines already cut per period: pass each line with its period's label.
-pub fn group(lines: &[(Option<String>, ChargeLine)], by: GroupBy) -> Vec<ChargeGroup> {
-    let mut groups: BTreeMap<String, ChargeGroup> = BTreeMap::new();
+pub fn group(lines: &[(Option<&str>, Billed)], by: GroupBy) -> Vec<ChargeGroup> {
+    use std::borrow::Cow;
+    let mut groups: BTreeMap<Cow<str>, ChargeGroup> = BTreeMap::new();
     for (period, l) in lines {
-        let key = match by {
-            GroupBy::Reservation => match (l.kind, l.reservation_id) {
-                (LineKind::Credit, Some(id)) => format!("credit {id}"),
-                (LineKind::Credit, None) => "credit".to_owned(),
-                (LineKind::CancellationFee, Some(id)) => format!("fee {id}"),
-                (_, Some(id)) => id.to_string(),
-                (_, None) => String::new(),
+        let key: Cow<str> = match by {
+            GroupBy::Reservation => match (l.kind, l.reservation_id()) {
+                (LineKind::Credit, Some(id)) => format!("credit {id}").into(),
+                (LineKind::Credit, None) => "credit".into(),
+                (LineKind::CancellationFee, Some(id)) => format!("fee {id}").into(),
+                (_, Some(id)) => id.to_string().into(),
+                (_, None) => "".into(),
             },
-            GroupBy::Offering => l.offering.clone().unwrap_or_else(|| l.kind.to_string()),
-            GroupBy::GpuModel => l.gpu_model.clone().unwrap_or_else(|| l.kind.to_string()),
-            GroupBy::Kind => l.kind.to_string(),
-            GroupBy::Tenant => l.tenant.clone(),
-            GroupBy::Week | GroupBy::Month => period.clone().unwrap_or_default(),
+            GroupBy::Offering => l.offering().map_or_else(|| l.kind.code().into(), Cow::Borrowed),
+            GroupBy::GpuModel => l.gpu_model().map_or_else(|| l.kind.code().into(), Cow::Borrowed),
+            GroupBy::Kind => l.kind.code().into(),
+            GroupBy::Tenant => l.tenant().into(),
+            GroupBy::Week | GroupBy::Month => period.unwrap_or_default().into(),
         };
-        let g = groups.entry(key.clone()).or_insert_with(|| ChargeGroup {
-            key,
+        let g = groups.entry(key).or_insert_with_key(|key| ChargeGroup {
+            key: key.to_string(),
             lines: 0,
             gpu_hours: 0.0,
             accrued_cents: Cents::ZERO,
@@ -599,9 +734,9 @@ pub fn group(lines: &[(Option<String>, ChargeLine)], by: GroupBy) -> Vec<ChargeG
         });
         g.lines += 1;
         g.gpu_hours += l.gpu_hours;
-        g.accrued_cents = g.accrued_cents + l.accrued_cents;
-        g.committed_cents = g.committed_cents + l.committed_cents;
-        g.amount_cents = g.amount_cents + l.amount_cents;
+        g.accrued_cents = g.accrued_cents + l.accrued;
+        g.committed_cents = g.committed_cents + l.committed;
+        g.amount_cents = g.amount_cents + l.amount();
     }
     let mut out: Vec<ChargeGroup> = groups.into_values().collect();
     if by == GroupBy::Reservation {
@@ -631,16 +766,16 @@ pub struct Forecast {
 /// Forecasts the month `month_lines` (every line of the month) belongs to. On-demand spend so
 /// far is projected over the rest of the month at the same pace per minute (less what running
 /// bursts already commit), rounded half up.
-pub fn forecast(month: Month, month_lines: &[ChargeLine], budget: Option<Cents>, now: DateTime<Utc>) -> Forecast {
+pub fn forecast(month: Month, month_lines: &[Billed], budget: Option<Cents>, now: DateTime<Utc>) -> Forecast {
     let period = month.window();
     let totals = Totals::of(month_lines);
     let now = now.clamp(period.start, period.end);
     let elapsed = (now - period.start).num_minutes();
     let remaining = (period.end - now).num_minutes();
-    let on_demand = |f: fn(&ChargeLine) -> Cents| -> i64 {
+    let on_demand = |f: fn(&Billed) -> Cents| -> i64 {
         month_lines.iter().filter(|l| l.kind == LineKind::OnDemand).map(|l| f(l).0).sum()
     };
-    let (od_accrued, od_committed) = (on_demand(|l| l.accrued_cents), on_demand(|l| l.committed_cents));
+    let (od_accrued, od_committed) = (on_demand(|l| l.accrued), on_demand(|l| l.committed));
     let projected = if elapsed > 0 {
         (div_round_half_up(i128::from(od_accrued) * i128::from(remaining), i128::from(elapsed)) as i64 - od_committed)
             .max(0)
@@ -786,7 +921,8 @@ impl Heatmap {
     }
 }
 
-/// The chargeback API's answer: every line in the range and, when asked, the lines grouped.
+/// The chargeback API's answer: the lines in the range (a page of them in JSON, every one in
+/// CSV) and, when asked, every line grouped; the totals and groups count every line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Chargeback {
@@ -795,6 +931,9 @@ pub struct Chargeback {
     pub to: DateTime<Utc>,
     pub group_by: Option<GroupBy>,
     pub lines: Vec<ChargeLine>,
+    /// The cursor of the next page of lines; none on the last.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
     pub groups: Vec<ChargeGroup>,
     pub totals: Totals,
     pub cancellation_policy: String,
@@ -826,8 +965,14 @@ pub struct ChargebackOverview {
     pub weeks: Vec<WeekSpend>,
     /// This month, by offering.
     pub by_offering: Vec<ChargeGroup>,
-    /// This month's reservations and bursts with their cost this month and measured use.
+    /// How many reservations and bursts cost something this month.
+    #[serde(default)]
+    pub reservation_count: usize,
+    /// One page of them (newest first) with their cost this month and measured use.
     pub reservations: Vec<ReservationCost>,
+    /// The cursor of the next page of them; none on the last.
+    #[serde(default)]
+    pub reservations_next_cursor: Option<String>,
     /// This month's measured use of reserved capacity.
     pub usage: Usage,
     pub statements: Vec<StatementSummary>,
@@ -901,7 +1046,7 @@ mod tests {
                 (LineKind::Option, "orchestrator slurm (per reservation)", 5000, 0),
             ]
         );
-        let totals = Totals::of(&l);
+        let totals = Totals::of(&billed(std::slice::from_ref(&m), &[], span, &POLICY, now));
         assert_eq!((totals.options_cents, totals.total_cents), (Cents(5240), Cents(6890)));
         assert_eq!(l[1].gpu_hours, 0.0, "GPU-hours count once");
         // Cancelled before the start with notice: nothing, not even the once-only option.
@@ -947,8 +1092,10 @@ mod tests {
         // round(10 min) = 1 ¢, December the rest, 3 ¢, so the two add up to 4 ¢ and not 1 + 2.
         let r = item(ReservationKind::Reservation, at(11, 30, 23, 50), at(12, 1, 0, 20), 7, 1);
         let now = at(12, 5, 0, 0);
-        let nov = statement("acme", Month { year: 2026, month: 11 }, std::slice::from_ref(&r), &[], &POLICY, now);
-        let dec = statement("acme", Month { year: 2026, month: 12 }, std::slice::from_ref(&r), &[], &POLICY, now);
+        let nov = statement("acme", Month { year: 2026, month: 11 }, std::slice::from_ref(&r), &[], &POLICY, now, None)
+            .unwrap();
+        let dec = statement("acme", Month { year: 2026, month: 12 }, std::slice::from_ref(&r), &[], &POLICY, now, None)
+            .unwrap();
         assert_eq!(nov.totals.total_cents, Cents(1));
         assert_eq!(dec.totals.total_cents, Cents(3));
         assert_eq!(nov.status, StatementStatus::Final);
@@ -1054,10 +1201,11 @@ mod tests {
             amount: Cents(450),
             reason: "capacity lost".into(),
         };
-        let s = statement("acme", Month { year: 2026, month: 12 }, &[r], &[credit], &POLICY, at(12, 2, 0, 0));
+        let s = statement("acme", Month { year: 2026, month: 12 }, &[r], &[credit], &POLICY, at(12, 2, 0, 0), None)
+            .unwrap();
         assert_eq!(s.totals.credits_cents, Cents(-450));
         assert_eq!(s.totals.total_cents, Cents(3000 - 450));
-        let nov = statement("acme", Month { year: 2026, month: 11 }, &[], &[], &POLICY, at(12, 2, 0, 0));
+        let nov = statement("acme", Month { year: 2026, month: 11 }, &[], &[], &POLICY, at(12, 2, 0, 0), None).unwrap();
         assert_eq!(nov.totals.total_cents, Cents::ZERO);
     }
 
@@ -1103,7 +1251,8 @@ mod tests {
         let b = item(ReservationKind::Burst, at(12, 1, 0, 0), at(12, 11, 0, 0), 100, 1);
         let r = item(ReservationKind::Reservation, at(12, 20, 0, 0), at(12, 21, 0, 0), 1000, 1);
         let now = at(12, 11, 0, 0);
-        let l = lines(&[b, r], &[], month.window(), &POLICY, now);
+        let items = [b, r];
+        let l = billed(&items, &[], month.window(), &POLICY, now);
         let f = forecast(month, &l, Some(Cents(100_000)), now);
         assert_eq!(f.accrued_cents, Cents(24_000));
         assert_eq!(f.committed_cents, Cents(24_000));
@@ -1127,13 +1276,23 @@ mod tests {
     }
 
     #[test]
+    fn a_cursor_from_another_list_is_refused() {
+        let items = [item(ReservationKind::Reservation, at(12, 1, 0, 0), at(12, 1, 1, 0), 100, 1)];
+        let bill = billed(&items, &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 2, 0, 0));
+        let foreign = PageRequest { limit: 10, after: Some(crate::page::time_key(at(12, 1, 0, 0), 1)) };
+        let error = write_lines(&bill, Some(&foreign)).unwrap_err();
+        assert_eq!((error.field, error.message.as_str()), ("cursor", "this cursor is not one of this bill's lines"));
+    }
+
+    #[test]
     fn grouping_by_reservation_sorts_ids_as_numbers() {
         let mut a = item(ReservationKind::Reservation, at(12, 1, 0, 0), at(12, 1, 1, 0), 100, 1);
         a.id = 10;
         let mut b = a.clone();
         b.id = 9;
-        let l: Vec<(Option<String>, ChargeLine)> =
-            lines(&[a, b], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 2, 0, 0))
+        let items = [a, b];
+        let l: Vec<(Option<&str>, Billed)> =
+            billed(&items, &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 2, 0, 0))
                 .into_iter()
                 .map(|l| (None, l))
                 .collect();
@@ -1225,9 +1384,50 @@ mod tests {
                 prop_assert_eq!(usage, expected);
             }
             let month = Month::of(now);
-            let s = statement("acme", month, &items, &[], &POLICY, now);
+            let s = statement("acme", month, &items, &[], &POLICY, now, None).unwrap();
             prop_assert_eq!(s.totals.total_cents.0, total(&s.lines));
             prop_assert_eq!(s.totals.total_cents, s.totals.reserved_cents + s.totals.on_demand_cents + s.totals.options_cents + s.totals.fees_cents + s.totals.credits_cents);
+        }
+
+        /// Walking a bill a page at a time writes out every line once, in bill order, whatever
+        /// the page size, with lines that share a start and a reservation (options, fees,
+        /// credits) split across pages.
+        #[test]
+        fn pages_of_lines_walk_the_whole_bill(
+            items in prop::collection::vec(arb_item(), 1..6),
+            credits in prop::collection::vec((0i64..60, prop::option::of(0i64..6)), 0..4),
+            limit in 1u32..5,
+            now_offset in 0i64..120 * 24 * 60,
+        ) {
+            let items: Vec<Metered> = items.into_iter().enumerate().map(|(i, (m, cuts))| {
+                let mut m = with_cuts(m, &cuts);
+                m.id = i as i64 % 3;
+                m
+            }).collect();
+            // Credits on a few instants only, so several share one.
+            let credits: Vec<CreditRecord> = credits.into_iter().map(|(day, reservation_id)| CreditRecord {
+                reservation_id,
+                tenant: "acme".into(),
+                at: at(11, 1, 0, 0) + Duration::days(day % 3),
+                amount: Cents(100),
+                reason: "node failed".into(),
+            }).collect();
+            let now = at(11, 1, 0, 0) + Duration::minutes(now_offset);
+            let span = Window { start: at(10, 1, 0, 0), end: at(3, 1, 0, 0) + Duration::days(365) };
+            let whole = lines(&items, &credits, span, &POLICY, now);
+            let bill = billed(&items, &credits, span, &POLICY, now);
+            let mut walked = Vec::new();
+            let mut request = PageRequest { limit, after: None };
+            loop {
+                let page = write_lines(&bill, Some(&request)).unwrap();
+                prop_assert!(page.items.len() <= limit as usize);
+                walked.extend(page.items);
+                match page.next_cursor {
+                    Some(cursor) => request.after = PageRequest::parse(None, Some(&cursor)).unwrap().after,
+                    None => break,
+                }
+            }
+            prop_assert_eq!(walked, whole);
         }
 
         /// A fee is never more than the part given back costs, and never charged with notice.

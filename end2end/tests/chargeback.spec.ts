@@ -88,3 +88,28 @@ test('a budget the forecast crosses raises an alert; admins read the fleet repor
   await admin.getByRole('button', { name: 'Last 7 days' }).click();
   await expect(heat.locator('tbody tr')).toHaveCount(7);
 });
+
+test("this month's reservations on the Chargeback page come a page at a time", async ({ page }) => {
+  await signIn(page, 'lead@acme.example');
+  await page.goto('/chargeback?limit=3');
+  const costs = page.getByTestId('reservation-costs');
+  const ids = () => costs.locator('tbody tr a').allTextContents();
+  const first = await ids();
+  expect(first).toHaveLength(3);
+  const count = Number(
+    (await page.getByRole('heading', { name: /reservations this month/ }).textContent())?.match(/^(\d+) /)?.[1],
+  );
+  expect(count).toBeGreaterThan(3);
+  await expect(page.getByTestId('reservation-costs-first-page')).toHaveCount(0);
+  await hydrated(page);
+  await page.getByTestId('reservation-costs-next-page').click();
+  await expect(page).toHaveURL(/limit=3.*after=/);
+  await expect(costs.locator('tbody tr a').first()).not.toHaveText(first[0]);
+  const second = await ids();
+  expect(second.length).toBeGreaterThan(0);
+  expect(second.filter((id) => first.includes(id))).toEqual([]);
+  // The budget and the charts still cover the whole month on every page.
+  await expect(page.getByTestId('budget')).toBeVisible();
+  await page.getByTestId('reservation-costs-first-page').click();
+  await expect(costs.locator('tbody tr a').first()).toHaveText(first[0]);
+});

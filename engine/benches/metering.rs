@@ -52,19 +52,19 @@ async fn run(name: &str, store: Store) {
     let lead = who(&engine, "lead@acme.example").await;
     let admin = who(&engine, "admin@tenantry.example").await;
     let month = Month::of(now).window();
-    let lines = engine.chargeback(&lead, month, None, now).await.unwrap().lines.len();
+    let lines = engine.chargeback(&lead, month, None, None, now).await.unwrap().lines.len();
     let t = median_ms(11, || async {
-        engine.chargeback(&lead, month, None, now).await.unwrap();
+        engine.chargeback(&lead, month, None, None, now).await.unwrap();
     })
     .await;
     println!("{name}: chargeback for this month ({lines} lines): {t:.1} ms");
     let t = median_ms(11, || async {
-        engine.chargeback(&lead, month, Some(GroupBy::Week), now).await.unwrap();
+        engine.chargeback(&lead, month, Some(GroupBy::Week), None, now).await.unwrap();
     })
     .await;
     println!("{name}: chargeback grouped by week: {t:.1} ms");
     let t = median_ms(11, || async {
-        engine.chargeback_overview(&lead, now).await.unwrap();
+        engine.chargeback_overview(&lead, &Default::default(), now).await.unwrap();
     })
     .await;
     println!("{name}: Chargeback page overview (forecast, 13 weeks, 6 statements, usage): {t:.1} ms");

@@ -11,13 +11,14 @@ use crate::identity::require_admin;
 use crate::store::metering::{HeldGpu, MeteredRow, NewSample};
 use crate::Engine;
 use chrono::{DateTime, Datelike, Duration, DurationRound, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tenantry_domain::fleet::QueueStats;
 use tenantry_domain::metering::{
-    self, ChargeLine, Chargeback, ChargebackOverview, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow,
+    self, Billed, Chargeback, ChargebackOverview, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow,
     ReservationCost, Statement, StatementSummary, Totals, Usage, UsageReport, WeekSpend,
 };
 use tenantry_domain::offering::GpuSevenths;
+use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, Offering, Window};
 
@@ -69,11 +70,14 @@ impl Engine {
 
     /// Every chargeback line of the caller's team whose time, fee or credit falls in `span`:
     /// past and running time as accrued, upcoming as committed; grouped when `group_by` is set.
+    /// With `page`, only that page of the lines is written out (the totals and groups still
+    /// count every line); without, every line (CSV downloads).
     pub async fn chargeback(
         &self,
         who: &Identity,
         span: Window,
         group_by: Option<GroupBy>,
+        page: Option<&PageRequest>,
         now: DateTime<Utc>,
     ) -> EngineResult<Chargeback> {
         let tenant_id = tenant_of(who)?;
@@ -83,42 +87,52 @@ impl Engine {
         let items: Vec<Metered> = self.metered_items(Some(tenant_id), span).await?;
         let credits = self.store.credits_in(Some(tenant_id), span).await?;
         let policy = &self.config.cancellation;
-        let lines = metering::lines(&items, &credits, span, policy, now);
+        let billed = metering::billed(&items, &credits, span, policy, now);
         let groups = match group_by {
             None => Vec::new(),
             Some(by @ (GroupBy::Week | GroupBy::Month)) => {
+                let periods = metering::periods(span, by);
                 let mut cut = Vec::new();
-                for (label, period) in metering::periods(span, by) {
+                for (label, period) in &periods {
                     cut.extend(
-                        metering::lines(&items, &credits, period, policy, now)
+                        metering::billed(&items, &credits, *period, policy, now)
                             .into_iter()
-                            .map(|l| (Some(label.clone()), l)),
+                            .map(|l| (Some(label.as_str()), l)),
                     );
                 }
                 metering::group(&cut, by)
             }
-            Some(by) => metering::group(&lines.iter().map(|l| (None, l.clone())).collect::<Vec<_>>(), by),
+            Some(by) => metering::group(&billed.iter().map(|l| (None, *l)).collect::<Vec<_>>(), by),
         };
+        let lines = metering::write_lines(&billed, page)?;
         Ok(Chargeback {
             tenant: tenant_slug(who),
             from: span.start,
             to: span.end,
             group_by,
-            totals: Totals::of(&lines),
-            lines,
+            totals: Totals::of(&billed),
+            lines: lines.items,
+            next_cursor: lines.next_cursor,
             groups,
             cancellation_policy: policy.describe(),
         })
     }
 
     /// The caller's team's statement for `month`: a draft while the month runs, final after.
-    pub async fn statement(&self, who: &Identity, month: Month, now: DateTime<Utc>) -> EngineResult<Statement> {
+    /// With `page`, only that page of its lines; without, every line.
+    pub async fn statement(
+        &self,
+        who: &Identity,
+        month: Month,
+        page: Option<&PageRequest>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Statement> {
         let tenant_id = tenant_of(who)?;
         let span = month.window();
         let items: Vec<Metered> = self.metered_items(Some(tenant_id), span).await?;
         let credits = self.store.credits_in(Some(tenant_id), span).await?;
         let tenant = tenant_slug(who);
-        Ok(metering::statement(&tenant, month, &items, &credits, &self.config.cancellation, now))
+        Ok(metering::statement(&tenant, month, &items, &credits, &self.config.cancellation, now, page)?)
     }
 
     /// The caller's team's month against its budget, with its alert thresholds.
@@ -137,7 +151,7 @@ impl Engine {
         let span = month.window();
         let metered = self.metered_items(Some(tenant_id), span).await?;
         let credits = self.store.credits_in(Some(tenant_id), span).await?;
-        let lines = metering::lines(&metered, &credits, span, &self.config.cancellation, now);
+        let lines = metering::billed(&metered, &credits, span, &self.config.cancellation, now);
         let policy = self.policy_of(tenant_id).await?;
         let budget = policy.monthly_budget_dollars.map(|d| Cents(i64::from(d) * 100));
         let forecast = metering::forecast(month, &lines, budget, now);
@@ -145,10 +159,17 @@ impl Engine {
     }
 
     /// The Chargeback page: this month against the budget, spend by week (eight weeks back, four
-    /// ahead), this month by offering and per reservation with its use, six months of statements.
-    pub async fn chargeback_overview(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<ChargebackOverview> {
+    /// ahead), this month by offering, one page of this month's reservations with their cost and
+    /// use (newest first), six months of statements.
+    pub async fn chargeback_overview(
+        &self,
+        who: &Identity,
+        page: &PageRequest,
+        now: DateTime<Utc>,
+    ) -> EngineResult<ChargebackOverview> {
         let tenant_id = tenant_of(who)?;
         let tenant = tenant_slug(who);
+        let after = page.after_time("this month's reservations")?;
         let this_month = Month::of(now);
         let today = now.duration_trunc(Duration::days(1)).unwrap_or(now);
         let monday = today - Duration::days(i64::from(today.weekday().num_days_from_monday()));
@@ -166,29 +187,29 @@ impl Engine {
         let policy = &self.config.cancellation;
 
         let month_span = this_month.window();
-        let month_lines = metering::lines(&metered, &credits, month_span, policy, now);
+        let month_lines = metering::billed(&metered, &credits, month_span, policy, now);
         let budget = self.policy_of(tenant_id).await?.monthly_budget_dollars.map(|d| Cents(i64::from(d) * 100));
         let forecast = metering::forecast(this_month, &month_lines, budget, now);
 
         // A week's option lines count with what they were booked with: a reservation's as
         // reserved spend, a burst's as on-demand.
-        let burst_ids: std::collections::HashSet<i64> =
+        let burst_ids: HashSet<i64> =
             metered.iter().filter(|m| m.kind == ReservationKind::Burst).map(|m| m.id).collect();
         let weeks = metering::periods(weeks_span, GroupBy::Week)
             .into_iter()
             .map(|(week, period)| {
-                let lines = metering::lines(&metered, &[], period, policy, now);
+                let lines = metering::billed(&metered, &[], period, policy, now);
                 let sum = |kind| {
                     lines
                         .iter()
                         .filter(|l| match l.kind {
                             LineKind::Option => {
-                                let burst = l.reservation_id.is_some_and(|id| burst_ids.contains(&id));
+                                let burst = l.reservation_id().is_some_and(|id| burst_ids.contains(&id));
                                 kind == if burst { LineKind::OnDemand } else { LineKind::Reserved }
                             }
                             k => k == kind,
                         })
-                        .map(|l| l.amount_cents)
+                        .map(|l| l.amount())
                         .sum()
                 };
                 WeekSpend {
@@ -200,33 +221,37 @@ impl Engine {
             })
             .collect();
 
-        let usage_lines: Vec<(Option<String>, ChargeLine)> = month_lines
-            .iter()
-            .filter(|l| {
-                matches!(l.kind, LineKind::Reserved | LineKind::OnDemand | LineKind::Option | LineKind::CancellationFee)
-            })
-            .map(|l| (None, l.clone()))
-            .collect();
-        let by_offering = metering::group(&usage_lines, GroupBy::Offering);
+        // Credits are the team's, not a reservation's cost.
+        let costs: Vec<(Option<&str>, Billed)> =
+            month_lines.iter().filter(|l| l.kind != LineKind::Credit).map(|l| (None, *l)).collect();
+        let by_offering = metering::group(&costs, GroupBy::Offering);
 
-        let usage = self.store.usage_by_reservation(Some(tenant_id), month_span).await?;
-        let mut amounts: BTreeMap<i64, (Cents, f64)> = BTreeMap::new();
-        let mut options: BTreeMap<i64, Vec<(String, Cents)>> = BTreeMap::new();
-        for l in month_lines.iter().filter(|l| l.kind != LineKind::Credit) {
-            if let Some(id) = l.reservation_id {
+        // This month's reservations, newest first, cut to the page before their use is read.
+        let mut amounts: HashMap<i64, (Cents, f64)> = HashMap::new();
+        for (_, l) in &costs {
+            if let Some(id) = l.reservation_id() {
                 let e = amounts.entry(id).or_insert((Cents::ZERO, 0.0));
-                e.0 = e.0 + l.amount_cents;
+                e.0 = e.0 + l.amount();
                 e.1 += l.gpu_hours;
-                if l.kind == LineKind::Option {
-                    options.entry(id).or_default().push((l.description.clone(), l.amount_cents));
-                }
             }
         }
-        let mut reservations: Vec<ReservationCost> = metered
-            .iter()
-            .filter_map(|m| {
-                let (amount, gpu_hours) = amounts.get(&m.id)?;
-                Some(ReservationCost {
+        let mut costed: Vec<&Metered> = metered.iter().filter(|m| amounts.contains_key(&m.id)).collect();
+        costed.sort_by_key(|m| std::cmp::Reverse((m.window.start, m.id)));
+        let from = after.map_or(0, |key| costed.partition_point(|m| (m.window.start, m.id) >= key));
+        let on_page: Vec<&Metered> = costed.into_iter().skip(from).take(page.fetch() as usize).collect();
+        let ids: Vec<i64> = on_page.iter().map(|m| m.id).collect();
+        let usage = self.store.usage_by_reservation(Some(tenant_id), month_span, Some(&ids)).await?;
+        let mut options: HashMap<i64, Vec<(String, Cents)>> = HashMap::new();
+        for l in month_lines.iter().filter(|l| l.kind == LineKind::Option) {
+            if let Some(id) = l.reservation_id().filter(|id| ids.contains(id)) {
+                options.entry(id).or_default().push((l.description(), l.amount()));
+            }
+        }
+        let reservations = on_page
+            .into_iter()
+            .map(|m| {
+                let (amount, gpu_hours) = amounts.get(&m.id).copied().unwrap_or((Cents::ZERO, 0.0));
+                ReservationCost {
                     reservation_id: m.id,
                     kind: m.kind,
                     offering: m.offering.clone(),
@@ -234,25 +259,25 @@ impl Engine {
                     start: m.window.start,
                     end: m.window.end,
                     state: m.state,
-                    amount_cents: *amount,
-                    reserved_gpu_hours: *gpu_hours,
+                    amount_cents: amount,
+                    reserved_gpu_hours: gpu_hours,
                     usage: usage.get(&m.id).copied().unwrap_or_default(),
                     options: options.remove(&m.id).unwrap_or_default(),
-                })
+                }
             })
             .collect();
-        reservations.sort_by(|a, b| b.start.cmp(&a.start).then(b.reservation_id.cmp(&a.reservation_id)));
-        let total_usage = usage.values().fold(Usage::default(), |a, u| a + *u);
+        let reservations = Page::of(reservations, page, |r: &ReservationCost| time_key(r.start, r.reservation_id));
+        let total_usage = self.store.usage_total(Some(tenant_id), month_span).await?;
 
         let mut statements = Vec::new();
         let mut month = this_month;
         for _ in 0..6 {
-            let s = metering::statement(&tenant, month, &metered, &credits, policy, now);
+            let lines = metering::billed(&metered, &credits, month.window(), policy, now);
             statements.push(StatementSummary {
-                month: s.month,
-                status: s.status,
-                lines: s.lines.len(),
-                total_cents: s.totals.total_cents,
+                month: month.to_string(),
+                status: month.statement_status(now),
+                lines: lines.len(),
+                total_cents: Totals::of(&lines).total_cents,
             });
             month = month.previous();
         }
@@ -261,7 +286,9 @@ impl Engine {
             forecast,
             weeks,
             by_offering,
-            reservations,
+            reservation_count: amounts.len(),
+            reservations: reservations.items,
+            reservations_next_cursor: reservations.next_cursor,
             usage: total_usage,
             statements,
             cancellation_policy: policy.describe(),
@@ -277,41 +304,41 @@ impl Engine {
         }
         let metered = self.metered_items(None, span).await?;
         let credits = self.store.credits_in(None, span).await?;
-        let lines = metering::lines(&metered, &credits, span, &self.config.cancellation, now);
-        let usage = self.store.usage_by_reservation(None, span).await?;
+        let lines = metering::billed(&metered, &credits, span, &self.config.cancellation, now);
+        let usage = self.store.usage_by_reservation(None, span, None).await?;
         let model_of: HashMap<i64, &str> = metered.iter().map(|m| (m.id, m.gpu_model.as_str())).collect();
 
-        let mut by_tenant: BTreeMap<String, (Cents, f64, Usage)> = BTreeMap::new();
-        let mut by_model: BTreeMap<String, (Cents, f64, Usage)> = BTreeMap::new();
+        let mut by_tenant: BTreeMap<&str, (Cents, f64, Usage)> = BTreeMap::new();
+        let mut by_model: BTreeMap<&str, (Cents, f64, Usage)> = BTreeMap::new();
         for l in &lines {
-            let model = l.reservation_id.and_then(|id| model_of.get(&id).copied()).unwrap_or("credits").to_owned();
-            for (map, key) in [(&mut by_tenant, l.tenant.clone()), (&mut by_model, model)] {
+            let model = l.reservation_id().and_then(|id| model_of.get(&id).copied()).unwrap_or("credits");
+            for (map, key) in [(&mut by_tenant, l.tenant()), (&mut by_model, model)] {
                 let e = map.entry(key).or_insert((Cents::ZERO, 0.0, Usage::default()));
-                e.0 = e.0 + l.amount_cents;
+                e.0 = e.0 + l.amount();
                 e.1 += l.gpu_hours;
             }
         }
         for m in &metered {
             if let Some(u) = usage.get(&m.id) {
-                for (map, key) in [(&mut by_tenant, m.tenant.clone()), (&mut by_model, m.gpu_model.clone())] {
+                for (map, key) in [(&mut by_tenant, m.tenant.as_str()), (&mut by_model, m.gpu_model.as_str())] {
                     let e = map.entry(key).or_insert((Cents::ZERO, 0.0, Usage::default()));
                     e.2 = e.2 + *u;
                 }
             }
         }
-        let rows = |map: BTreeMap<String, (Cents, f64, Usage)>| -> Vec<ReportRow> {
-            map.into_iter().map(|(k, (c, h, u))| ReportRow::new(k, c, h, u)).collect()
+        let rows = |map: BTreeMap<&str, (Cents, f64, Usage)>| -> Vec<ReportRow> {
+            map.into_iter().map(|(k, (c, h, u))| ReportRow::new(k.to_owned(), c, h, u)).collect()
         };
         let by_tenant = rows(by_tenant);
         let by_model = rows(by_model);
         let total = ReportRow::new(
             "all".to_owned(),
-            lines.iter().map(|l| l.amount_cents).sum(),
+            lines.iter().map(|l| l.amount()).sum(),
             lines.iter().map(|l| l.gpu_hours).sum(),
             usage.values().fold(Usage::default(), |a, u| a + *u),
         );
 
-        let fleet_gpus: u32 = self.store.list_nodes().await?.iter().map(|n| n.gpu_count).sum();
+        let fleet_gpus = self.store.gpu_count().await?;
         let mut days = Vec::new();
         let mut day = span.start.date_naive();
         while day <= (span.end - Duration::seconds(1)).date_naive() {

@@ -54,7 +54,7 @@ store_test!(reservations_are_metered_at_their_locked_rate, |store: Store| async 
     assert_eq!(extended.price_cents, rate * 12);
     // Shortened with plenty of notice: no fee, charged for 5 hours.
     engine.change_end(&lead, booked.id, start + Duration::hours(5), now).await.unwrap();
-    let bill = engine.chargeback(&lead, everything(), None, now).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, None, now).await.unwrap();
     assert_eq!(bill.lines.len(), 1, "{:?}", bill.lines);
     let line = &bill.lines[0];
     assert_eq!((line.kind, line.status), (LineKind::Reserved, LineStatus::Upcoming));
@@ -67,7 +67,7 @@ store_test!(reservations_are_metered_at_their_locked_rate, |store: Store| async 
     let soon = floor_minute(now) + Duration::hours(6);
     let late = engine.book(&lead, &ask("l40s-gpu", 1, soon, 2), None, now).await.unwrap().detail.reservation;
     engine.cancel(&lead, late.id, now).await.unwrap();
-    let bill = engine.chargeback(&lead, everything(), None, now).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, None, now).await.unwrap();
     let fee: Vec<_> = bill.lines.iter().filter(|l| l.kind == LineKind::CancellationFee).collect();
     assert_eq!(fee.len(), 1);
     assert_eq!(fee[0].reservation_id, Some(late.id));
@@ -79,17 +79,17 @@ store_test!(reservations_are_metered_at_their_locked_rate, |store: Store| async 
 
     // Grouped by month and by offering, the groups add up to the same total.
     for by in [GroupBy::Month, GroupBy::Offering, GroupBy::Week, GroupBy::Kind] {
-        let grouped = engine.chargeback(&lead, everything(), Some(by), now).await.unwrap();
+        let grouped = engine.chargeback(&lead, everything(), Some(by), None, now).await.unwrap();
         let sum: Cents = grouped.groups.iter().map(|g| g.amount_cents).sum();
         assert_eq!(sum, bill.totals.total_cents, "{by}");
     }
     // Members read the bill too; another team sees none of it.
     let member = who(&engine, "member@acme.example").await;
-    assert_eq!(engine.chargeback(&member, everything(), None, now).await.unwrap().totals, bill.totals);
+    assert_eq!(engine.chargeback(&member, everything(), None, None, now).await.unwrap().totals, bill.totals);
     let globex = who(&engine, "lead@globex.example").await;
-    let theirs = engine.chargeback(&globex, everything(), None, now).await.unwrap();
+    let theirs = engine.chargeback(&globex, everything(), None, None, now).await.unwrap();
     assert!(theirs.lines.is_empty(), "{:?}", theirs.lines);
-    assert!(matches!(engine.chargeback(&admin, everything(), None, now).await, Err(EngineError::Forbidden(_))));
+    assert!(matches!(engine.chargeback(&admin, everything(), None, None, now).await, Err(EngineError::Forbidden(_))));
 });
 
 store_test!(bursts_accrue_by_the_minute_and_use_is_sampled, |store: Store| async move {
@@ -105,7 +105,7 @@ store_test!(bursts_accrue_by_the_minute_and_use_is_sampled, |store: Store| async
     let rate = burst.rate_cents_per_hour;
     // Half an hour in: 30 minutes of two GPUs have accrued, the other 90 are committed.
     let later = burst.start + Duration::minutes(30);
-    let bill = engine.chargeback(&lead, everything(), None, later).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, None, later).await.unwrap();
     let line = &bill.lines[0];
     assert_eq!((line.kind, line.status), (LineKind::OnDemand, LineStatus::Running));
     assert_eq!(line.accrued_cents, Cents::per_hour_for_minutes(rate * 2, 30));
@@ -124,7 +124,7 @@ store_test!(bursts_accrue_by_the_minute_and_use_is_sampled, |store: Store| async
     assert_eq!(engine.sample_usage(sampled_at, 60).await.unwrap(), 1);
     // Another instance sampling in the same minute writes nothing twice.
     engine.sample_usage(sampled_at + Duration::seconds(20), 60).await.unwrap();
-    let overview = engine.chargeback_overview(&lead, sampled_at).await.unwrap();
+    let overview = engine.chargeback_overview(&lead, &Default::default(), sampled_at).await.unwrap();
     let cost = overview.reservations.iter().find(|r| r.reservation_id == burst.id).unwrap();
     assert!((cost.usage.sampled_gpu_hours() - 2.0 / 60.0).abs() < 1e-9, "{:?}", cost.usage);
     let pct = cost.usage.utilization_pct().unwrap();
@@ -166,15 +166,86 @@ store_test!(credits_reduce_the_statement_and_closed_months_are_final, |store: St
         .unwrap();
     });
     let month = Month::of(now);
-    let statement = engine.statement(&lead, month, now).await.unwrap();
+    let statement = engine.statement(&lead, month, None, now).await.unwrap();
     assert_eq!(statement.status, StatementStatus::Draft);
     assert_eq!(statement.totals.credits_cents, Cents(-1234));
     let lines: Cents = statement.lines.iter().map(|l| l.amount_cents).sum();
     assert_eq!(statement.totals.total_cents, lines);
-    let last_month = engine.statement(&lead, month.previous(), now).await.unwrap();
+    let last_month = engine.statement(&lead, month.previous(), None, now).await.unwrap();
     assert_eq!(last_month.status, StatementStatus::Final);
     assert!(last_month.lines.is_empty());
     // Another team's statement has neither the booking nor the credit.
     let globex = who(&engine, "lead@globex.example").await;
-    assert!(engine.statement(&globex, month, now).await.unwrap().lines.is_empty());
+    assert!(engine.statement(&globex, month, None, now).await.unwrap().lines.is_empty());
+});
+
+store_test!(bills_and_the_chargeback_page_read_a_page_at_a_time, |store: Store| async move {
+    let engine = Engine::new(store.clone(), EngineConfig::default());
+    let now = Utc::now();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 120, seed: 11 }, now).await.unwrap();
+    engine.backfill_usage(now - Duration::days(3), now).await.unwrap();
+    let lead = who(&engine, "lead@acme.example").await;
+    let month = Month::of(now);
+    let small = |after: Option<String>| tenantry_domain::page::PageRequest { limit: 7, after };
+
+    // The lines come 7 at a time and add up to the whole bill; the totals count every line.
+    let whole = engine.chargeback(&lead, month.window(), Some(GroupBy::Offering), None, now).await.unwrap();
+    assert!(whole.lines.len() > 14, "the demo month has {} lines", whole.lines.len());
+    let (mut walked, mut after) = (Vec::new(), None);
+    loop {
+        let page =
+            engine.chargeback(&lead, month.window(), Some(GroupBy::Offering), Some(&small(after)), now).await.unwrap();
+        assert!(page.lines.len() <= 7);
+        assert_eq!((&page.totals, &page.groups), (&whole.totals, &whole.groups));
+        walked.extend(page.lines);
+        match page.next_cursor {
+            Some(cursor) => after = tenantry_domain::page::PageRequest::parse(None, Some(&cursor)).unwrap().after,
+            None => break,
+        }
+    }
+    assert_eq!(walked, whole.lines);
+    let first = engine.statement(&lead, month, Some(&small(None)), now).await.unwrap();
+    assert_eq!(first.lines, whole.lines[..7]);
+    assert_eq!(first.totals, whole.totals);
+    assert!(first.next_cursor.is_some());
+    let foreign = small(Some(tenantry_domain::page::time_key(now, 1)));
+    let refused = engine.chargeback(&lead, month.window(), None, Some(&foreign), now).await;
+    assert!(matches!(refused, Err(EngineError::Invalid { .. })), "{refused:?}");
+
+    // The page's reservations, newest first, 7 at a time: each once, as many as it counts.
+    let (mut seen, mut after): (Vec<(DateTime<Utc>, i64)>, _) = (Vec::new(), None);
+    let mut sampled = tenantry_domain::metering::Usage::default();
+    let overview = loop {
+        let o = engine.chargeback_overview(&lead, &small(after), now).await.unwrap();
+        assert!(o.reservations.len() <= 7);
+        seen.extend(o.reservations.iter().map(|r| (r.start, r.reservation_id)));
+        sampled = o.reservations.iter().fold(sampled, |a, r| a + r.usage);
+        match o.reservations_next_cursor.clone() {
+            Some(cursor) => after = tenantry_domain::page::PageRequest::parse(None, Some(&cursor)).unwrap().after,
+            None => break o,
+        }
+    };
+    assert!(seen.len() > 7);
+    assert_eq!(seen.len(), overview.reservation_count);
+    assert!(seen.windows(2).all(|w| w[0] > w[1]), "newest first, each once: {seen:?}");
+    assert!(sampled.reserved > 0, "the backfilled history shows on the reservations");
+    assert_eq!(sampled, overview.usage, "the page's use is the month's, reservation by reservation");
+});
+
+store_test!(a_fee_is_billed_when_charged_though_its_window_lies_outside_the_range, |store: Store| async move {
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let now = Utc::now();
+    // Cancelled inside the notice: the fee is charged now, the window is later.
+    let soon = floor_minute(now) + Duration::hours(6);
+    let late = engine.book(&lead, &ask("l40s-gpu", 1, soon, 2), None, now).await.unwrap().detail.reservation;
+    engine.cancel(&lead, late.id, now).await.unwrap();
+    let until_now = Window { start: now - Duration::days(1), end: now + Duration::hours(1) };
+    let bill = engine.chargeback(&lead, until_now, None, None, now).await.unwrap();
+    let kinds: Vec<_> = bill.lines.iter().map(|l| (l.reservation_id, l.kind)).collect();
+    assert_eq!(kinds, [(Some(late.id), LineKind::CancellationFee)]);
+    assert!(bill.totals.fees_cents > Cents::ZERO);
+    // The window's own range has no fee in it, and nothing to charge: it was cancelled.
+    let window = Window { start: soon, end: soon + Duration::hours(2) };
+    assert!(engine.chargeback(&lead, window, None, None, now).await.unwrap().lines.is_empty());
 });

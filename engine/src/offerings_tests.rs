@@ -71,7 +71,7 @@ store_test!(price_changes_never_alter_locked_rates, |store: Store| async move {
     let later = now + Duration::minutes(1);
     let extended = engine.change_end(&lead, booked.id, start + Duration::hours(4), later).await.unwrap().reservation;
     assert_eq!((extended.rate_cents_per_hour, extended.price_cents), (Cents(275), Cents(2200)));
-    let bill = engine.chargeback(&lead, everything(), None, later).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, None, later).await.unwrap();
     let line = bill.lines.iter().find(|l| l.reservation_id == Some(booked.id)).unwrap();
     assert_eq!((line.rate_cents_per_hour, line.amount_cents), (Cents(275), Cents(2200)));
     // A booking made now pays the new rate.
@@ -153,7 +153,7 @@ store_test!(quotes_include_options_and_equal_the_booked_price, |store: Store| as
     assert_eq!(extended.option_prices, booked.option_prices);
 
     // Chargeback: the options on their own lines, the totals with them, equal to the price.
-    let bill = engine.chargeback(&lead, everything(), None, now).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, None, now).await.unwrap();
     let mine: Vec<_> = bill.lines.iter().filter(|l| l.reservation_id == Some(booked.id)).collect();
     let described: Vec<(LineKind, &str, Cents)> =
         mine.iter().map(|l| (l.kind, l.description.as_str(), l.amount_cents)).collect();
@@ -168,7 +168,7 @@ store_test!(quotes_include_options_and_equal_the_booked_price, |store: Store| as
     assert_eq!(bill.totals.options_cents, Cents(5320));
     assert_eq!(bill.totals.total_cents, extended.price_cents);
     let csv_groups =
-        engine.chargeback(&lead, everything(), Some(tenantry_domain::metering::GroupBy::Offering), now).await;
+        engine.chargeback(&lead, everything(), Some(tenantry_domain::metering::GroupBy::Offering), None, now).await;
     assert_eq!(csv_groups.unwrap().groups[0].amount_cents, extended.price_cents, "offering groups hold the options");
 
     // A burst pays the on-demand rate with the default options (free here).
@@ -208,7 +208,7 @@ store_test!(retiring_refuses_new_bookings_and_keeps_existing_ones, |store: Store
     let extended = engine.change_end(&lead, booked.id, start + Duration::hours(3), now).await.unwrap();
     assert_eq!(extended.reservation.price_cents, Cents(95 * 3));
     engine.cancel(&lead, other.id, now).await.unwrap();
-    let bill = engine.chargeback(&lead, everything(), None, now).await.unwrap();
+    let bill = engine.chargeback(&lead, everything(), None, None, now).await.unwrap();
     assert!(bill.lines.iter().any(|l| l.reservation_id == Some(booked.id) && l.amount_cents == Cents(285)));
 
     // A retired offering no longer changes.

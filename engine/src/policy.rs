@@ -266,13 +266,7 @@ impl Engine {
                     }
                 })
                 .sum();
-            let utilization_pct_30d = self
-                .store
-                .usage_by_reservation(Some(tenant_id), month)
-                .await?
-                .into_values()
-                .fold(tenantry_domain::metering::Usage::default(), |a, u| a + u)
-                .utilization_pct();
+            let utilization_pct_30d = self.store.usage_total(Some(tenant_id), month).await?.utilization_pct();
             let tenant_name = self.store.tenant(tenant_id).await?.map(|t| t.name).unwrap_or_default();
             let reasons =
                 r.decision_reason.clone().map(|d| d.split("; ").map(str::to_owned).collect()).unwrap_or_default();

@@ -202,6 +202,7 @@ store_test!(concurrent_cancels_cancel_once, |store: Store| async move {
                 &lead,
                 tenantry_domain::Window { start: now - Duration::days(1), end: start + Duration::days(1) },
                 None,
+                None,
                 Utc::now(),
             )
             .await

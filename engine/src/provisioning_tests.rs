@@ -570,7 +570,7 @@ store_test!(provisioning_that_fails_for_good_releases_what_it_touched, |store: S
     assert!(matches!(engine.cancel(&lead, id, Utc::now()).await, Err(EngineError::Conflict(_))));
     // The team pays nothing for it; admins still see the failed job, which cannot be retried.
     let span = Window { start: input.start - Duration::days(1), end: input.end + Duration::days(1) };
-    let bill = engine.chargeback(&lead, span, None, Utc::now()).await.unwrap();
+    let bill = engine.chargeback(&lead, span, None, None, Utc::now()).await.unwrap();
     assert!(bill.lines.iter().all(|l| l.reservation_id != Some(id) || l.accrued_cents.0 + l.committed_cents.0 == 0));
     assert_eq!(bill.totals.total_cents.0, 0, "{:?}", bill.lines);
     let overview = engine.queue_overview(&admin, &PageRequest::default(), Utc::now()).await.unwrap();

@@ -411,7 +411,7 @@ store_test!(slurm_accounting_reaches_chargeback, |store: Store| async move {
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let at = Utc::now().duration_trunc(Duration::seconds(1)).unwrap();
     assert_eq!(w.engine.sample_usage(at, 60).await.unwrap(), 1);
-    let overview = w.engine.chargeback_overview(&lead, at).await.unwrap();
+    let overview = w.engine.chargeback_overview(&lead, &Default::default(), at).await.unwrap();
     let cost = overview.reservations.iter().find(|r| r.reservation_id == id).unwrap();
     // One of the two booked GPUs was busy (held by the team's job in the reservation).
     let pct = cost.usage.utilization_pct().unwrap();

@@ -253,11 +253,11 @@ async fn upgrade_and_compare(fixture: &Path, backend: Backend) -> Vec<String> {
                 "chargeback" => {
                     let span = Window { start: time_param(read, "from"), end: time_param(read, "to") };
                     let group_by = read["group_by"].as_str().map(|g| g.parse::<GroupBy>().expect("group_by"));
-                    value(engine.chargeback(caller, span, group_by, at).await?)
+                    value(engine.chargeback(caller, span, group_by, None, at).await?)
                 }
                 "statement" => {
                     let month: Month = param(read, "month").parse().expect("month");
-                    value(engine.statement(caller, month, at).await?)
+                    value(engine.statement(caller, month, None, at).await?)
                 }
                 "usage_report" => {
                     let span = Window { start: time_param(read, "from"), end: time_param(read, "to") };

@@ -563,6 +563,11 @@ app_test!(a_path_segment_that_is_not_utf8_is_not_found, |app: TestApp| async mov
 /// Every page of `path` (which has a query already) at `limit`, following `next_cursor`: the
 /// items, and how many pages it took.
 async fn walk_pages(app: &TestApp, path: &str, auth: &Auth, limit: u32) -> (Vec<Value>, usize) {
+    walk_list(app, path, "items", auth, limit).await
+}
+
+/// Walks the pages of the list an answer holds under `list` (`items`, or a bill's `lines`).
+async fn walk_list(app: &TestApp, path: &str, list: &str, auth: &Auth, limit: u32) -> (Vec<Value>, usize) {
     let (mut items, mut pages, mut cursor) = (Vec::new(), 0, None::<String>);
     loop {
         let url = match &cursor {
@@ -572,7 +577,7 @@ async fn walk_pages(app: &TestApp, path: &str, auth: &Auth, limit: u32) -> (Vec<
         let (status, body) = app.get(&url, Some(auth)).await;
         assert_eq!(status, StatusCode::OK, "{url}: {body}");
         let page = json(&body);
-        let got = page["items"].as_array().unwrap();
+        let got = page[list].as_array().unwrap();
         assert!(got.len() <= limit as usize);
         items.extend(got.iter().cloned());
         pages += 1;
@@ -658,6 +663,24 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
     let (told, _) = walk_pages(&app, "/api/v1/notifications?", &lead, 1000).await;
     assert!(!told.is_empty(), "the lead was told of their bookings");
 
+    // A bill's lines and a statement's page the same way; CSV holds every line.
+    // (The bookings above are tomorrow's.)
+    let tomorrow = chrono::Utc::now() + chrono::Duration::days(1);
+    let month = tomorrow.format("%Y-%m").to_string();
+    let statement = format!("/api/v1/statements/{month}?");
+    let day = tomorrow.format("%Y-%m-%d");
+    let bill = format!("/api/v1/chargeback?from={day}T00:00:00Z&to={day}T23:59:59Z&");
+    for path in [bill.as_str(), statement.as_str()] {
+        let (whole, _) = walk_list(&app, path, "lines", &lead, 1000).await;
+        let (paged, pages) = walk_list(&app, path, "lines", &lead, 2).await;
+        assert!(whole.len() >= 5, "{path}: {whole:?}");
+        assert_eq!(paged, whole, "{path}");
+        assert_eq!(pages, whole.len().div_ceil(2), "{path}");
+        let (status, csv) = app.get(&format!("{path}format=csv&limit=2"), Some(&lead)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(csv.trim().lines().count(), whole.len() + 1, "{path}: a header and every line");
+    }
+
     // Bad paging is a 422 that names the parameter.
     for (query, field) in [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("cursor=zz", "cursor")]
     {
@@ -669,6 +692,8 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
             "/api/v1/admin/users",
             "/api/v1/admin/approvals",
             "/api/v1/admin/maintenance",
+            "/api/v1/chargeback",
+            &format!("/api/v1/statements/{month}"),
         ] {
             let auth = if path.contains("admin") { &admin } else { &lead };
             let (status, body) = app.get(&format!("{path}?{query}"), Some(auth)).await;

@@ -8,14 +8,18 @@ use crate::api::chargeback_view;
 use crate::components::badges::ReservationStateBadge;
 use crate::components::chart::ChartWithTable;
 use crate::components::errors::ErrorPanel;
+use crate::components::pager::{page_of, Pager};
 use crate::components::table::DataTable;
 use crate::format::{gpu_hours, percent, utc};
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use leptos_router::params::ParamsMap;
 use tenantry_domain::metering::{ChargebackOverview, Forecast};
 
 #[component]
 pub fn ChargebackPage() -> impl IntoView {
-    let view = Resource::new(|| (), |_| chargeback_view());
+    let query = use_query_map();
+    let view = Resource::new(move || query.with(page_of), |(limit, after)| chargeback_view(limit, after));
     view! {
         <PageHeader
             title="Chargeback"
@@ -73,7 +77,7 @@ pub fn ChargebackPage() -> impl IntoView {
                                         })
                                         .collect_view()}
                                 </ChartWithTable>
-                                <ReservationCosts overview=o.clone() />
+                                <ReservationCosts overview=o.clone() query=query.get_untracked() />
                                 <Statements overview=o />
                             </div>
                         }
@@ -135,14 +139,20 @@ fn BudgetCard(forecast: Forecast, svg: String) -> impl IntoView {
     }
 }
 
-/// Each reservation and burst of this month with its cost and how busy its GPUs were.
+/// Each reservation and burst of this month with its cost and how busy its GPUs were, a page
+/// at a time (newest first).
 #[component]
-fn ReservationCosts(overview: ChargebackOverview) -> impl IntoView {
+fn ReservationCosts(overview: ChargebackOverview, query: ParamsMap) -> impl IntoView {
     let share = overview.usage.utilization_pct();
+    let next_cursor = overview.reservations_next_cursor.clone();
     view! {
         <section aria-labelledby="costs-heading">
             <h2 id="costs-heading" class="mb-2 font-semibold">
-                {format!("Reservations this month: {} of sampled reserved GPU time was busy", percent(share))}
+                {format!(
+                    "{} reservations this month: {} of sampled reserved GPU time was busy",
+                    overview.reservation_count,
+                    percent(share),
+                )}
             </h2>
             <DataTable
                 caption="Reservations and bursts this month with cost and utilization"
@@ -219,6 +229,14 @@ fn ReservationCosts(overview: ChargebackOverview) -> impl IntoView {
                     })
                     .collect_view()}
             </DataTable>
+            <Pager
+                path="/chargeback"
+                query
+                next_cursor
+                first="Newest first"
+                next="Earlier reservations"
+                testid="reservation-costs"
+            />
         </section>
     }
 }

@@ -144,6 +144,14 @@ impl Store {
         Ok(on_pool!(self, |pool| sqlx::query_as::<_, (String, i64)>(sql).fetch_all(pool).await?))
     }
 
+    /// The fleet's GPUs (those not removed from their node), for the report's utilization
+    /// heatmap: what every node's `gpu_count` adds up to, without reading the nodes.
+    pub async fn gpu_count(&self) -> EngineResult<u32> {
+        let sql = "select count(*) from gpu where removed_at is null";
+        let count = on_pool!(self, |pool| sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await?);
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+
     /// One node by hostname.
     pub async fn node_summary(&self, hostname: &str) -> EngineResult<Option<NodeSummary>> {
         Ok(self.nodes_where(Some(hostname)).await?.pop())

@@ -5,7 +5,6 @@ use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
-use tenantry_domain::booking::MAX_WINDOW;
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Reservation, ReservationState};
 
@@ -56,15 +55,6 @@ pub enum AfterDecision {
     FreeCapacity,
     /// Approved: its provisioning is queued for this time.
     ProvisionAt(DateTime<Utc>),
-}
-
-/// The earliest start a reservation overlapping a range from `from` can have: no window is
-/// longer than [`MAX_WINDOW`] (booking, extending and bursts all refuse longer ones), so this
-/// bounds the index range on `(tenant_id, start_at)` that a "start before the end, end after
-/// the start" question would otherwise scan back to the team's first reservation (128 and 175
-/// ms a booking with 250,000 of a team's reservations, now a few).
-fn earliest_start(from: DateTime<Utc>) -> DateTime<Utc> {
-    from - MAX_WINDOW - chrono::Duration::minutes(1)
 }
 
 impl Store {
@@ -127,7 +117,7 @@ impl Store {
                 .bind(from)
                 .bind(to)
                 .bind(kind.code())
-                .bind(earliest_start(from))
+                .bind(super::earliest_start(from))
                 .fetch_all(pool)
                 .await?
         });
@@ -176,7 +166,7 @@ impl Store {
                 .bind(to)
                 .bind(kind.code())
                 .bind(except)
-                .bind(earliest_start(from))
+                .bind(super::earliest_start(from))
                 .fetch_all(pool)
                 .await?
         });

@@ -41,18 +41,28 @@ pub struct ChargebackQuery {
     /// With CSV, the groups are the rows.
     #[param(value_type = Option<GroupBy>)]
     pub group_by: Option<String>,
-    /// `csv` for CSV (like `Accept: text/csv`); anything else is JSON.
+    /// `csv` for CSV (like `Accept: text/csv`; every line); anything else is JSON.
     #[param(value_type = Option<Format>)]
     pub format: Option<String>,
+    /// Lines a JSON page holds: 1 to 1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
 /// The query of `GET /api/v1/statements/{month}`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct StatementQuery {
-    /// `csv` for CSV (like `Accept: text/csv`); anything else is JSON.
+    /// `csv` for CSV (like `Accept: text/csv`; every line); anything else is JSON.
     #[param(value_type = Option<Format>)]
     pub format: Option<String>,
+    /// Lines a JSON page holds: 1 to 1000 (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
 /// The query of `GET /api/v1/admin/reports/usage`.
@@ -71,7 +81,9 @@ pub struct ReportQuery {
 ///
 /// Every reservation and burst overlapping the range: past and running time as accrued,
 /// upcoming as committed; cancellation fees and credits dated when charged. Money in integer
-/// cents. CSV (the same lines and numbers) for `Accept: text/csv` or `format=csv`.
+/// cents. JSON holds a page of the lines (`limit`, `cursor`, `next_cursor`); its totals and
+/// groups count every line. CSV (every line, the same numbers) for `Accept: text/csv` or
+/// `format=csv`.
 #[utoipa::path(
     get,
     path = "/chargeback",
@@ -98,19 +110,21 @@ pub async fn chargeback(
     let month = Month::of(now).window();
     let span = input::range(query.from.as_deref(), query.to.as_deref(), month)?;
     let group_by = input::group_by(query.group_by.as_deref())?;
-    let bill = state.engine.chargeback(&who, span, group_by, now).await?;
     if wants_csv(&headers, query.format.as_deref()) {
+        let bill = state.engine.chargeback(&who, span, group_by, None, now).await?;
         let name = format!("chargeback-{}-{}.csv", bill.tenant, span.start.format("%Y%m%d"));
         let body = if group_by.is_some() { groups_csv(&bill.groups) } else { lines_csv(&bill.lines) };
         return Ok(csv_response(&name, body));
     }
-    Ok(Json(bill).into_response())
+    let page = input::page(query.limit.as_deref(), query.cursor.as_deref())?;
+    Ok(Json(state.engine.chargeback(&who, span, group_by, Some(&page), now).await?).into_response())
 }
 
 /// A monthly statement
 ///
 /// The team's statement for a calendar month (UTC): `draft` while the month runs, `final` after.
-/// CSV of its lines for `Accept: text/csv` or `format=csv`.
+/// JSON holds a page of its lines (`limit`, `cursor`, `next_cursor`) and the totals of all of
+/// them; CSV of every line for `Accept: text/csv` or `format=csv`.
 #[utoipa::path(
     get,
     path = "/statements/{month}",
@@ -139,12 +153,13 @@ pub async fn statement(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let month = input::month(&month)?;
-    let statement = state.engine.statement(&who, month, Utc::now()).await?;
     if wants_csv(&headers, query.format.as_deref()) {
+        let statement = state.engine.statement(&who, month, None, Utc::now()).await?;
         let name = format!("statement-{}-{}-{}.csv", statement.tenant, statement.month, statement.status);
         return Ok(csv_response(&name, lines_csv(&statement.lines)));
     }
-    Ok(Json(statement).into_response())
+    let page = input::page(query.limit.as_deref(), query.cursor.as_deref())?;
+    Ok(Json(state.engine.statement(&who, month, Some(&page), Utc::now()).await?).into_response())
 }
 
 /// Usage and revenue (admins)
