@@ -249,3 +249,32 @@ store_test!(a_fee_is_billed_when_charged_though_its_window_lies_outside_the_rang
     let window = Window { start: soon, end: soon + Duration::hours(2) };
     assert!(engine.chargeback(&lead, window, None, None, now).await.unwrap().lines.is_empty());
 });
+
+store_test!(the_reserved_gauge_counts_what_the_store_holds_now, |store: Store| async move {
+    let engine = Engine::new(store.clone(), EngineConfig::default());
+    let now = Utc::now();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 120, seed: 3 }, now).await.unwrap();
+    // What running reservations hold now, whole GPUs and MIG slices, summed in SQL.
+    let held: Vec<(String, i64)> = on_pool!(&engine.store, |pool| {
+        sqlx::query_as(
+            "select t.slug, cast(sum(case when g.mig_enabled then a.slice_hi - a.slice_lo else 7 end) as bigint)
+             from allocation a join reservation r on r.reservation_id = a.reservation_id
+             join gpu g on g.gpu_id = a.gpu_id join tenant t on t.tenant_id = r.tenant_id
+             where a.live and a.kind = 'reservation' and a.replaced_at is null
+               and a.start_at <= $1 and $1 < a.end_at and r.state in ('provisioning', 'active', 'degraded')
+             group by t.slug order by t.slug",
+        )
+        .bind(now)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+    });
+    assert!(!held.is_empty(), "the demo world runs reservations now");
+    let expected: Vec<(String, f64)> = held.into_iter().map(|(t, s)| (t, s as f64 / 7.0)).collect();
+    let gauges = engine.gauges(now).await.unwrap();
+    assert_eq!(gauges.reserved_gpus_by_tenant.len(), expected.len(), "{:?}", gauges.reserved_gpus_by_tenant);
+    for ((tenant, gpus), (want_tenant, want)) in gauges.reserved_gpus_by_tenant.iter().zip(&expected) {
+        assert_eq!(tenant, want_tenant);
+        assert!((gpus - want).abs() < 1e-9, "{tenant}: {gpus} GPUs, the store holds {want}");
+    }
+});

@@ -4,7 +4,6 @@
 -- charged when it happens) by the instant of the cut.
 create index window_cut_at on window_cut (at);
 
--- `/metrics` counts the GPUs running reservations hold now, starting from those reservations:
--- a few thousand at any moment among millions, so they get an index of their own.
-create index reservation_running on reservation (tenant_id)
-    where state in ('provisioning', 'active', 'degraded');
+-- `/metrics` counts failed jobs and Admin -> Fleet pages them, latest failure first: without
+-- this, both read every job (310,000 queued ones at 100,000 GPUs).
+create index job_failed on job (updated_at, job_id) where state = 'failed';

@@ -617,14 +617,17 @@ impl Store {
 
     pub async fn queue_stats(&self, now: DateTime<Utc>) -> EngineResult<QueueStats> {
         let (depth, running, scheduled, oldest, failed) = on_pool!(self, |pool| {
+            // Each figure on its own partial index (due and scheduled on `job_due`, running on
+            // `job_leased`, failed on `job_failed`): one pass over every job in these states read
+            // 310,000 queued ones at 100,000 GPUs to count a handful of due and failed ones.
             sqlx::query_as::<_, (i64, i64, i64, Option<DateTime<Utc>>, i64)>(
                 "select
-                    coalesce(sum(case when state = 'running' or (state = 'queued' and run_at <= $1) then 1 else 0 end), 0),
-                    coalesce(sum(case when state = 'running' then 1 else 0 end), 0),
-                    coalesce(sum(case when state = 'queued' and run_at > $1 then 1 else 0 end), 0),
-                    min(case when state = 'queued' and run_at <= $1 then run_at end),
-                    coalesce(sum(case when state = 'failed' then 1 else 0 end), 0)
-                 from job where state in ('queued', 'running', 'failed')",
+                    (select count(*) from job where state = 'queued' and run_at <= $1)
+                        + (select count(*) from job where state = 'running'),
+                    (select count(*) from job where state = 'running'),
+                    (select count(*) from job where state = 'queued' and run_at > $1),
+                    (select min(run_at) from job where state = 'queued' and run_at <= $1),
+                    (select count(*) from job where state = 'failed')",
             )
             .bind(now)
             .fetch_one(pool)
