@@ -305,6 +305,9 @@ pub fn counting_range(window: &Window) -> Window {
     Window { start, end }
 }
 
+/// How many competing reservations an approval item lists (it counts them all).
+pub const COMPETING_SHOWN: u32 = 10;
+
 /// A reservation waiting for an admin, with what an admin needs to decide.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -314,8 +317,12 @@ pub struct ApprovalItem {
     /// Why it waits.
     pub reasons: Vec<String>,
     pub quota: QuotaEffect,
-    /// Other live reservations on the same GPU model overlapping its window.
+    /// Other live reservations on the same GPU model overlapping its window: the
+    /// [`COMPETING_SHOWN`] that start first.
     pub competing: Vec<crate::Reservation>,
+    /// How many there are in all (at 100,000 GPUs, tens of thousands).
+    #[serde(default)]
+    pub competing_count: u64,
     /// GPU-hours the team reserved over the last 30 days (how much it books, for context).
     pub reserved_gpu_hours_30d: f64,
     /// The share of its sampled reserved GPU time the team kept busy over the last 30 days

@@ -19,7 +19,7 @@ use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::policy::{
     self, ApprovalItem, Ask, BurstInput, Decision, DefaultPolicy, Held, Holding, Policy, PolicyPatch, QuotaEffect,
-    TenantPolicy,
+    TenantPolicy, COMPETING_SHOWN,
 };
 use tenantry_domain::reservation::{Placement, ReservationDetail, ReservationKind};
 use tenantry_domain::{Identity, Offering, ReservationState, Window};
@@ -238,6 +238,9 @@ impl Engine {
         // not worked up (each item costs a policy decision and three reads).
         let waiting = self.store.pending_approvals(after, page.fetch()).await?;
         let waiting = Page::of(waiting, page, |(_, r)| time_key(r.start, r.id));
+        // A team's name and last 30 days are read once per page, not once per item.
+        let month = Window { start: now - Duration::days(30), end: now };
+        let mut teams: HashMap<i64, TeamContext> = HashMap::new();
         let mut items = Vec::new();
         for (tenant_id, r) in waiting.items {
             let Some(offering) = offerings.get(&r.offering) else { continue };
@@ -245,42 +248,53 @@ impl Engine {
             let (_, quota) = self.decide(tenant_id, offering, r.quantity, window, Some(r.id), now).await?;
             let same_model: Vec<String> =
                 offerings.values().filter(|o| o.gpu_model == offering.gpu_model).map(|o| o.id.clone()).collect();
-            let competing = self
-                .store
-                .live_reservations_on(&same_model, r.start, r.end)
-                .await?
-                .into_iter()
-                .filter(|c| c.id != r.id)
-                .collect();
-            let month = Window { start: now - Duration::days(30), end: now };
-            let recent = self.holdings(tenant_id, ReservationKind::Reservation, &month, None).await?;
-            let reserved_gpu_hours_30d = recent
-                .iter()
-                .map(|h| {
-                    let start = h.window.start.max(month.start);
-                    let end = h.window.end.min(month.end);
-                    if end > start {
-                        h.gpus.as_gpus() * (end - start).num_minutes() as f64 / 60.0
-                    } else {
-                        0.0
-                    }
-                })
-                .sum();
-            let utilization_pct_30d = self.store.usage_total(Some(tenant_id), month).await?.utilization_pct();
-            let tenant_name = self.store.tenant(tenant_id).await?.map(|t| t.name).unwrap_or_default();
+            let (competing, competing_count) =
+                self.store.live_reservations_on(&same_model, (r.start, r.end), r.id, COMPETING_SHOWN).await?;
+            let team = match teams.get(&tenant_id) {
+                Some(team) => team.clone(),
+                None => {
+                    let team = self.team_context(tenant_id, month).await?;
+                    teams.insert(tenant_id, team.clone());
+                    team
+                }
+            };
             let reasons =
                 r.decision_reason.clone().map(|d| d.split("; ").map(str::to_owned).collect()).unwrap_or_default();
             items.push(ApprovalItem {
                 reservation: r,
-                tenant_name,
+                tenant_name: team.name,
                 reasons,
                 quota,
                 competing,
-                reserved_gpu_hours_30d,
-                utilization_pct_30d,
+                competing_count,
+                reserved_gpu_hours_30d: team.reserved_gpu_hours,
+                utilization_pct_30d: team.utilization_pct,
             });
         }
         Ok(Page { items, next_cursor: waiting.next_cursor })
+    }
+
+    /// A team's name and what it reserved and used over `month` (the last 30 days), for
+    /// approval items.
+    async fn team_context(&self, tenant_id: i64, month: Window) -> EngineResult<TeamContext> {
+        let recent = self.holdings(tenant_id, ReservationKind::Reservation, &month, None).await?;
+        let reserved_gpu_hours = recent
+            .iter()
+            .map(|h| {
+                let start = h.window.start.max(month.start);
+                let end = h.window.end.min(month.end);
+                if end > start {
+                    h.gpus.as_gpus() * (end - start).num_minutes() as f64 / 60.0
+                } else {
+                    0.0
+                }
+            })
+            .sum();
+        Ok(TeamContext {
+            name: self.store.tenant(tenant_id).await?.map(|t| t.name).unwrap_or_default(),
+            reserved_gpu_hours,
+            utilization_pct: self.store.usage_total(Some(tenant_id), month).await?.utilization_pct(),
+        })
     }
 
     /// Approves a pending reservation: it is scheduled and the requester is told.
@@ -561,4 +575,12 @@ impl Engine {
 /// GPUs of `quantity` units of an offering, as policy counts them.
 pub fn policy_gpus(offering: &Offering, quantity: i64) -> tenantry_domain::offering::GpuSevenths {
     tenantry_domain::offering::GpuSevenths(offering.gpus_per_unit().0 * quantity)
+}
+
+/// What an approval item says about the team asking.
+#[derive(Debug, Clone)]
+struct TeamContext {
+    name: String,
+    reserved_gpu_hours: f64,
+    utilization_pct: Option<f64>,
 }

@@ -441,3 +441,29 @@ store_test!(approvals_notifications_and_maintenance_read_page_by_page, |store: S
         Err(EngineError::Invalid { field: "cursor", .. })
     ));
 });
+
+store_test!(an_approval_lists_the_first_competitors_and_counts_them_all, |store: Store| async move {
+    let (engine, lead, admin) = setup(store).await;
+    let now = Utc::now();
+    let globex = engine.store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
+    // Twelve of globex's H100 bookings overlap the window, latest start first; one ends before
+    // it and one is of another GPU model.
+    let mut overlapping = Vec::new();
+    for i in (0..12).rev() {
+        let start = day(6, 7) + Duration::minutes(10 + 20 * i);
+        let r = engine.book(&globex, &ask("h100-gpu", 1, start, 1), None, now).await.unwrap().detail.reservation;
+        overlapping.push((r.start, r.id));
+    }
+    engine.book(&globex, &ask("h100-gpu", 1, day(6, 2), 2), None, now).await.unwrap();
+    engine.book(&globex, &ask("l40s-gpu", 1, day(6, 9), 2), None, now).await.unwrap();
+    let pending = engine.book(&lead, &ask("h100-gpu", 6, day(6, 8), 4), None, now).await.unwrap().detail;
+    assert_eq!(pending.reservation.state, ReservationState::PendingApproval);
+
+    let items = engine.pending_approvals(&admin, now).await.unwrap();
+    let item = items.iter().find(|a| a.reservation.id == pending.reservation.id).unwrap();
+    assert_eq!(item.competing_count, 12);
+    overlapping.sort();
+    let listed: Vec<_> = item.competing.iter().map(|c| (c.start, c.id)).collect();
+    assert_eq!(listed, overlapping[..tenantry_domain::policy::COMPETING_SHOWN as usize], "the first to start");
+    assert_eq!(item.tenant_name, "Acme Research");
+});

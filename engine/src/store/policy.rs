@@ -173,28 +173,42 @@ impl Store {
         Ok(rows)
     }
 
-    /// Live reservations of any tenant on the given offerings overlapping `[from, to)`.
+    /// Live reservations of `offering_ids` overlapping `[from, to)` other than `except`: the
+    /// `limit` that start first, and how many there are in all (counted in the same pass).
+    /// Starts are bounded below by the longest window, so the read walks only the window's part
+    /// of the `(offering_id, start_at)` index.
     pub async fn live_reservations_on(
         &self,
         offering_ids: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> EngineResult<Vec<Reservation>> {
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        except: i64,
+        limit: u32,
+    ) -> EngineResult<(Vec<Reservation>, u64)> {
         let rows = on_pool!(self, |pool| {
-            let mut q = sqlx::QueryBuilder::<Db>::new(super::reservations::RESERVATION_SELECT);
+            let select = super::reservations::RESERVATION_SELECT.replacen(
+                "select r.reservation_id,",
+                "select count(*) over () as total, r.reservation_id,",
+                1,
+            );
+            let mut q = sqlx::QueryBuilder::<Db>::new(select);
             q.push(format!(" where r.state in {LIVE_STATES} and r.start_at < "))
                 .push_bind(to)
                 .push(" and ")
                 .push_bind(from)
-                .push(" < r.end_at and r.offering_id in (");
+                .push(" < r.end_at and r.start_at >= ")
+                .push_bind(super::earliest_start(from))
+                .push(" and r.reservation_id <> ")
+                .push_bind(except)
+                .push(" and r.offering_id in (");
             let mut list = q.separated(", ");
             for id in offering_ids {
                 list.push_bind(id.clone());
             }
-            q.push(") order by r.start_at");
-            q.build_query_as::<ReservationRow>().fetch_all(pool).await?
+            q.push(") order by r.start_at, r.reservation_id limit ").push_bind(i64::from(limit));
+            q.build_query_as::<Counted>().fetch_all(pool).await?
         });
-        Ok(rows.into_iter().filter_map(ReservationRow::into_reservation).collect())
+        let total = rows.first().map_or(0, |r| r.total.max(0) as u64);
+        Ok((rows.into_iter().filter_map(|r| r.row.into_reservation()).collect(), total))
     }
 
     /// Reservations waiting for an admin with their tenant ids, soonest start first: at most
@@ -344,4 +358,12 @@ impl Store {
         });
         Ok(())
     }
+}
+
+/// A row with how many rows its query matched before `limit` (`count(*) over ()`).
+#[derive(sqlx::FromRow)]
+struct Counted {
+    total: i64,
+    #[sqlx(flatten)]
+    row: ReservationRow,
 }

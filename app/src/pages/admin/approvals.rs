@@ -131,15 +131,22 @@ fn Approval(
                 {if item.competing.is_empty() {
                     "Nothing else holds this GPU model in that window.".to_owned()
                 } else {
-                    format!(
-                        "Also holding this GPU model then: {}",
-                        item
-                            .competing
-                            .iter()
-                            .map(|c| format!("#{} {} ({} × {}, {})", c.id, c.tenant, c.quantity, c.offering, c.state))
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                    )
+                    let listed = item
+                        .competing
+                        .iter()
+                        .map(|c| format!("#{} {} ({} × {}, {})", c.id, c.tenant, c.quantity, c.offering, c.state))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    let more = item.competing_count.saturating_sub(item.competing.len() as u64);
+                    if more == 0 {
+                        format!("Also holding this GPU model then: {listed}")
+                    } else {
+                        format!(
+                            "Also holding this GPU model then: {} reservations, the first {} to start: {listed}; and {more} more",
+                            item.competing_count,
+                            item.competing.len(),
+                        )
+                    }
                 }}
             </p>
             {r
