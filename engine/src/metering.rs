@@ -436,8 +436,8 @@ impl Engine {
         Ok(out)
     }
 
-    /// The gauges `/metrics` exports, read from the store (so they are the same on every
-    /// instance).
+    /// The gauges `/metrics` exports, read from the store, the reserved GPUs from the
+    /// availability index that follows it (so they are the same on every instance).
     pub async fn gauges(&self, now: DateTime<Utc>) -> EngineResult<Gauges> {
         let queue = self.store.queue_stats(now).await?;
         let mut nodes: BTreeMap<String, i64> =

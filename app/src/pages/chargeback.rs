@@ -149,8 +149,9 @@ fn ReservationCosts(overview: ChargebackOverview, query: ParamsMap) -> impl Into
         <section aria-labelledby="costs-heading">
             <h2 id="costs-heading" class="mb-2 font-semibold">
                 {format!(
-                    "{} reservations this month: {} of sampled reserved GPU time was busy",
+                    "{} reservation{} this month: {} of sampled reserved GPU time was busy",
                     overview.reservation_count,
+                    if overview.reservation_count == 1 { "" } else { "s" },
                     percent(share),
                 )}
             </h2>
