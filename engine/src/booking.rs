@@ -85,7 +85,7 @@ fn fingerprint(input: &BookingInput) -> String {
 impl Engine {
     /// The offering (retired or not) at the rates in effect at `now`.
     async fn offering_for(&self, id: &str, now: DateTime<Utc>) -> EngineResult<Offering> {
-        self.store.offering(id, now).await?.ok_or_else(|| {
+        self.offering_at(id, now).await?.ok_or_else(|| {
             EngineError::invalid("offering", format!("unknown offering `{id}`; GET /api/v1/offerings lists them"))
         })
     }

@@ -159,7 +159,7 @@ impl Engine {
         let tenant_id = tenant_of(who)?;
         let reservation = self.store.reservation(tenant_id, id).await?.ok_or(EngineError::NotFound("reservation"))?;
         let revision = self.store.reservation_revision(tenant_id, id).await?.unwrap_or(0);
-        let offering = self.store.offering(&reservation.offering, now).await?;
+        let offering = self.offering_at(&reservation.offering, now).await?;
         let event = calendar::reservation_event(portal, &reservation, revision, offering.as_ref());
         Ok(calendar::render(&format!("Tenantry · reservation #{id}"), &[event], now))
     }
@@ -178,7 +178,7 @@ impl Engine {
         reservations.reverse(); // earliest first reads better in a file
         let revisions = self.store.reservation_revisions(tenant_id, from).await?;
         let offerings: HashMap<String, Offering> =
-            self.store.list_offerings(now).await?.into_iter().map(|o| (o.id.clone(), o)).collect();
+            self.all_offerings(now).await?.into_iter().map(|o| (o.id.clone(), o)).collect();
         let mut events: Vec<CalendarEvent> = reservations
             .iter()
             .map(|r| {

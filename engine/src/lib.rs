@@ -83,6 +83,8 @@ pub struct Engine {
     pub timeline_changes: tokio::sync::broadcast::Sender<i64>,
     /// How notices leave the portal (SMTP, webhooks) and the delivery workers' wake-up.
     pub(crate) outbox: std::sync::Arc<notices::Outbox>,
+    /// The offering catalogue as last read, with the store's catalogue version then.
+    catalog: std::sync::Arc<offerings::CachedCatalog>,
 }
 
 impl Engine {
@@ -102,6 +104,7 @@ impl Engine {
             counters: Default::default(),
             timeline_changes: tokio::sync::broadcast::channel(1024).0,
             outbox,
+            catalog: Default::default(),
         }
     }
 

@@ -44,7 +44,7 @@ impl Engine {
         // Only the offerings' shapes matter here (what was charged is locked on each row), so
         // the rates read with them are of no consequence.
         let offerings: HashMap<String, Offering> =
-            self.store.list_offerings(span.end).await?.into_iter().map(|o| (o.id.clone(), o)).collect();
+            self.all_offerings(span.end).await?.into_iter().map(|o| (o.id.clone(), o)).collect();
         let rows = self.store.metered(tenant_id, span).await?;
         Ok(rows
             .into_iter()

@@ -2,15 +2,19 @@
 //! in effect now), and what platform admins do to it: create an offering, change its name,
 //! description, regions and option catalog, schedule a price change, retire it. Every admin
 //! change is audited and makes the availability index (here and, through PostgreSQL, on other
-//! instances) reload the GPUs of the offering's model, so live calendars follow it. Offerings are
-//! read from the database on every request, so no copy of them goes stale.
+//! instances) reload the GPUs of the offering's model, so live calendars follow it. Bookings,
+//! calendars and bills read the catalogue from a copy in memory that is checked against the
+//! store's catalogue version on every read (one row; triggers move it with any write to the
+//! catalogue, from any instance or tool), so no copy of it goes stale; admins' reads go to the
+//! store.
 
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
-use crate::store::offerings::OfferingWrite;
+use crate::store::offerings::{Catalog, OfferingWrite};
 use crate::Engine;
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 use tenantry_domain::advisor::{self, Advice, WorkloadInput};
 use tenantry_domain::offering::{NewOffering, OfferingPatch, OfferingRecord, PriceChange};
 use tenantry_domain::pricing::PricePoint;
@@ -28,10 +32,38 @@ fn retired(id: &str, at: DateTime<Utc>) -> EngineError {
     ))
 }
 
+/// The catalogue as last read from the store, with the catalogue version it was read at.
+#[derive(Debug, Default)]
+pub(crate) struct CachedCatalog(std::sync::RwLock<Option<(i64, Arc<Catalog>)>>);
+
 impl Engine {
+    /// The offering catalogue: the copy in memory while the store's catalogue version has not
+    /// moved since it was read, else read again. The version is read before the catalogue, so
+    /// a copy is never older than the version it is kept under.
+    async fn catalog(&self) -> EngineResult<Arc<Catalog>> {
+        let version = self.store.catalog_version().await?;
+        let kept = self.catalog.0.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some((_, catalog)) = kept.filter(|(v, _)| *v == version) {
+            return Ok(catalog);
+        }
+        let catalog = Arc::new(self.store.catalog(None).await?);
+        *self.catalog.0.write().unwrap_or_else(|p| p.into_inner()) = Some((version, catalog.clone()));
+        Ok(catalog)
+    }
+
+    /// Every offering, retired ones too, at the rates in effect at `now`.
+    pub(crate) async fn all_offerings(&self, now: DateTime<Utc>) -> EngineResult<Vec<Offering>> {
+        Ok(self.catalog().await?.records_at(now).into_iter().map(|r| r.offering).collect())
+    }
+
+    /// One offering (retired or not) at the rates in effect at `now`.
+    pub(crate) async fn offering_at(&self, id: &str, now: DateTime<Utc>) -> EngineResult<Option<Offering>> {
+        Ok(self.all_offerings(now).await?.into_iter().find(|o| o.id == id))
+    }
+
     /// Live (not retired) offerings at the rates in effect at `now`, with their option catalogs.
     pub async fn offerings(&self, now: DateTime<Utc>) -> EngineResult<Vec<Offering>> {
-        Ok(self.store.list_offerings(now).await?.into_iter().filter(|o| !o.is_retired()).collect())
+        Ok(self.all_offerings(now).await?.into_iter().filter(|o| !o.is_retired()).collect())
     }
 
     /// The workload advisor (`domain::advisor`) over the live offerings at the caller's team's

@@ -339,3 +339,31 @@ store_test!(admins_create_offerings_with_every_field_checked, |store: Store| asy
         .unwrap();
     assert_eq!(created_events.len(), 1);
 });
+
+store_test!(every_instance_sees_a_catalogue_change_at_its_next_read, |store: Store| async move {
+    let here = world(store.clone()).await;
+    let there = Engine::new(store.clone(), EngineConfig::default());
+    let admin = who(&here, "admin@tenantry.example").await;
+    let lead = who(&there, "lead@acme.example").await;
+    let now = Utc::now();
+    let listed = |engine: &Engine| {
+        let engine = engine.clone();
+        async move { engine.offerings(Utc::now()).await.unwrap().into_iter().find(|o| o.id == "l40s-gpu").unwrap() }
+    };
+    let before = listed(&there).await.reserved_cents_per_hour;
+    // A price change on one instance is the other's price at its next read, quote included.
+    here.change_price(&admin, "l40s-gpu", &price(before.0 + 100, 900, None), now).await.unwrap();
+    assert_eq!(listed(&there).await.reserved_cents_per_hour, before + Cents(100));
+    let quote = there.quote(&lead, &ask("l40s-gpu", 1, far_start(), 1), Utc::now()).await.unwrap();
+    let base = quote.price_lines.iter().find(|l| l.kind == PriceLineKind::Base).unwrap();
+    assert_eq!(base.unit_cents, before + Cents(100), "one unit for one hour at the new rate");
+    // So is a statement written by hand against the store (a migration, a tool).
+    crate::on_pool!(&store, |pool| {
+        sqlx::query("update offering set name = 'L40S, renamed by hand' where offering_id = 'l40s-gpu'")
+            .execute(pool)
+            .await
+            .unwrap();
+    });
+    assert_eq!(listed(&there).await.name, "L40S, renamed by hand");
+    assert_eq!(listed(&here).await.name, "L40S, renamed by hand");
+});

@@ -87,7 +87,7 @@ impl Engine {
     /// Every offering, retired ones too (their reservations still count); policy reads only
     /// their shapes, so the rates read with them are of no consequence.
     async fn offerings_by_id(&self) -> EngineResult<HashMap<String, Offering>> {
-        Ok(self.store.list_offerings(Utc::now()).await?.into_iter().map(|o| (o.id.clone(), o)).collect())
+        Ok(self.all_offerings(Utc::now()).await?.into_iter().map(|o| (o.id.clone(), o)).collect())
     }
 
     /// What the team already holds that policy counts against `window`'s months.

@@ -15,7 +15,7 @@ impl Engine {
         require_admin(who)?;
         let reconcile = self.store.last_reconcile().await?;
         let nodes = self.store.list_nodes().await?;
-        let offerings = self.live_offerings(now).await?;
+        let offerings = self.offerings(now).await?;
         let (_, policy_saved) = self.default_policy_setting().await?;
 
         let count = |state: NodeState| nodes.iter().filter(|n| n.state == state).count();
@@ -100,11 +100,7 @@ impl Engine {
 
     /// Whether a team could book anything at all: some live offering has admitted capacity.
     pub async fn anything_bookable(&self, now: DateTime<Utc>) -> EngineResult<bool> {
-        Ok(self.live_offerings(now).await?.iter().any(|o| self.has_capacity(o)))
-    }
-
-    async fn live_offerings(&self, now: DateTime<Utc>) -> EngineResult<Vec<Offering>> {
-        Ok(self.store.list_offerings(now).await?.into_iter().filter(|o| !o.is_retired()).collect())
+        Ok(self.offerings(now).await?.iter().any(|o| self.has_capacity(o)))
     }
 
     /// Whether an admitted, schedulable node can serve the offering (its GPU model, MIG mode

@@ -13,7 +13,7 @@ use tenantry_domain::offering::OfferingRecord;
 use tenantry_domain::pricing::{self, OptionCatalog, OptionChoice, OptionPrice, PricePoint};
 use tenantry_domain::{Cents, Offering};
 
-#[derive(sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 struct OfferingRow {
     offering_id: String,
     name: String,
@@ -25,7 +25,7 @@ struct OfferingRow {
     revision: i64,
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 struct PriceRow {
     offering_id: String,
     effective_at: DateTime<Utc>,
@@ -35,7 +35,7 @@ struct PriceRow {
     set_at: DateTime<Utc>,
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 struct OptionRow {
     offering_id: String,
     kind: String,
@@ -133,6 +133,11 @@ impl Store {
     /// Every offering (retired ones too) with its whole price history, in the order an admin
     /// arranged them; the offering's rates are those in effect at `now`. `only` reads one.
     async fn offering_records(&self, only: Option<&str>, now: DateTime<Utc>) -> EngineResult<Vec<OfferingRecord>> {
+        Ok(self.catalog(only).await?.records_at(now))
+    }
+
+    /// The catalogue as stored (every offering, or `only` one), for [`Catalog::records_at`].
+    pub async fn catalog(&self, only: Option<&str>) -> EngineResult<Catalog> {
         let (rows, prices, regions, options) = on_pool!(self, |pool| {
             let filter = if only.is_some() { "where offering_id = $1" } else { "" };
             let rows_sql = format!(
@@ -164,31 +169,57 @@ impl Store {
             let options = options.fetch_all(pool).await?;
             (rows, prices, regions, options)
         });
+        Ok(Catalog { rows, prices, regions, options })
+    }
+
+    /// The catalogue's version: triggers move it with every write to an offering, its prices,
+    /// regions or options (migration 0014), so a copy read at this version is still current
+    /// while it has not moved.
+    pub async fn catalog_version(&self) -> EngineResult<i64> {
+        let sql = "select version from catalog_version where id = 1";
+        Ok(on_pool!(self, |pool| sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await?))
+    }
+}
+
+/// The offering catalogue as the store holds it, whatever the time: the offerings, their price
+/// histories, regions and option catalogs.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    rows: Vec<OfferingRow>,
+    prices: Vec<PriceRow>,
+    regions: Vec<(String, String)>,
+    options: Vec<OptionRow>,
+}
+
+impl Catalog {
+    /// The offerings (in the admin's order) with their whole price history and the rates in
+    /// effect at `now`; an offering with no price in effect yet is left out.
+    pub fn records_at(&self, now: DateTime<Utc>) -> Vec<OfferingRecord> {
         let mut history: HashMap<String, Vec<PricePoint>> = HashMap::new();
-        for p in prices {
-            history.entry(p.offering_id).or_default().push(PricePoint {
+        for p in &self.prices {
+            history.entry(p.offering_id.clone()).or_default().push(PricePoint {
                 effective_at: p.effective_at,
                 reserved_cents_per_hour: Cents(p.reserved_cents_per_hour),
                 on_demand_cents_per_hour: Cents(p.on_demand_cents_per_hour),
-                set_by: p.set_by,
+                set_by: p.set_by.clone(),
                 set_at: p.set_at,
             });
         }
         let mut region_map: HashMap<String, Vec<String>> = HashMap::new();
-        for (offering, region) in regions {
-            region_map.entry(offering).or_default().push(region);
+        for (offering, region) in &self.regions {
+            region_map.entry(offering.clone()).or_default().push(region.clone());
         }
         let mut catalogs: HashMap<String, OptionCatalog> = HashMap::new();
-        for o in options {
+        for o in &self.options {
             let (Ok(kind), Ok(basis)) = (o.kind.parse(), o.basis.parse()) else { continue };
-            catalogs.entry(o.offering_id).or_default().choices_mut(kind).push(OptionChoice {
-                value: o.value,
+            catalogs.entry(o.offering_id.clone()).or_default().choices_mut(kind).push(OptionChoice {
+                value: o.value.clone(),
                 price: OptionPrice { basis, cents: Cents(o.cents) },
                 default: o.is_default,
             });
         }
-        Ok(rows
-            .into_iter()
+        self.rows
+            .iter()
             .filter_map(|row| {
                 let prices = history.remove(&row.offering_id).unwrap_or_default();
                 let current = pricing::in_effect(&prices, now)?.clone();
@@ -196,7 +227,7 @@ impl Store {
                 let offering = Offering {
                     gpu_model: row.gpu_model.parse().ok()?,
                     grain: row.grain.parse().ok()?,
-                    mig_profile: match row.mig_profile {
+                    mig_profile: match &row.mig_profile {
                         Some(p) => Some(p.parse().ok()?),
                         None => None,
                     },
@@ -205,15 +236,17 @@ impl Store {
                     regions: region_map.remove(&row.offering_id).unwrap_or_default(),
                     options: catalogs.remove(&row.offering_id).unwrap_or_default(),
                     retired_at: row.retired_at,
-                    id: row.offering_id,
-                    name: row.name,
-                    description: row.description,
+                    id: row.offering_id.clone(),
+                    name: row.name.clone(),
+                    description: row.description.clone(),
                 };
                 Some(OfferingRecord { offering, prices, revision })
             })
-            .collect())
+            .collect()
     }
+}
 
+impl Store {
     /// The fleet's region names, sorted (an offering's region filter names some of them).
     pub async fn region_names(&self) -> EngineResult<Vec<String>> {
         let names = on_pool!(self, |pool| {
