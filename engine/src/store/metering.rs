@@ -82,46 +82,40 @@ impl Store {
                     q.push(format!(" and {column} = ")).push_bind(t);
                 }
             };
-            let mut q = sqlx::QueryBuilder::<Db>::new(
-                "select r.reservation_id, t.slug as tenant_slug, r.kind, r.offering_id, r.quantity, r.start_at,
-                        r.end_at, r.state, r.rate_cents_per_hour, r.option_prices
-                 from reservation r join tenant t on t.tenant_id = r.tenant_id
-                 where r.start_at < ",
-            );
-            q.push_bind(span.end).push(" and r.end_at > ").push_bind(span.start);
-            q.push(" and r.start_at >= ").push_bind(super::earliest_start(span.start));
+            // Reservation `r` overlaps the span (its start bounded by the longest window).
+            let overlaps = |q: &mut sqlx::QueryBuilder<'_, Db>| {
+                q.push("(r.start_at < ").push_bind(span.end).push(" and r.end_at > ").push_bind(span.start);
+                q.push(" and r.start_at >= ").push_bind(super::earliest_start(span.start)).push(")");
+            };
+            // Cut `c` was made inside the span.
+            let cut_inside = |q: &mut sqlx::QueryBuilder<'_, Db>| {
+                q.push("c.at >= ").push_bind(span.start).push(" and c.at < ").push_bind(span.end);
+                tenant(q, "c.tenant_id");
+            };
+            const ROW: &str = "select r.reservation_id, t.slug as tenant_slug, r.kind, r.offering_id, r.quantity,
+                    r.start_at, r.end_at, r.state, r.rate_cents_per_hour, r.option_prices
+                 from reservation r join tenant t on t.tenant_id = r.tenant_id where ";
+            let mut q = sqlx::QueryBuilder::<Db>::new(ROW);
+            overlaps(&mut q);
             tenant(&mut q, "r.tenant_id");
             // The reservations cut in the span that the overlap above did not find: the two
             // parts are disjoint, so no sort is needed to drop duplicates.
-            q.push(
-                " union all
-                 select r.reservation_id, t.slug as tenant_slug, r.kind, r.offering_id, r.quantity, r.start_at,
-                        r.end_at, r.state, r.rate_cents_per_hour, r.option_prices
-                 from reservation r join tenant t on t.tenant_id = r.tenant_id
-                 where r.reservation_id in (select c.reservation_id from window_cut c where c.at >= ",
-            );
-            q.push_bind(span.start).push(" and c.at < ").push_bind(span.end);
-            tenant(&mut q, "c.tenant_id");
-            q.push(") and not (r.start_at < ").push_bind(span.end).push(" and r.end_at > ").push_bind(span.start);
-            q.push(" and r.start_at >= ").push_bind(super::earliest_start(span.start)).push(")");
+            q.push(" union all ").push(ROW);
+            q.push("r.reservation_id in (select c.reservation_id from window_cut c where ");
+            cut_inside(&mut q);
+            q.push(") and not ");
+            overlaps(&mut q);
             let mut rows: Vec<MeteredRow> = q.build_query_as().persistent(false).fetch_all(pool).await?;
             rows.sort_unstable_by_key(|r| r.reservation_id);
             // The cuts of those rows, read the same two ways.
-            let mut c = sqlx::QueryBuilder::<Db>::new(
-                "select c.window_cut_id, c.reservation_id, c.kind, c.at, c.cut_start, c.cut_end from window_cut c
-                 join reservation r on r.reservation_id = c.reservation_id
-                 where r.start_at < ",
-            );
-            c.push_bind(span.end).push(" and r.end_at > ").push_bind(span.start);
-            c.push(" and r.start_at >= ").push_bind(super::earliest_start(span.start));
+            const CUT: &str = "select c.window_cut_id, c.reservation_id, c.kind, c.at, c.cut_start, c.cut_end
+                 from window_cut c";
+            let mut c = sqlx::QueryBuilder::<Db>::new(CUT);
+            c.push(" join reservation r on r.reservation_id = c.reservation_id where ");
+            overlaps(&mut c);
             tenant(&mut c, "r.tenant_id");
-            c.push(
-                " union
-                 select c.window_cut_id, c.reservation_id, c.kind, c.at, c.cut_start, c.cut_end from window_cut c
-                 where c.at >= ",
-            );
-            c.push_bind(span.start).push(" and c.at < ").push_bind(span.end);
-            tenant(&mut c, "c.tenant_id");
+            c.push(" union ").push(CUT).push(" where ");
+            cut_inside(&mut c);
             c.push(" order by at, window_cut_id");
             let cuts: Vec<CutRow> = c.build_query_as().persistent(false).fetch_all(pool).await?;
             (rows, cuts)
