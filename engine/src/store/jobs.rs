@@ -136,6 +136,9 @@ pub(crate) const INSERT_JOB: &str =
     "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at)
     values ($1, $2, $3, 'queued', $4, $5, $5) on conflict do nothing";
 
+/// Completions recorded per statement: nine parameters each, under SQLite's 32,766.
+const FINISH_CHUNK: usize = 1_000;
+
 const INSERT_EVENT: &str =
     "insert into job_event (job_id, reservation_id, kind, step, status, at, attempt, duration_ms, detail) ";
 
@@ -473,39 +476,62 @@ impl Store {
         now: DateTime<Utc>,
     ) -> EngineResult<Vec<bool>> {
         let recorded = write_tx!(self, |tx| {
+            // One fenced update for the whole batch (a round trip per job was most of a no-op
+            // job's cost): each row changes only if its lease token is still the one this
+            // worker claimed with and the job is still running; the rows that changed come back.
+            let mut changed = std::collections::HashSet::with_capacity(completions.len());
+            for chunk in completions.chunks(FINISH_CHUNK) {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "with done (id, token, new_state, new_step, new_run_at, new_attempts, new_owner, new_until,
+                                new_error) as (",
+                );
+                q.push_values(chunk, |mut row, c| {
+                    let job = &c.job;
+                    let (state, step, run_at, attempts, lease, error) = match &c.next {
+                        NextMove::Continue(step) => {
+                            (JobState::Running, *step, now, 1, Some((owner, lease_until)), None)
+                        }
+                        NextMove::HandBack(step) => (JobState::Queued, *step, now, 0, None, None),
+                        NextMove::Retry { run_at, error } => {
+                            (JobState::Queued, job.step, *run_at, job.attempt, None, Some(error.clone()))
+                        }
+                        NextMove::Finish => (JobState::Done, job.step, now, job.attempt, None, None),
+                        NextMove::Fail(error) => {
+                            (JobState::Failed, job.step, now, job.attempt, None, Some(error.clone()))
+                        }
+                        NextMove::Cancel => (JobState::Cancelled, job.step, now, job.attempt, None, None),
+                    };
+                    row.push_bind(job.job_id)
+                        .push_bind(job.lease_token)
+                        .push_bind(state.code())
+                        .push_bind(step.code())
+                        .push_bind(run_at)
+                        .push_bind(i64::from(attempts))
+                        .push_bind(lease.map(|l| l.0.to_owned()))
+                        .push_bind(lease.map(|l| l.1))
+                        .push_bind(error);
+                });
+                q.push(
+                    ") update job set state = done.new_state, step = done.new_step, run_at = done.new_run_at,
+                            attempts = done.new_attempts, lease_owner = done.new_owner,
+                            lease_until = done.new_until, last_error = done.new_error, step_started_at = ",
+                )
+                .push_bind(now)
+                .push(", updated_at = ")
+                .push_bind(now)
+                .push(
+                    " from done
+                     where job.job_id = done.id and job.lease_token = done.token and job.state = 'running'
+                     returning job_id",
+                );
+                let ids: Vec<i64> = q.build_query_scalar().fetch_all(&mut *tx).await?;
+                changed.extend(ids);
+            }
             let mut recorded = Vec::with_capacity(completions.len());
             let mut events: Vec<(&ClaimedJob, StepRecord)> = Vec::new();
             for c in completions {
                 let job = &c.job;
-                let (state, step, run_at, attempts, lease, error) = match &c.next {
-                    NextMove::Continue(step) => (JobState::Running, *step, now, 1, Some((owner, lease_until)), None),
-                    NextMove::HandBack(step) => (JobState::Queued, *step, now, 0, None, None),
-                    NextMove::Retry { run_at, error } => {
-                        (JobState::Queued, job.step, *run_at, job.attempt, None, Some(error.clone()))
-                    }
-                    NextMove::Finish => (JobState::Done, job.step, now, job.attempt, None, None),
-                    NextMove::Fail(error) => (JobState::Failed, job.step, now, job.attempt, None, Some(error.clone())),
-                    NextMove::Cancel => (JobState::Cancelled, job.step, now, job.attempt, None, None),
-                };
-                let changed = sqlx::query(
-                    "update job set state = $1, step = $2, run_at = $3, attempts = $4, lease_owner = $5,
-                            lease_until = $6, step_started_at = $7, last_error = $8, updated_at = $7
-                     where job_id = $9 and lease_token = $10 and state = 'running'",
-                )
-                .bind(state.code())
-                .bind(step.code())
-                .bind(run_at)
-                .bind(i64::from(attempts))
-                .bind(lease.map(|l| l.0))
-                .bind(lease.map(|l| l.1))
-                .bind(now)
-                .bind(error)
-                .bind(job.job_id)
-                .bind(job.lease_token)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                    == 1;
+                let changed = changed.contains(&job.job_id);
                 recorded.push(changed);
                 if !changed {
                     continue;

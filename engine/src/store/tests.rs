@@ -352,3 +352,47 @@ store_test!(postgresql_connections_never_compile_queries_just_in_time, |store: S
         assert_eq!(jit, "off");
     }
 });
+
+store_test!(a_batch_of_finished_steps_records_only_those_whose_lease_still_holds, |store: Store| async move {
+    use crate::store::jobs::{ClaimedJob, Completion, NextMove, StepRecord};
+    use tenantry_domain::provisioning::StepStatus;
+    store.migrate().await.unwrap();
+    let t0 = now();
+    store.enqueue_noops(3, t0).await.unwrap();
+    let lease = Duration::minutes(5);
+    let mut first = store.claim_jobs("worker-a", 10, t0 + lease, t0).await.unwrap();
+    first.sort_by_key(|job| job.job_id);
+    assert_eq!(first.len(), 3);
+
+    // Worker A loses the middle job (handed back, as a reaped lease is) and worker B claims it.
+    let later = t0 + Duration::minutes(1);
+    store.hand_back(std::slice::from_ref(&first[1]), later).await.unwrap();
+    let reaped = store.claim_jobs("worker-b", 10, later + lease, later).await.unwrap();
+    assert_eq!(reaped.iter().map(|j| j.job_id).collect::<Vec<_>>(), vec![first[1].job_id]);
+    assert!(reaped[0].lease_token > first[1].lease_token);
+
+    // A finishes all three in one batch: the middle one is fenced off, the others are recorded.
+    let done = |job: &ClaimedJob| Completion {
+        job: job.clone(),
+        records: vec![StepRecord {
+            step: job.step,
+            status: StepStatus::Done,
+            attempt: job.attempt,
+            duration_ms: Some(1),
+            detail: String::new(),
+        }],
+        next: NextMove::Finish,
+        effects: Vec::new(),
+    };
+    let batch: Vec<Completion> = first.iter().map(done).collect();
+    let recorded = store.finish_steps(&batch, "worker-a", later + lease, later).await.unwrap();
+    assert_eq!(recorded, vec![true, false, true]);
+    // B still holds the middle job and records it; a second finish of the same lease does not.
+    let by_b = store.finish_steps(&[done(&reaped[0])], "worker-b", later + lease, later).await.unwrap();
+    assert_eq!(by_b, vec![true]);
+    let again = store.finish_steps(&[done(&reaped[0])], "worker-b", later + lease, later).await.unwrap();
+    assert_eq!(again, vec![false]);
+    assert!(store.steps_done_twice().await.unwrap().is_empty(), "each step is recorded done once");
+    let stats = store.queue_stats(later).await.unwrap();
+    assert_eq!((stats.depth, stats.running), (0, 0));
+});
