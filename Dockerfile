@@ -6,7 +6,7 @@ COPY scripts/bootstrap.sh scripts/bootstrap.sh
 COPY package.json package-lock.json ./
 RUN bash -c 'source scripts/bootstrap.sh && bootstrap_build'
 COPY . .
-RUN cargo leptos build --release
+RUN cargo leptos build --release --split
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/* \

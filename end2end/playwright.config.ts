@@ -1,6 +1,6 @@
 import { defineConfig } from '@playwright/test';
 
-// The portal under test: the debug build that `cargo leptos build` made, on a fresh SQLite
+// The portal under test: the debug build that `cargo leptos build --split` made, on a fresh SQLite
 // database with the demo world, on its own port so a dev server on :3000 does not interfere,
 // signing people in through the OpenID provider that starts first (demo sign-in stays on).
 const port = Number(process.env.TENANTRY_E2E_PORT ?? 3100);

@@ -10,7 +10,7 @@
 #
 # Settings (environment):
 #   TENANTRY_CLUSTER_BIN    the tenantry binary (default target/release/tenantry, else target/debug/tenantry;
-#                           build it first with `cargo leptos build --release`)
+#                           build it first with `cargo leptos build --release --split`)
 #   TENANTRY_CLUSTER_DIR    scratch directory: logs, pids, the simulated fleet (default .tmp/cluster)
 #   TENANTRY_CLUSTER_DB     PostgreSQL database, dropped and made again by `start` (default tenantry_cluster)
 #   TENANTRY_CLUSTER_PORT   the balancer's port; the instances listen on the next three (default 3200)
@@ -52,8 +52,8 @@ instance_env() {
 start() {
   command -v haproxy >/dev/null || apt_install haproxy
   bootstrap_postgres
-  [[ -x $BIN ]] || die "$BIN is missing: build it with \`cargo leptos build --release\`"
-  [[ -d $ROOT/target/site/pkg ]] || die "target/site is missing: build it with \`cargo leptos build --release\`"
+  [[ -x $BIN ]] || die "$BIN is missing: build it with \`cargo leptos build --release --split\`"
+  [[ -d $ROOT/target/site/pkg ]] || die "target/site is missing: build it with \`cargo leptos build --release --split\`"
   stop quiet
   mkdir -p "$DIR"
   instance_env

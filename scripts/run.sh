@@ -7,7 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
 bootstrap_build
 say "building (the first build takes a few minutes)"
-cargo leptos build
+cargo leptos build --split
 export DATABASE_URL="${DATABASE_URL:-sqlite://data/tenantry.db}"
 export TENANTRY_DEMO="${TENANTRY_DEMO:-1}"
 export TENANTRY_FLEET="${TENANTRY_FLEET:-sim}"

@@ -27,7 +27,7 @@ say "Rust tests (SQLite, PostgreSQL and Slurm)"
 cargo test --locked
 
 say "building the site for the end-to-end tests"
-cargo leptos build
+cargo leptos build --split
 
 say "end-to-end tests (Playwright, Chromium)"
 (cd end2end && npx playwright test)

@@ -12,6 +12,7 @@ pub mod components;
 pub mod error;
 pub mod format;
 pub mod pages;
+pub mod routes;
 #[cfg(feature = "ssr")]
 pub mod server;
 
@@ -55,49 +56,29 @@ pub fn App() -> impl IntoView {
         <Router>
             <Layout>
                 <Routes fallback=pages::not_found::NotFound>
-                    <Route path=path!("/") view=pages::home::HomePage ssr=SsrMode::Async />
+                    <Route path=path!("/") view=routes::Home::route() ssr=SsrMode::Async />
                     <Route path=path!("/sign-in") view=pages::sign_in::SignInPage ssr=SsrMode::Async />
                     <Route path=path!("/availability") view=pages::availability::AvailabilityPage ssr=SsrMode::Async />
-                    <Route path=path!("/reservations") view=pages::reservations::ReservationsPage ssr=SsrMode::Async />
-                    <Route
-                        path=path!("/reservations/:id")
-                        view=pages::reservation::ReservationPage
-                        ssr=SsrMode::Async
-                    />
-                    <Route path=path!("/chargeback") view=pages::chargeback::ChargebackPage ssr=SsrMode::Async />
-                    <Route path=path!("/admin") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
-                    <Route path=path!("/admin/fleet") view=pages::admin::fleet::FleetPage ssr=SsrMode::Async />
-                    <Route path=path!("/admin/setup") view=pages::admin::setup::SetupPage ssr=SsrMode::Async />
-                    <Route
-                        path=path!("/admin/offerings")
-                        view=pages::admin::offerings::OfferingsPage
-                        ssr=SsrMode::Async
-                    />
-                    <Route path=path!("/admin/audit") view=pages::admin::audit::AuditPage ssr=SsrMode::Async />
-                    <Route
-                        path=path!("/admin/approvals")
-                        view=pages::admin::approvals::ApprovalsPage
-                        ssr=SsrMode::Async
-                    />
-                    <Route path=path!("/admin/tenants") view=pages::admin::tenants::TenantsPage ssr=SsrMode::Async />
-                    <Route path=path!("/admin/reports") view=pages::admin::reports::ReportsPage ssr=SsrMode::Async />
-                    <Route path=path!("/admin/users") view=pages::admin::users::UsersPage ssr=SsrMode::Async />
-                    <Route
-                        path=path!("/notifications")
-                        view=pages::notifications::NotificationsPage
-                        ssr=SsrMode::Async
-                    />
-                    <Route path=path!("/settings/tokens") view=pages::settings::tokens::TokensPage ssr=SsrMode::Async />
+                    <Route path=path!("/reservations") view=routes::Reservations::route() ssr=SsrMode::Async />
+                    <Route path=path!("/reservations/:id") view=routes::Reservation::route() ssr=SsrMode::Async />
+                    <Route path=path!("/chargeback") view=routes::Chargeback::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin") view=routes::Fleet::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/fleet") view=routes::Fleet::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/setup") view=routes::Setup::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/offerings") view=routes::Offerings::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/audit") view=routes::Audit::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/approvals") view=routes::Approvals::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/tenants") view=routes::Tenants::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/reports") view=routes::Reports::route() ssr=SsrMode::Async />
+                    <Route path=path!("/admin/users") view=routes::Users::route() ssr=SsrMode::Async />
+                    <Route path=path!("/notifications") view=routes::Notifications::route() ssr=SsrMode::Async />
+                    <Route path=path!("/settings/tokens") view=routes::Tokens::route() ssr=SsrMode::Async />
                     <Route
                         path=path!("/settings/notifications")
-                        view=pages::settings::notifications::NotificationSettingsPage
+                        view=routes::NotificationSettings::route()
                         ssr=SsrMode::Async
                     />
-                    <Route
-                        path=path!("/settings/calendar")
-                        view=pages::settings::calendar::CalendarPage
-                        ssr=SsrMode::Async
-                    />
+                    <Route path=path!("/settings/calendar") view=routes::CalendarFeed::route() ssr=SsrMode::Async />
                 </Routes>
             </Layout>
         </Router>

@@ -3,5 +3,6 @@
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(tenantry_app::App);
+    // `hydrate_lazy` waits for a lazy route's chunk before it hydrates the page that needs it.
+    leptos::mount::hydrate_lazy(tenantry_app::App);
 }

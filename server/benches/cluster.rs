@@ -11,7 +11,7 @@
 //!    Part 4 leaves instances 2 and 3 stopped: `scripts/cluster.sh start` makes a fresh cluster.
 //!
 //! ```text
-//! cargo leptos build --release && scripts/cluster.sh start && eval "$(scripts/cluster.sh env)"
+//! cargo leptos build --release --split && scripts/cluster.sh start && eval "$(scripts/cluster.sh env)"
 //! cargo bench -p tenantry-server --bench cluster
 //! ```
 
