@@ -47,7 +47,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    mark_hydrated();
     view! {
         <Stylesheet id="leptos" href="/pkg/tenantry.css" />
         <Title formatter=|page: String| {
@@ -86,8 +85,11 @@ pub fn App() -> impl IntoView {
 }
 
 /// Marks the document once the browser has hydrated it (`<html data-hydrated="true">`), so
-/// tests and scripts can tell a live page from server-rendered HTML.
-fn mark_hydrated() {
+/// tests and scripts can tell a live page from server-rendered HTML. Each route's view calls it
+/// (the eager pages themselves, the lazy ones in `routes`), not the `App`: the effect runs once
+/// the view that made it has hydrated, and a lazy route hydrates only after its chunk arrived,
+/// well after the shell around it.
+pub fn mark_hydrated() {
     Effect::new(move |_| {
         if let Some(root) = document().document_element() {
             let _ = root.set_attribute("data-hydrated", "true");

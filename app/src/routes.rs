@@ -33,6 +33,7 @@ macro_rules! lazy_page {
             }
 
             fn view(_this: Self) -> AnyView {
+                $crate::mark_hydrated();
                 view! { <$page /> }.into_any()
             }
         }

@@ -27,6 +27,8 @@ async function sameDocument(page: Page) {
 
 test('the calendar loads no other page code; a page opened from it fetches its own and works', async ({ page }) => {
   await signIn(page, 'admin@tenantry.example');
+  // The page sign-in lands on (lazy too) has what it needs before the watch starts.
+  await hydrated(page);
   const fetched = wasmFetches(page);
   await page.goto('/availability');
   await hydrated(page);
@@ -41,8 +43,8 @@ test('the calendar loads no other page code; a page opened from it fetches its o
   expect(pageChunk(fetched, 'chargeback'), `wasm fetched: ${fetched.join(', ')}`).toBe(true);
   expect(await sameDocument(page)).toBe(true);
 
-  // The lazily loaded page is live: its own links navigate in the browser too, to another
-  // lazily loaded page (Approvals, from the admin links), which renders its items.
+  // From the lazily loaded page, the navigation still works in the browser, to another lazily
+  // loaded page (Approvals, one of the admin links) with its own chunk.
   await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Approvals', exact: true }).click();
   await expect(page).toHaveURL(/\/admin\/approvals$/);
   await expect(page.getByRole('heading', { level: 1 })).toHaveText('Approvals');
@@ -61,6 +63,7 @@ test('the calendar loads no other page code; a page opened from it fetches its o
 
 test('a lazily loaded page loaded cold fetches its chunk, hydrates and stays live', async ({ page }) => {
   await signIn(page, 'lead@acme.example');
+  await hydrated(page);
   const fetched = wasmFetches(page);
   await page.goto('/reservations');
   await hydrated(page);

@@ -107,6 +107,7 @@ impl Plan {
 
 #[component]
 pub fn AvailabilityPage() -> impl IntoView {
+    crate::mark_hydrated();
     let catalogue = Resource::new(|| (), |_| offerings());
     let burst_warning = Resource::new(|| (), |_| burst_warning_minutes());
     let bookable = Resource::new(|| (), |_| async { first_run().await.map(|f| f.bookable) });

@@ -5,6 +5,7 @@ use leptos::prelude::*;
 
 #[component]
 pub fn NotFound() -> impl IntoView {
+    crate::mark_hydrated();
     #[cfg(feature = "ssr")]
     if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
         response.set_status(http::StatusCode::NOT_FOUND);

@@ -10,6 +10,7 @@ use leptos::prelude::*;
 
 #[component]
 pub fn SignInPage() -> impl IntoView {
+    crate::mark_hydrated();
     let session = use_session();
     let users = Resource::new(|| (), |_| demo_users());
     view! {
