@@ -6,7 +6,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 cd "$ROOT"
-bootstrap_build
+# Chromium and Playwright come with the test tools.
+bootstrap_test
 say "building the release site, split per route"
 cargo leptos build --release --split
 say "wasm files (raw, gzip -9)"

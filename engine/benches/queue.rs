@@ -91,30 +91,33 @@ async fn drain(store: Store, jobs: usize, workers: usize) -> (f64, String) {
     for h in handles {
         h.await.unwrap();
     }
-    let mut breakdown = String::new();
     let done = store.steps_done_twice().await.unwrap();
     assert!(done.is_empty(), "a no-op ran twice");
     store.close().await;
-    if let Some(before) = counters_before {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        let after = pg_counters().await;
-        let per_job = |i: usize| (after[i] - before[i]) as f64 / jobs as f64;
-        let (process, busy, total) =
-            (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1, cpu_after.2 - cpu_before.2);
-        let share = |ticks: u64| 100.0 * ticks as f64 / total.max(1) as f64;
-        breakdown = format!(
-            "\n    where the time went: the two cores {:.0} % busy (this process {:.0} %, PostgreSQL {:.0} %); \
-             per job: {:.3} commits, {:.2} rows inserted, {:.2} updated, {:.1} WAL records, {:.0} WAL bytes",
-            share(busy),
-            share(process),
-            share(busy.saturating_sub(process)),
-            per_job(0),
-            per_job(1),
-            per_job(2),
-            per_job(3),
-            per_job(4),
-        );
-    }
+    let breakdown = match counters_before {
+        None => String::new(),
+        Some(before) => {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let after = pg_counters().await;
+            let per_job = |i: usize| (after[i] - before[i]) as f64 / jobs as f64;
+            let (process, busy, total) =
+                (cpu_after.0 - cpu_before.0, cpu_after.1 - cpu_before.1, cpu_after.2 - cpu_before.2);
+            let share = |ticks: u64| 100.0 * ticks as f64 / total.max(1) as f64;
+            format!(
+                "\n    where the time went: the machine's CPUs {:.0} % busy (this process {:.0} %, \
+                 PostgreSQL {:.0} %); per job: {:.3} commits, {:.2} rows inserted, {:.2} updated, \
+                 {:.1} WAL records, {:.0} WAL bytes",
+                share(busy),
+                share(process),
+                share(busy.saturating_sub(process)),
+                per_job(0),
+                per_job(1),
+                per_job(2),
+                per_job(3),
+                per_job(4),
+            )
+        }
+    };
     (jobs as f64 / seconds, breakdown)
 }
 
