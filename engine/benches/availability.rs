@@ -53,7 +53,9 @@ async fn main() {
         println!("reusing {name} with {nodes} nodes (BENCH_KEEP=1)");
     } else {
         let t = Instant::now();
-        let summary = seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 1 }, now).await.expect("seed");
+        let summary = seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 1, ..SeedOptions::DEMO }, now)
+            .await
+            .expect("seed");
         println!(
             "seeded {} nodes, {} GPUs, {} reservations, {} allocations on PostgreSQL in {:.1} s",
             summary.nodes,

@@ -117,7 +117,7 @@ async fn run(label: &str, store: Store) {
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let (nodes, reservations) = (setting("BENCH_NODES", 400u32), setting("BENCH_RESERVATIONS", 5000u32));
     let t = Instant::now();
-    seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 7 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 7, ..SeedOptions::DEMO }, Utc::now()).await.unwrap();
     println!("{label}: seeded {nodes} nodes and {reservations} reservations in {:.1} s", t.elapsed().as_secs_f64());
     let t = Instant::now();
     engine.load_index().await.unwrap();

@@ -42,7 +42,9 @@ async fn run(name: &str, store: Store) {
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let now = Utc::now();
-    seed_demo(&engine, &SeedOptions { nodes: 400, reservations: 2000, seed: 7 }, now).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 400, reservations: 2000, seed: 7, ..SeedOptions::DEMO }, now)
+        .await
+        .unwrap();
     let started = Instant::now();
     let samples = engine.backfill_usage(now - Duration::days(30), now).await.unwrap();
     let backfill = started.elapsed().as_secs_f64();

@@ -28,7 +28,9 @@ fn input(offering: &str, quantity: i64, h0: i64, h1: i64) -> BookingInput {
 
 async fn world(store: Store) -> Engine {
     let engine = Engine::new(store, EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     engine
 }
 

@@ -15,7 +15,9 @@ const BASE: &str = "https://gpu.example.com";
 async fn world(store: Store) -> Engine {
     let config = EngineConfig { public_url: Some(BASE.to_owned()), ..EngineConfig::default() };
     let engine = Engine::new(store, config);
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     engine
 }
 

@@ -20,6 +20,10 @@ pub struct EngineConfig {
     pub cancellation: tenantry_domain::metering::CancellationPolicy,
     /// How often running reservations' GPUs are sampled for utilization.
     pub sample_every: Duration,
+    /// How long raw samples are kept once added to the daily and hourly roll-ups (which keep the
+    /// history); `None` keeps them all. At one sample per running reservation per minute, a
+    /// 100,000-GPU fleet writes tens of millions of rows a day, so they cannot be kept forever.
+    pub sample_retention: Option<Duration>,
     /// Health checks one team may request per hour (they share the provisioning queue).
     pub health_checks_per_hour: u32,
     /// The portal's public URL (`TENANTRY_PUBLIC_URL`), for absolute links such as calendar
@@ -97,6 +101,7 @@ impl Default for EngineConfig {
             queue: QueueConfig::default(),
             cancellation: Default::default(),
             sample_every: Duration::seconds(60),
+            sample_retention: Some(Duration::hours(48)),
             health_checks_per_hour: 20,
             public_url: None,
             notices: NoticeConfig::default(),

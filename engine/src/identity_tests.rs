@@ -27,7 +27,7 @@ async fn world(store: Store) -> World {
     let engine = Engine::new(store, EngineConfig::default());
     // Whole seconds, so times read back from PostgreSQL (microseconds) compare equal.
     let t0 = Utc::now().duration_trunc(Duration::seconds(1)).unwrap() - Duration::minutes(30);
-    seed_demo(&engine, &SeedOptions { nodes: 4, reservations: 0, seed: 1 }, t0).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 4, reservations: 0, seed: 1, ..SeedOptions::DEMO }, t0).await.unwrap();
     let admin = who(&engine, "admin@tenantry.example").await;
     let lead = who(&engine, "lead@acme.example").await;
     let member = who(&engine, "member@acme.example").await;

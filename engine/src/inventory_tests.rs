@@ -16,7 +16,7 @@ use tenantry_domain::booking::BookingInput;
 use tenantry_domain::fleet::{AdmitInput, InventoryNode, NodeSummary, PlacementInput};
 use tenantry_domain::{GpuModel, Identity, NodeState};
 
-const DEMO: SeedOptions = SeedOptions { nodes: 8, reservations: 0, seed: 5 };
+const DEMO: SeedOptions = SeedOptions { nodes: 8, reservations: 0, seed: 5, ..SeedOptions::DEMO };
 
 fn start() -> DateTime<Utc> {
     Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(2)

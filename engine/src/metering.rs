@@ -8,7 +8,7 @@ use crate::booking::tenant_of;
 use crate::driver::NodeTarget;
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
-use crate::store::metering::{HeldGpu, MeteredRow, NewSample};
+use crate::store::metering::{DayKey, HeldGpu, MeteredRow, NewSample};
 use crate::Engine;
 use chrono::{DateTime, Datelike, Duration, DurationRound, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -366,28 +366,101 @@ impl Engine {
     pub async fn sample_usage(&self, now: DateTime<Utc>, seconds: i64) -> EngineResult<usize> {
         let at = now.duration_trunc(Duration::seconds(seconds.max(1))).unwrap_or(now);
         let held = self.store.held_gpus(at, at + Duration::seconds(1), RUNNING).await?;
+        let held: Vec<&HeldGpu> = held.iter().collect();
         let samples = self.samples_at(&held, at, seconds).await?;
         self.store.insert_samples(&samples).await?;
         Ok(samples.len())
     }
 
-    /// Fills in hourly samples of reservations that ran between `from` and `now` (the demo seed's
-    /// history). Returns how many samples it wrote.
-    pub async fn backfill_usage(&self, from: DateTime<Utc>, now: DateTime<Utc>) -> EngineResult<usize> {
-        let held = self.store.held_gpus(from, now, RAN).await?;
-        let mut at = from.duration_trunc(Duration::hours(1)).unwrap_or(from) + Duration::hours(1);
-        let mut samples = Vec::new();
-        while at < now {
-            let running: Vec<HeldGpu> = held.iter().filter(|h| h.start_at <= at && at < h.end_at).cloned().collect();
-            samples.extend(self.samples_at(&running, at, 3600).await?);
-            at += Duration::hours(1);
+    /// Deletes raw samples older than the retention (`EngineConfig::sample_retention`), in
+    /// batches, at most `PRUNE_ROUNDS` of them a call so a sampler far behind catches up over a
+    /// few periods instead of stalling one. Never younger than two sampling periods, which the
+    /// busy-GPUs gauge reads. Returns how many it deleted.
+    pub async fn prune_samples(&self, now: DateTime<Utc>) -> EngineResult<u64> {
+        const PRUNE_BATCH: i64 = 20_000;
+        const PRUNE_ROUNDS: usize = 10;
+        let Some(retention) = self.config.sample_retention else { return Ok(0) };
+        let before = now - retention.max(self.config.sample_every * 2 + Duration::minutes(1));
+        let mut deleted = 0;
+        for _ in 0..PRUNE_ROUNDS {
+            let batch = self.store.prune_samples(before, PRUNE_BATCH).await?;
+            deleted += batch;
+            if batch < PRUNE_BATCH as u64 {
+                break;
+            }
         }
-        self.store.insert_samples(&samples).await?;
-        Ok(samples.len())
+        Ok(deleted)
+    }
+
+    /// Fills in the use of reservations that ran between `from` and `now` (the demo seed's
+    /// history), read from the fleet as the sampler reads it and written straight to the daily
+    /// and hourly roll-ups, a week at a time. Over the last 31 days there is a reading every
+    /// hour, as the sampler would have taken; further back one reading every six hours stands
+    /// for each of its six hours (a year of a 100,000-GPU fleet is some 400 million
+    /// reservation-hours). Returns the reservation-hours filled in.
+    pub async fn backfill_usage(&self, from: DateTime<Utc>, now: DateTime<Utc>) -> EngineResult<u64> {
+        const HOURLY_DAYS: i64 = 31;
+        const SPARSE_HOURS: i64 = 6;
+        let hour = Duration::hours(1);
+        let hourly_from = now - Duration::days(HOURLY_DAYS);
+        let first = from.duration_trunc(hour).unwrap_or(from) + hour;
+        let mut filled = 0;
+        let mut week = first;
+        while week < now {
+            let week_end = (week + Duration::days(7)).min(now);
+            let held = self.store.held_gpus(week, week_end, RAN).await?;
+            // Hours advance in order within a reservation, so its days come one after another.
+            let mut days: Vec<(DayKey, Usage)> = Vec::new();
+            let mut hours = vec![Usage::default(); (week_end - week).num_hours() as usize + 1];
+            let mut running: Vec<&HeldGpu> = Vec::new();
+            for reservation in held.chunk_by(|a, b| a.reservation_id == b.reservation_id) {
+                let (Some(start), Some(end)) =
+                    (reservation.iter().map(|h| h.start_at).min(), reservation.iter().map(|h| h.end_at).max())
+                else {
+                    continue;
+                };
+                // The first whole hour (counted from `first`) at or after the start.
+                let behind = (start - first).num_seconds().max(0);
+                let mut at = (first + Duration::hours((behind + 3599) / 3600)).max(week);
+                // The last reading: when it was taken, how many GPUs it covered, what it measured.
+                let mut reading: Option<(DateTime<Utc>, usize, Usage)> = None;
+                while at < end.min(week_end) {
+                    running.clear();
+                    running.extend(reservation.iter().filter(|h| h.start_at <= at && at < h.end_at));
+                    let taken = if at >= hourly_from {
+                        at
+                    } else {
+                        first + Duration::hours((at - first).num_hours() / SPARSE_HOURS * SPARSE_HOURS)
+                    };
+                    let usage = match reading {
+                        _ if running.is_empty() => None,
+                        Some((when, gpus, usage)) if when == taken && gpus == running.len() => Some(usage),
+                        _ => self.samples_at(&running, taken, 3600).await?.pop().map(|s| s.usage),
+                    };
+                    if let Some(usage) = usage {
+                        reading = Some((taken, running.len(), usage));
+                        let key = (reservation[0].reservation_id, reservation[0].tenant_id, day_of(at));
+                        match days.last_mut() {
+                            Some((last, sum)) if *last == key => *sum = *sum + usage,
+                            _ => days.push((key, usage)),
+                        }
+                        let h = &mut hours[(at - week).num_hours() as usize];
+                        *h = *h + usage;
+                        filled += 1;
+                    }
+                    at += hour;
+                }
+            }
+            let hours: Vec<_> =
+                (0..).map(|h| week + Duration::hours(h)).zip(hours).filter(|(_, u)| u.reserved > 0).collect();
+            self.store.add_usage(&days, &hours).await?;
+            week = week_end;
+        }
+        Ok(filled)
     }
 
     /// Asks the fleet for the utilization of `held` GPUs at `at`: one sample per reservation.
-    async fn samples_at(&self, held: &[HeldGpu], at: DateTime<Utc>, seconds: i64) -> EngineResult<Vec<NewSample>> {
+    async fn samples_at(&self, held: &[&HeldGpu], at: DateTime<Utc>, seconds: i64) -> EngineResult<Vec<NewSample>> {
         let mut out = Vec::new();
         for reservation in held.chunk_by(|a, b| a.reservation_id == b.reservation_id) {
             let first = &reservation[0];
@@ -489,6 +562,11 @@ impl Engine {
     }
 }
 
+/// The UTC day `at` falls in, as the daily roll-ups key it.
+fn day_of(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.duration_trunc(Duration::days(1)).unwrap_or(at)
+}
+
 fn tenant_slug(who: &Identity) -> String {
     who.tenant.as_ref().map(|t| t.slug.clone()).unwrap_or_default()
 }
@@ -503,8 +581,12 @@ pub async fn run_sampler(engine: Engine, mut shutdown: tokio::sync::watch::Recei
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {
-                if let Err(err) = engine.sample_usage(Utc::now(), every.num_seconds().max(1)).await {
+                let now = Utc::now();
+                if let Err(err) = engine.sample_usage(now, every.num_seconds().max(1)).await {
                     tracing::warn!(error = %err, "utilization sampling failed");
+                }
+                if let Err(err) = engine.prune_samples(now).await {
+                    tracing::warn!(error = %err, "pruning old utilization samples failed");
                 }
             }
         }

@@ -20,7 +20,9 @@ use tenantry_domain::{Cents, ReservationState, Window};
 async fn world(store: Store) -> Engine {
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..Default::default() })));
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     engine
 }
 
@@ -182,7 +184,9 @@ store_test!(credits_reduce_the_statement_and_closed_months_are_final, |store: St
 store_test!(bills_and_the_chargeback_page_read_a_page_at_a_time, |store: Store| async move {
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let now = Utc::now();
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 120, seed: 11 }, now).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 120, seed: 11, ..SeedOptions::DEMO }, now)
+        .await
+        .unwrap();
     engine.backfill_usage(now - Duration::days(3), now).await.unwrap();
     let lead = who(&engine, "lead@acme.example").await;
     let month = Month::of(now);
@@ -253,7 +257,7 @@ store_test!(a_fee_is_billed_when_charged_though_its_window_lies_outside_the_rang
 store_test!(the_reserved_gauge_counts_what_the_store_holds_now, |store: Store| async move {
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let now = Utc::now();
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 120, seed: 3 }, now).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 120, seed: 3, ..SeedOptions::DEMO }, now).await.unwrap();
     // What running reservations hold now, whole GPUs and MIG slices, summed in SQL.
     let held: Vec<(String, i64)> = on_pool!(&engine.store, |pool| {
         sqlx::query_as(
@@ -277,4 +281,95 @@ store_test!(the_reserved_gauge_counts_what_the_store_holds_now, |store: Store| a
         assert_eq!(tenant, want_tenant);
         assert!((gpus - want).abs() < 1e-9, "{tenant}: {gpus} GPUs, the store holds {want}");
     }
+});
+
+store_test!(old_samples_are_pruned_and_their_use_stays_billed, |store: Store| async move {
+    use crate::store::metering::NewSample;
+    use tenantry_domain::metering::Usage;
+    let engine = world(store).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let now = Utc::now().duration_trunc(Duration::minutes(1)).unwrap();
+    let booked = engine.book(&lead, &ask("h100-gpu", 1, far_start(), 3), None, now).await.unwrap().detail.reservation;
+    let tenant_id = lead.tenant_id().unwrap();
+    // A sample every hour over the last four days: the first two days are past the default
+    // retention of 48 hours.
+    let one_gpu_busy = Usage { reserved: 7 * 3600, used: 7 * 3600 * 500, memory: 7 * 3600 * 250 };
+    let samples: Vec<NewSample> = (1..=96)
+        .map(|h| NewSample {
+            reservation_id: booked.id,
+            tenant_id,
+            at: now - Duration::hours(h),
+            seconds: 3600,
+            usage: one_gpu_busy,
+        })
+        .collect();
+    engine.store.insert_samples(&samples).await.unwrap();
+    let span = Window { start: now - Duration::days(10), end: now + Duration::days(1) };
+    let billed_before = engine.store.usage_by_reservation(Some(tenant_id), span, None).await.unwrap();
+    let hourly_before = engine.store.usage_by_hour(span).await.unwrap();
+    assert!((billed_before[&booked.id].sampled_gpu_hours() - 96.0).abs() < 1e-9, "{billed_before:?}");
+
+    assert_eq!(engine.prune_samples(now).await.unwrap(), 48, "samples older than 48 hours go");
+    assert_eq!(engine.prune_samples(now).await.unwrap(), 0, "and only once");
+    let kept: i64 = on_pool!(&engine.store, |pool| {
+        sqlx::query_scalar("select count(*) from usage_sample").fetch_one(pool).await.unwrap()
+    });
+    assert_eq!(kept, 48, "the last 48 hours' samples stay");
+    // Bills, reports and the heatmap read the roll-ups: nothing they show changed.
+    assert_eq!(engine.store.usage_by_reservation(Some(tenant_id), span, None).await.unwrap(), billed_before);
+    assert_eq!(engine.store.usage_by_hour(span).await.unwrap(), hourly_before);
+
+    // Retention off keeps everything.
+    let keep_all = Engine::new(engine.store.clone(), EngineConfig { sample_retention: None, ..Default::default() });
+    assert_eq!(keep_all.prune_samples(now + Duration::days(30)).await.unwrap(), 0);
+});
+
+store_test!(a_seeded_history_is_metered_hour_by_hour_into_the_roll_ups, |store: Store| async move {
+    let engine = Engine::new(store.clone(), EngineConfig::default());
+    let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..Default::default() })));
+    let now = Utc::now();
+    let options = SeedOptions { nodes: 16, reservations: 400, seed: 5, history_days: 90 };
+    seed_demo(&engine, &options, now).await.unwrap();
+    let from = now - Duration::days(90);
+    let filled = engine.backfill_usage(from, now).await.unwrap();
+    assert!(filled > 1_000, "{filled} reservation-hours");
+    let raw: i64 = on_pool!(&engine.store, |pool| {
+        sqlx::query_scalar("select count(*) from usage_sample").fetch_one(pool).await.unwrap()
+    });
+    assert_eq!(raw, 0, "history goes straight to the roll-ups");
+    let span = Window { start: from - Duration::days(1), end: now + Duration::days(1) };
+    let by_reservation = engine.store.usage_by_reservation(None, span, None).await.unwrap();
+    let by_hour = engine.store.usage_by_hour(span).await.unwrap();
+    let sum = |u: &mut dyn Iterator<Item = i64>| u.sum::<i64>();
+    assert_eq!(
+        sum(&mut by_reservation.values().map(|u| u.reserved)),
+        sum(&mut by_hour.iter().map(|(_, u)| u.reserved)),
+        "the daily and hourly roll-ups hold the same use"
+    );
+    // Each whole-GPU reservation that is over is metered for every hour it ran (on the hour),
+    // from the sparse past to the hourly last month.
+    let first = from.duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(1);
+    let (mut old, mut recent) = (0, 0);
+    for tenant in ["acme", "globex"] {
+        let tenant = engine.store.tenant_by_slug(tenant).await.unwrap().unwrap();
+        for r in engine.store.list_reservations(tenant.tenant_id).await.unwrap() {
+            if r.state != ReservationState::Completed || !["h100-gpu", "l40s-gpu"].contains(&r.offering.as_str()) {
+                continue;
+            }
+            let hours = (0..24 * 91)
+                .map(|h| first + Duration::hours(h))
+                .filter(|at| r.start <= *at && *at < r.end && *at < now)
+                .count() as f64;
+            let metered = by_reservation.get(&r.id).map_or(0.0, |u| u.sampled_gpu_hours());
+            assert!((metered - hours * f64::from(r.quantity)).abs() < 1e-9, "#{}: {metered} GPU-hours", r.id);
+            let used = by_reservation.get(&r.id).and_then(|u| u.utilization_pct()).unwrap_or(0.0);
+            assert!(used > 0.0 && used <= 100.0, "#{}: {used}% busy", r.id);
+            if r.end < now - Duration::days(31) {
+                old += 1;
+            } else {
+                recent += 1;
+            }
+        }
+    }
+    assert!(old > 0 && recent > 0, "{old} reservations metered every six hours, {recent} hourly");
 });

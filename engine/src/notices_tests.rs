@@ -29,7 +29,9 @@ async fn world(store: Store, sink: &SmtpSink, auth: Option<(&str, &str)>, disabl
     let engine = Engine::new(store.clone(), config);
     let sim = crate::driver::sim::SimConfig { speed: 1e6, ..Default::default() };
     let engine = engine.with_driver(Arc::new(crate::driver::sim::SimDriver::new(store, sim)));
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     engine
 }
 

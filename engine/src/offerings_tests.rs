@@ -20,7 +20,9 @@ use tenantry_domain::{Cents, Identity, Window};
 
 async fn world(store: Store) -> Engine {
     let engine = Engine::new(store, EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     engine
 }
 

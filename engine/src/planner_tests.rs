@@ -22,7 +22,9 @@ fn day_after_tomorrow(hour: i64) -> DateTime<Utc> {
 
 async fn world(store: Store) -> (Engine, Identity) {
     let engine = Engine::new(store, EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let lead = who(&engine, "lead@acme.example").await;
     (engine, lead)
 }

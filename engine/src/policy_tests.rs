@@ -17,7 +17,9 @@ fn day(offset_days: i64, hour: i64) -> DateTime<Utc> {
 
 async fn setup(store: Store) -> (Engine, Identity, Identity) {
     let engine = Engine::new(store, EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let admin = engine.store.identity_by_email("admin@tenantry.example").await.unwrap().unwrap();
     // Acme: at most 4 H100 GPUs at once without approval, 8 at most; bursts of 2 GPUs for 4 h.

@@ -27,7 +27,9 @@ async fn world(store: Store, sim: SimConfig) -> Engine {
     config.queue.retry_cap = Duration::milliseconds(5);
     let engine = Engine::new(store.clone(), config);
     let engine = engine.with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e6, ..sim })));
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     engine
 }
 
@@ -300,7 +302,9 @@ store_test!(a_crashed_worker_is_resumed_and_each_effect_applies_once, |store: St
     config.queue.lease = Duration::milliseconds(300);
     let slow = Engine::new(store.clone(), config.clone())
         .with_driver(Arc::new(SimDriver::new(store.clone(), SimConfig { speed: 2000.0, ..SimConfig::default() })));
-    seed_demo(&slow, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&slow, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let lead = who(&slow, "lead@acme.example").await;
     let mut ids = Vec::new();
     for _ in 0..3 {
@@ -363,7 +367,9 @@ store_test!(shutdown_hands_back_what_it_cannot_finish, |store: Store| async move
     config.queue.shutdown_grace = std::time::Duration::from_millis(10);
     let engine = Engine::new(store.clone(), config)
         .with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 10.0, ..SimConfig::default() })));
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let lead = who(&engine, "lead@acme.example").await;
     let id = book_now(&engine, &lead, starting_now("h100-gpu", 1, 2, "any")).await.unwrap().detail.reservation.id;
     let (stop, shutdown) = tokio::sync::watch::channel(false);
@@ -400,7 +406,9 @@ async fn two_instances_share_a_thousand_reservations_without_repeating_a_step() 
             .with_driver(Arc::new(SimDriver::new(store, SimConfig { speed: 1e9, ..SimConfig::default() })))
     };
     let first = instance(store.clone());
-    seed_demo(&first, &SeedOptions { nodes: 40, reservations: 0, seed: 9 }, Utc::now()).await.unwrap();
+    seed_demo(&first, &SeedOptions { nodes: 40, reservations: 0, seed: 9, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let lead = who(&first, "lead@acme.example").await;
     let gpus: Vec<_> = first.index.read(|s| {
         s.gpus

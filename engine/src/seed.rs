@@ -19,7 +19,7 @@ use crate::store::reservations::NewReservation;
 use crate::store::seed_support::PastEvent;
 use crate::Engine;
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use tenantry_domain::booking::default_options;
+use tenantry_domain::booking::{default_options, MAX_WINDOW};
 use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::{self, OptionCatalog, OptionChoice};
 use tenantry_domain::provisioning::{fabric_of, mig_layout, provision_at, JobKind, Step, StepStatus};
@@ -34,11 +34,19 @@ pub struct SeedOptions {
     pub nodes: u32,
     pub reservations: u32,
     pub seed: u64,
+    /// Days of history before now the reservations spread over (they also run 30 days ahead,
+    /// and further when there are more than the fleet holds in that time).
+    pub history_days: u32,
+}
+
+impl SeedOptions {
+    /// The demo `tenantry serve --demo` seeds: 40 nodes, 80 reservations, a month either side.
+    pub const DEMO: SeedOptions = SeedOptions { nodes: 40, reservations: 80, seed: 42, history_days: 30 };
 }
 
 impl Default for SeedOptions {
     fn default() -> Self {
-        SeedOptions { nodes: 40, reservations: 80, seed: 42 }
+        SeedOptions::DEMO
     }
 }
 
@@ -380,8 +388,8 @@ fn round_up_quarter(t: DateTime<Utc>) -> DateTime<Utc> {
     }
 }
 
-/// Reservations spread over 30 days either side of `now`, laid back to back (with the turnaround)
-/// on lanes of GPU slices, so they never overlap.
+/// Reservations spread from `history_days` before `now` to 30 days after it, laid back to back
+/// (with the turnaround) on lanes of GPU slices, so they never overlap.
 pub fn plan_reservations(
     options: &SeedOptions,
     nodes: &[(NewNode, AddedNode)],
@@ -399,8 +407,8 @@ pub fn plan_reservations(
     if usable.is_empty() || bookers.is_empty() {
         return Vec::new();
     }
-    let span = Duration::days(60);
-    let origin = now - Duration::days(30);
+    let span = Duration::days(i64::from(options.history_days) + 30);
+    let origin = now - Duration::days(i64::from(options.history_days));
     // Lanes: one per GPU, or three per MIG GPU (3g at 0, 3g at 4, 1g at 3).
     let mut lanes: Vec<Vec<Lane>> = usable
         .iter()
@@ -414,13 +422,36 @@ pub fn plan_reservations(
                 .collect()
         })
         .collect();
-    let total_lanes: usize = lanes.iter().map(Vec::len).sum();
-    // Aim for about 60% of each lane booked over the span.
-    let per_lane = (f64::from(options.reservations) / total_lanes as f64).max(0.05);
-    let mean_minutes = ((span.num_minutes() as f64 * 0.6 / per_lane) as i64).clamp(60, 7 * 24 * 60);
-    for node_lanes in &mut lanes {
+    // Aim for about 60% of each lane booked over the span. Bookings pick a node at random, and
+    // one takes a lane of it (a MIG slice), two (a quarter of GPU bookings) or a whole H100
+    // node's (30% of H100 bookings), so each node's lanes fill at their own pace and get their
+    // own mean window: a week over the demo's two months, up to 20 days over a longer history
+    // (the longest window is 30 days, one and a half times the mean).
+    let picks_per_node = f64::from(options.reservations) / usable.len() as f64;
+    let longest_mean = (span.num_minutes() * 7 / 60).clamp(7 * 24 * 60, 20 * 24 * 60);
+    // Per node: (mean window, mean gap before it) in minutes. Where windows cannot be long
+    // enough to fill 60% of the span, the gaps grow so the lanes still reach across it.
+    let means: Vec<(i64, i64)> = usable
+        .iter()
+        .zip(&lanes)
+        .map(|(&i, node_lanes)| {
+            let lanes_per_pick = match nodes[i].0.gpu_model {
+                GpuModel::A100_80 => 1.0,
+                GpuModel::H100Sxm80 | GpuModel::H200 => 0.3 * node_lanes.len() as f64 + 0.7 * 1.25,
+                _ => 1.25,
+            };
+            let per_lane = (picks_per_node * lanes_per_pick / node_lanes.len() as f64).max(0.05);
+            let slot = span.num_minutes() as f64 / per_lane;
+            let window = ((slot * 0.6) as i64).clamp(60, longest_mean);
+            // A lane with less than one booking keeps the demo's short gaps (its reservations
+            // cluster around now); one with several spreads them across the span.
+            let gap = if per_lane >= 1.0 { (slot * 0.8) as i64 - window } else { 0 };
+            (window, gap.max(window / 4))
+        })
+        .collect();
+    for (node_lanes, &(mean, _)) in lanes.iter_mut().zip(&means) {
         for lane in node_lanes.iter_mut() {
-            lane.free_from = round_up_quarter(origin + Duration::minutes(rng.below(mean_minutes as u64) as i64));
+            lane.free_from = round_up_quarter(origin + Duration::minutes(rng.below(mean as u64) as i64));
         }
     }
 
@@ -429,6 +460,7 @@ pub fn plan_reservations(
         let pick = rng.below(usable.len() as u64) as usize;
         let (node, added) = &nodes[usable[pick]];
         let node_lanes = &mut lanes[pick];
+        let (mean_minutes, mean_gap) = means[pick];
         let (offering_id, lane_ids): (&str, Vec<usize>) = match node.gpu_model {
             GpuModel::A100_80 => {
                 if rng.chance(50) {
@@ -457,9 +489,11 @@ pub fn plan_reservations(
         };
         let Some(offering) = offering(offering_id) else { continue };
         let earliest = lane_ids.iter().map(|&l| node_lanes[l].free_from).max().unwrap_or(origin);
-        let gap = Duration::minutes(rng.below((mean_minutes / 2).max(1) as u64) as i64);
+        let gap = Duration::minutes(rng.below((mean_gap * 2).max(1) as u64) as i64);
         let start = round_up_quarter(earliest + gap);
-        let minutes = (mean_minutes / 2 + rng.below(mean_minutes as u64) as i64).max(60);
+        // Never longer than a booking may be (the store's reads of a team's holdings rely on it).
+        let minutes = (mean_minutes / 2 + rng.below(mean_minutes as u64) as i64)
+            .clamp(60, MAX_WINDOW.num_minutes() - QUARTER_HOUR);
         let end = round_up_quarter(start + Duration::minutes(minutes));
         let Ok(window) = Window::new(start, end) else { continue };
         for &l in &lane_ids {
@@ -725,6 +759,43 @@ mod tests {
         }
         assert!(active > 0, "the demo has reservations under way");
     });
+
+    #[test]
+    fn a_years_history_spreads_reservations_over_the_year_and_the_month_ahead() {
+        let options = SeedOptions { nodes: 40, reservations: 4_000, history_days: 365, ..SeedOptions::DEMO };
+        let mut next_gpu = 0;
+        let nodes: Vec<(NewNode, AddedNode)> = plan_fleet(&options)
+            .into_iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let gpu_ids = (next_gpu..next_gpu + i64::from(node.gpu_count)).collect();
+                next_gpu += i64::from(node.gpu_count);
+                (node, AddedNode { node_id: i as i64, gpu_ids })
+            })
+            .collect();
+        let now = Utc::now().duration_trunc(Duration::minutes(15)).unwrap();
+        let bookers = [Booker { tenant_id: 1, user_id: 1 }];
+        let planned =
+            plan_reservations(&options, &nodes, &demo_offerings(), &bookers, now, &crate::EngineConfig::default());
+        assert_eq!(planned.len(), 4_000);
+        assert!(
+            planned.iter().all(|r| r.window.end - r.window.start <= MAX_WINDOW),
+            "no window is longer than a booking may be"
+        );
+        assert!(planned.iter().all(|r| r.window.start >= now - Duration::days(365)));
+        // Every month of the year has reservations, and so does the month ahead.
+        let months: Vec<usize> = (0..13)
+            .map(|month| {
+                let from = now - Duration::days(365) + Duration::days(30 * month);
+                let to = from + Duration::days(30);
+                planned.iter().filter(|r| r.window.start < to && r.window.end > from).count()
+            })
+            .collect();
+        assert!(months.iter().all(|&n| n > 100), "reservations running in each month: {months:?}");
+        let states = |s| planned.iter().filter(|r| r.state == s).count();
+        assert!(states(ReservationState::Completed) > 3_000, "most of a year's reservations are over");
+        assert!(states(ReservationState::Active) > 0 && states(ReservationState::Scheduled) > 0);
+    }
 
     #[test]
     fn fleet_keeps_its_mix_at_every_size() {

@@ -141,7 +141,9 @@ async fn world(store: Store) -> Option<World> {
     engine_config.queue.retry_cap = Duration::seconds(1);
     let engine = Engine::new(store.clone(), engine_config);
     let engine = engine.with_driver(Arc::new(SlurmDriver::new(store, config)));
-    seed_demo(&engine, &SeedOptions { nodes: 4, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 4, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     Some(World { engine, prefix, marks, _turn: turn })
 }
 

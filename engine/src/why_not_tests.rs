@@ -14,7 +14,9 @@ use tenantry_domain::Identity;
 
 async fn world(store: Store) -> (Engine, Identity, Identity, Identity) {
     let engine = Engine::new(store, EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let admin = who(&engine, "admin@tenantry.example").await;
     // No approvals in the way: these tests are about capacity.
     let open: PolicyPatch = serde_json::from_value(serde_json::json!({

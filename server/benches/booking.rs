@@ -35,7 +35,9 @@ async fn fresh_postgres(name: &str) -> Store {
 async fn http_load() {
     let store = fresh_postgres("tenantry_bench_http").await;
     let engine = Engine::new(store.clone(), EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 400, reservations: 2000, seed: 7 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 400, reservations: 2000, seed: 7, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let token = engine.create_api_token("lead@acme.example", "bench", Utc::now()).await.unwrap();
     // Measure booking, not policy.
     lift_acme_quotas(&engine).await;
@@ -85,7 +87,9 @@ async fn http_load() {
 async fn race(label: &str, store: Store) {
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let start = Utc::now().duration_trunc(Duration::days(1)).unwrap() + Duration::days(3);
     let input = BookingInput {

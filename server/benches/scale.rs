@@ -1,6 +1,7 @@
 //! The large-world benchmark over HTTP (docs/PERFORMANCE.md, "100,000 GPUs"): the demo mix at
 //! `BENCH_NODES` nodes (default 12,500: 100,000 GPUs) with `BENCH_RESERVATIONS` reservations
-//! (default 500,000) on PostgreSQL, served by the real router on loopback (demo sign-in on, so
+//! (default 900,000: about 2 million allocations) over `BENCH_HISTORY_DAYS` of history (default
+//! 365, with its utilization in the roll-ups) and the month ahead, on PostgreSQL, served by the real router on loopback (demo sign-in on, so
 //! pages can be asked as a signed-in browser) and asked by a real HTTP client one request at a
 //! time, `BENCH_SAMPLES` times each (default 50):
 //! 1. the seed, the index rebuild and the process's resident memory with the index loaded;
@@ -14,7 +15,7 @@
 //! Prints figures beside the goals of issue 16; asserts only that every answer is a 200 (a 201
 //! or 409 for bookings) and that no allocations overlap afterwards. With `BENCH_KEEP=1` the
 //! seeded database (`tenantry_bench_scale`) is kept and reused by the next run that asks for
-//! as many nodes, since seeding 12,500 nodes takes minutes.
+//! as many nodes and reservations, since seeding 12,500 nodes takes minutes.
 //!
 //! ```text
 //! BENCH_KEEP=1 cargo bench -p tenantry-server --bench scale
@@ -56,16 +57,20 @@ fn resident_mb() -> f64 {
 }
 
 /// The kept database when it already has `nodes` nodes (`BENCH_KEEP=1`), else a fresh one seeded.
-async fn world(nodes: u32, reservations: u32) -> Store {
+async fn world(nodes: u32, reservations: u32, history_days: u32) -> Store {
     let keep = std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1");
     if keep {
         let admin = std::env::var("TENANTRY_TEST_POSTGRES_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
         let (base, _) = admin.rsplit_once('/').unwrap();
         if let Ok(mut conn) = sqlx::PgConnection::connect(&format!("{base}/{DATABASE}")).await {
-            let have: Option<i64> = sqlx::query_scalar("select count(*) from node").fetch_one(&mut conn).await.ok();
-            if have == Some(i64::from(nodes)) {
-                println!("reusing {DATABASE} with {nodes} nodes (BENCH_KEEP=1)");
+            let have: Option<(i64, i64)> =
+                sqlx::query_as("select (select count(*) from node), (select count(*) from reservation)")
+                    .fetch_one(&mut conn)
+                    .await
+                    .ok();
+            if have == Some((i64::from(nodes), i64::from(reservations))) {
+                println!("reusing {DATABASE} with {nodes} nodes and {reservations} reservations (BENCH_KEEP=1)");
                 let store = Store::connect(&format!("{base}/{DATABASE}")).await.unwrap();
                 store.migrate().await.unwrap();
                 return store;
@@ -76,14 +81,22 @@ async fn world(nodes: u32, reservations: u32) -> Store {
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let t = Instant::now();
-    let seeded =
-        seed_demo(&engine, &SeedOptions { nodes, reservations, seed: 1 }, chrono::Utc::now()).await.expect("seed");
+    let now = chrono::Utc::now();
+    let options = SeedOptions { nodes, reservations, seed: 1, history_days };
+    let seeded = seed_demo(&engine, &options, now).await.expect("seed");
     println!(
         "seeded {} nodes, {} GPUs, {} reservations, {} allocations in {:.0} s",
         seeded.nodes,
         seeded.gpus,
         seeded.reservations,
         seeded.allocations,
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let history = chrono::Duration::days(i64::from(history_days));
+    let filled = engine.backfill_usage(now - history, now).await.expect("usage history");
+    println!(
+        "{history_days} days of utilization in the roll-ups ({filled} reservation-hours) in {:.0} s",
         t.elapsed().as_secs_f64()
     );
     store
@@ -106,9 +119,10 @@ async fn browser_session(client: &Client, base: &str, email: &str) -> As {
 #[tokio::main]
 async fn main() {
     let nodes = setting("BENCH_NODES", 12_500) as u32;
-    let reservations = setting("BENCH_RESERVATIONS", 500_000) as u32;
+    let reservations = setting("BENCH_RESERVATIONS", 900_000) as u32;
+    let history_days = setting("BENCH_HISTORY_DAYS", 365) as u32;
     let samples = setting("BENCH_SAMPLES", 50) as usize;
-    let store = world(nodes, reservations).await;
+    let store = world(nodes, reservations, history_days).await;
 
     let engine = Engine::new(store.clone(), EngineConfig::default());
     let t = Instant::now();

@@ -204,7 +204,9 @@ async fn fresh_store(kind: &str) -> Store {
 async fn world(store: Store) -> Engine {
     let driver = SlurmDriver::new(store.clone(), SlurmConfig::new(PREFIX));
     let engine = Engine::new(store, EngineConfig::default()).with_driver(Arc::new(driver));
-    seed_demo(&engine, &SeedOptions { nodes: 4, reservations: 0, seed: 5 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 4, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let admin = engine.store.identity_by_email("admin@tenantry.example").await.unwrap().unwrap();
     let unlimited: tenantry_domain::policy::PolicyPatch = serde_json::from_value(serde_json::json!({
         "max_quantity_without_approval": null, "max_window_hours": null, "max_horizon_days": null,

@@ -181,9 +181,14 @@ pub struct SeedArgs {
     /// Nodes in the fleet (the mix of GPU models stays the same at any size).
     #[arg(long, default_value_t = 40)]
     pub nodes: u32,
-    /// Reservations spread over 30 days before and after now.
+    /// Reservations, spread from `--history-days` before now to 30 days after it (further
+    /// ahead when the fleet cannot hold them all in that time).
     #[arg(long, default_value_t = 80)]
     pub reservations: u32,
+    /// Days of history: past reservations, and their utilization in the roll-ups bills and
+    /// reports read (hourly over the last 31 days, every six hours before).
+    #[arg(long, default_value_t = 30)]
+    pub history_days: u32,
     /// The same seed gives the same data.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -264,6 +269,10 @@ pub struct MeteringArgs {
     /// Seconds between utilization samples of running reservations' GPUs; 0 takes none.
     #[arg(long, env = "TENANTRY_SAMPLE_SECONDS", default_value_t = 60)]
     pub sample_seconds: u32,
+    /// Hours raw samples are kept after they are added to the daily and hourly roll-ups (which
+    /// keep the history for bills and reports); 0 keeps every sample.
+    #[arg(long, env = "TENANTRY_SAMPLE_RETENTION_HOURS", default_value_t = 48)]
+    pub sample_retention_hours: u32,
 }
 
 /// The provisioning queue and the simulated fleet.
@@ -318,6 +327,8 @@ impl ServeArgs {
             late_share_percent: self.metering.cancel_late_share_percent,
         };
         config.sample_every = chrono::Duration::seconds(i64::from(self.metering.sample_seconds.max(1)));
+        config.sample_retention = (self.metering.sample_retention_hours > 0)
+            .then(|| chrono::Duration::hours(i64::from(self.metering.sample_retention_hours)));
         config.public_url = self.public_url.clone();
         let n = &self.notices;
         config.notices.smtp_url = n.smtp_url.clone();

@@ -99,19 +99,27 @@ async fn run(cli: Cli) -> Result<(), String> {
 }
 
 async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
-    let options = SeedOptions { nodes: args.nodes, reservations: args.reservations, seed: args.seed };
+    let options = SeedOptions {
+        nodes: args.nodes,
+        reservations: args.reservations,
+        seed: args.seed,
+        history_days: args.history_days,
+    };
     let now = chrono::Utc::now();
     // The fleet comes through the simulated driver's inventory (written to its fleet file when
     // that does not exist yet), reconciled and admitted like a real install's.
     let summary = seed_demo(engine, &options, now).await.map_err(|e| e.to_string())?;
-    // A month of utilization history, so the Chargeback page and admin reports have data.
-    let samples = engine.backfill_usage(now - chrono::Duration::days(30), now).await.map_err(|e| e.to_string())?;
+    // The history's utilization, so the Chargeback page and admin reports have data.
+    let history = chrono::Duration::days(i64::from(args.history_days));
+    let started = std::time::Instant::now();
+    let usage_hours = engine.backfill_usage(now - history, now).await.map_err(|e| e.to_string())?;
     tracing::info!(
         nodes = summary.nodes,
         gpus = summary.gpus,
         reservations = summary.reservations,
         allocations = summary.allocations,
-        usage_samples = samples,
+        usage_hours,
+        usage_seconds = started.elapsed().as_secs_f64(),
         fleet_file = %engine.driver.as_sim().and_then(SimDriver::fleet_file).map(|p| p.display().to_string()).unwrap_or_default(),
         "demo data seeded"
     );
@@ -127,7 +135,7 @@ async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(),
     if args.demo {
         tracing::warn!("DEMO MODE: anyone can sign in as any seeded user without a password");
         if engine.store.count_nodes().await.map_err(|e| e.to_string())? == 0 {
-            seed(&engine, SeedArgs { nodes: 40, reservations: 80, seed: 42 }).await?;
+            seed(&engine, SeedArgs { nodes: 40, reservations: 80, seed: 42, history_days: 30 }).await?;
         }
     }
     engine.load_index().await.map_err(|e| format!("cannot load availability: {e}"))?;

@@ -51,7 +51,9 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
     let store = Store::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 0, seed: 3 }, Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 0, seed: 3, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let start = common::this_minute().await;
     let mut ids = Vec::new();

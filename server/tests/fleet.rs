@@ -18,7 +18,7 @@ use tenantry_engine::{Engine, EngineConfig};
 use tenantry_server::admin_cli;
 use tenantry_server::config::{AdminCommand, NodeCommand};
 
-const DEMO: SeedOptions = SeedOptions { nodes: 12, reservations: 0, seed: 3 };
+const DEMO: SeedOptions = SeedOptions { nodes: 12, reservations: 0, seed: 3, ..SeedOptions::DEMO };
 /// A demo node whose inventory reports less memory than was accepted.
 const SHRUNK: &str = "l40s-euw1-0001";
 
@@ -391,7 +391,7 @@ mod cli {
         let (ok, _, err) = tenantry(&["demo", "seed", "--nodes", "8", "--reservations", "0"]);
         assert!(ok, "{err}");
         let written = SimFleet::read(&file).unwrap();
-        assert_eq!(written, demo_sim_fleet(&SeedOptions { nodes: 8, reservations: 0, seed: 42 }));
+        assert_eq!(written, demo_sim_fleet(&SeedOptions { nodes: 8, reservations: 0, seed: 42, ..SeedOptions::DEMO }));
         let (ok, out, err) = tenantry(&["admin", "node", "reconcile"]);
         assert!(ok, "{err}");
         assert_eq!(out.trim(), "sim inventory: 8 reported");

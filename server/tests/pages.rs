@@ -108,7 +108,9 @@ async fn burst_panel_states_the_configured_warning(db: Db) {
     store.migrate().await.unwrap();
     let config = EngineConfig { burst_warning: chrono::Duration::minutes(25), ..EngineConfig::default() };
     let engine = Engine::new(store, config);
-    seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 0, seed: 3 }, chrono::Utc::now()).await.unwrap();
+    seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 0, seed: 3, ..SeedOptions::DEMO }, chrono::Utc::now())
+        .await
+        .unwrap();
     let app = TestApp::with_web(engine, WebSettings::default()).await;
     let cookie = app.demo_session("lead@acme.example").await;
     let (status, html) = app.get("/availability", Some(&cookie)).await;

@@ -63,6 +63,44 @@ pub struct NewSample {
     pub usage: Usage,
 }
 
+/// Adds use to the daily (per reservation) and hourly (fleet) roll-ups inside the transaction
+/// `$tx`: the rows are summed into what is there. `$days` at most a few thousand rows.
+macro_rules! add_to_roll_ups {
+    ($tx:ident, $days:expr, $hours:expr) => {{
+        let days: &[(DayKey, Usage)] = $days;
+        let hours: &[(DateTime<Utc>, Usage)] = $hours;
+        if !days.is_empty() {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "insert into usage_day (reservation_id, tenant_id, day, reserved, used, memory) ",
+            );
+            q.push_values(days, |mut row, ((reservation_id, tenant_id, day), u)| {
+                row.push_bind(*reservation_id)
+                    .push_bind(*tenant_id)
+                    .push_bind(*day)
+                    .push_bind(u.reserved)
+                    .push_bind(u.used)
+                    .push_bind(u.memory);
+            });
+            q.push(
+                " on conflict (reservation_id, day) do update set reserved = usage_day.reserved + excluded.reserved,
+                  used = usage_day.used + excluded.used, memory = usage_day.memory + excluded.memory",
+            );
+            q.build().execute(&mut *$tx).await?;
+        }
+        if !hours.is_empty() {
+            let mut q = sqlx::QueryBuilder::<Db>::new("insert into usage_hour (hour, reserved, used, memory) ");
+            q.push_values(hours, |mut row, (hour, u)| {
+                row.push_bind(*hour).push_bind(u.reserved).push_bind(u.used).push_bind(u.memory);
+            });
+            q.push(
+                " on conflict (hour) do update set reserved = usage_hour.reserved + excluded.reserved,
+                  used = usage_hour.used + excluded.used, memory = usage_hour.memory + excluded.memory",
+            );
+            q.build().execute(&mut *$tx).await?;
+        }
+    }};
+}
+
 impl Store {
     /// Reservations and bursts whose window overlaps `span`, or that gave time back inside it
     /// (a late cancellation's fee is charged when it happens), with their cuts.
@@ -212,36 +250,41 @@ impl Store {
                 q.push(" on conflict (reservation_id, at) do nothing returning reservation_id, tenant_id, at, reserved, used, memory");
                 let inserted: Vec<InsertedSample> = q.build_query_as().fetch_all(&mut *tx).await?;
                 let RollUps { days, hours } = roll_up(&inserted);
-                if !days.is_empty() {
-                    let mut q = sqlx::QueryBuilder::<Db>::new(
-                        "insert into usage_day (reservation_id, tenant_id, day, reserved, used, memory) ",
-                    );
-                    q.push_values(&days, |mut row, ((reservation_id, tenant_id, day), u)| {
-                        row.push_bind(*reservation_id)
-                            .push_bind(*tenant_id)
-                            .push_bind(*day)
-                            .push_bind(u.reserved)
-                            .push_bind(u.used)
-                            .push_bind(u.memory);
-                    });
-                    q.push(
-                        " on conflict (reservation_id, day) do update set reserved = usage_day.reserved + excluded.reserved,
-                          used = usage_day.used + excluded.used, memory = usage_day.memory + excluded.memory",
-                    );
-                    q.build().execute(&mut *tx).await?;
-                    let mut q = sqlx::QueryBuilder::<Db>::new("insert into usage_hour (hour, reserved, used, memory) ");
-                    q.push_values(&hours, |mut row, (hour, u)| {
-                        row.push_bind(*hour).push_bind(u.reserved).push_bind(u.used).push_bind(u.memory);
-                    });
-                    q.push(
-                        " on conflict (hour) do update set reserved = usage_hour.reserved + excluded.reserved,
-                          used = usage_hour.used + excluded.used, memory = usage_hour.memory + excluded.memory",
-                    );
-                    q.build().execute(&mut *tx).await?;
-                }
+                add_to_roll_ups!(tx, &days, &hours);
             });
         }
         Ok(())
+    }
+
+    /// Adds use measured elsewhere straight to the roll-ups, without raw samples (the demo
+    /// seed's history: a year of a large fleet would be hundreds of millions of samples).
+    pub async fn add_usage(&self, days: &[(DayKey, Usage)], hours: &[(DateTime<Utc>, Usage)]) -> EngineResult<()> {
+        // Each statement stays within SQLite's 32,766 bound parameters.
+        for chunk in days.chunks(2_000) {
+            write_tx!(self, |tx| add_to_roll_ups!(tx, chunk, &[]));
+        }
+        for chunk in hours.chunks(2_000) {
+            write_tx!(self, |tx| add_to_roll_ups!(tx, &[], chunk));
+        }
+        Ok(())
+    }
+
+    /// Deletes up to `limit` raw samples taken before `before`, oldest first; returns how many.
+    /// Their use stays in the daily and hourly roll-ups, which every bill and report reads; a
+    /// bounded batch keeps each delete short however far behind pruning is.
+    pub async fn prune_samples(&self, before: DateTime<Utc>, limit: i64) -> EngineResult<u64> {
+        let deleted = on_pool!(self, |pool| {
+            sqlx::query(
+                "delete from usage_sample where usage_sample_id in
+                 (select usage_sample_id from usage_sample where at < $1 order by at limit $2)",
+            )
+            .bind(before)
+            .bind(limit)
+            .execute(pool)
+            .await?
+            .rows_affected()
+        });
+        Ok(deleted)
     }
 
     /// Measured use per reservation, from the days (UTC) that start inside `span`: of every
@@ -340,7 +383,7 @@ struct InsertedSample {
 }
 
 /// (reservation, tenant, day)
-type DayKey = (i64, i64, DateTime<Utc>);
+pub type DayKey = (i64, i64, DateTime<Utc>);
 
 /// New samples summed per reservation and day, and per fleet hour.
 struct RollUps {

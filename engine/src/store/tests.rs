@@ -86,7 +86,7 @@ store_test!(seed_creates_the_demo_world, |store: Store| async move {
 });
 
 store_test!(seed_is_deterministic_and_scales, |store: Store| async move {
-    let options = SeedOptions { nodes: 64, reservations: 400, seed: 9 };
+    let options = SeedOptions { nodes: 64, reservations: 400, seed: 9, ..SeedOptions::DEMO };
     let engine = seeded(store, options).await;
     let nodes = engine.store.list_nodes().await.unwrap();
     assert_eq!(nodes.len(), 64);
@@ -99,7 +99,7 @@ store_test!(seed_is_deterministic_and_scales, |store: Store| async move {
 });
 
 store_test!(database_refuses_overlapping_allocations, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
     let store = &engine.store;
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let (slot, _) = store.list_gpu_slots().await.unwrap().into_iter().find(|(g, _)| g.schedulable).unwrap();
@@ -122,7 +122,7 @@ store_test!(database_refuses_overlapping_allocations, |store: Store| async move 
 });
 
 store_test!(a_teams_holdings_version_moves_with_every_write_to_its_reservations, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
     let store = &engine.store;
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let globex = store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
@@ -157,7 +157,7 @@ store_test!(a_teams_holdings_version_moves_with_every_write_to_its_reservations,
 store_test!(
     the_slurm_sync_reads_what_each_reservation_holds_per_node_for_the_teams_it_asks,
     |store: Store| async move {
-        let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+        let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
         let store = &engine.store;
         let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
         let globex = store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
@@ -219,7 +219,7 @@ store_test!(
 );
 
 store_test!(api_tokens_resolve_to_their_owner, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
     let token = engine.create_api_token("member@acme.example", "ci", now()).await.unwrap();
     let who = engine.identity_for_token(&token, now()).await.unwrap().expect("token works");
     assert_eq!(who.email, "member@acme.example");
@@ -238,7 +238,7 @@ store_test!(api_tokens_resolve_to_their_owner, |store: Store| async move {
 });
 
 store_test!(api_tokens_expire_when_their_creator_chose, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
     let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let t0 = now();
     let week = engine.create_own_api_token(&lead, "week", Some(7), t0).await.unwrap();
@@ -267,7 +267,7 @@ fn acme_lead() -> tenantry_domain::Access {
 }
 
 store_test!(removal_at_the_identity_provider_removes_access_here, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
     let t0 = now();
     let who = engine.sso_sign_in("sub-grace", "grace@acme.example", true, "Grace", &acme_lead(), t0).await.unwrap();
     assert!(who.is_admin && who.can_book());
@@ -290,7 +290,7 @@ store_test!(removal_at_the_identity_provider_removes_access_here, |store: Store|
 });
 
 store_test!(an_unverified_or_unlinked_email_takes_over_no_one, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1 }).await;
+    let engine = seeded(store, SeedOptions { nodes: 4, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
     let t0 = now();
     // The seeded lead has no SSO subject: another provider account with her e-mail must not become her.
     let seeded_lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
@@ -315,7 +315,7 @@ store_test!(an_unverified_or_unlinked_email_takes_over_no_one, |store: Store| as
 });
 
 store_test!(the_database_refuses_a_second_driver_branch_on_a_node, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1 }).await;
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
     let store = &engine.store;
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);

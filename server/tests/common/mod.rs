@@ -90,7 +90,13 @@ impl TestApp {
         let sim = SimConfig { speed: 1e6, ..SimConfig::default() };
         let engine =
             Engine::new(store.clone(), EngineConfig::default()).with_driver(Arc::new(SimDriver::new(store, sim)));
-        seed_demo(&engine, &SeedOptions { nodes: 12, reservations: 30, seed: 3 }, chrono::Utc::now()).await.unwrap();
+        seed_demo(
+            &engine,
+            &SeedOptions { nodes: 12, reservations: 30, seed: 3, ..SeedOptions::DEMO },
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
         Self::with_web(engine, web).await
     }
 
