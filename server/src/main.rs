@@ -113,6 +113,9 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
     let history = chrono::Duration::days(i64::from(args.history_days));
     let started = std::time::Instant::now();
     let usage_hours = engine.backfill_usage(now - history, now).await.map_err(|e| e.to_string())?;
+    // The roll-ups just grew by a row per reservation and day: fresh statistics, as after any
+    // bulk load, or the planner reads them by stale ones until autovacuum comes by.
+    engine.store.analyze().await.map_err(|e| e.to_string())?;
     tracing::info!(
         nodes = summary.nodes,
         gpus = summary.gpus,
