@@ -253,9 +253,7 @@ impl AvailabilityIndex {
                 }
             }
             state.nodes.extend(facts);
-            for (gpu_id, holds) in fresh {
-                state.holds.set(gpu_id, holds);
-            }
+            state.holds.set_many(fresh);
         }
         self.bump();
         Ok(())
