@@ -589,10 +589,17 @@ async fn walk_list(app: &TestApp, path: &str, list: &str, auth: &Auth, limit: u3
 }
 
 app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
+    use chrono::{Duration, DurationRound, Utc};
     let lead = app.token("lead@acme.example").await;
+    // Every booking on one UTC day (the day after tomorrow), so the day's bill and its month's
+    // statement below hold them all whatever the time of day the test runs at.
+    let day = Utc::now().duration_trunc(Duration::days(1)).unwrap() + Duration::days(2);
+    let on_day = |hours: (i64, i64)| {
+        let (start, end) = (day + Duration::hours(hours.0), day + Duration::hours(hours.1));
+        serde_json::json!({"offering": "l40s-gpu", "quantity": 1, "start": start, "end": end}).to_string()
+    };
     for h in 0..5 {
-        let (status, body) =
-            post_json(&app, "/api/v1/reservations", &lead, booking_body("l40s-gpu", 1, (h, h + 1)), None).await;
+        let (status, body) = post_json(&app, "/api/v1/reservations", &lead, on_day((h, h + 1)), None).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
     }
     // The team's reservations: pages of 2 walk the whole list once, in its order.
@@ -629,8 +636,7 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
     let first = json(&body);
     let mut paged = first["items"].as_array().unwrap().clone();
     let mut cursor = first["next_cursor"].as_str().expect("more than one page").to_owned();
-    let (status, late) =
-        post_json(&app, "/api/v1/reservations", &lead, booking_body("l40s-gpu", 1, (8, 9)), None).await;
+    let (status, late) = post_json(&app, "/api/v1/reservations", &lead, on_day((8, 9)), None).await;
     assert_eq!(status, StatusCode::CREATED, "{late}");
     loop {
         let url = format!("/api/v1/admin/audit?action=reservation.&limit=2&cursor={cursor}");
@@ -664,12 +670,10 @@ app_test!(lists_come_a_page_at_a_time, |app: TestApp| async move {
     assert!(!told.is_empty(), "the lead was told of their bookings");
 
     // A bill's lines and a statement's page the same way; CSV holds every line.
-    // (The bookings above are tomorrow's.)
-    let tomorrow = chrono::Utc::now() + chrono::Duration::days(1);
-    let month = tomorrow.format("%Y-%m").to_string();
+    let month = day.format("%Y-%m").to_string();
     let statement = format!("/api/v1/statements/{month}?");
-    let day = tomorrow.format("%Y-%m-%d");
-    let bill = format!("/api/v1/chargeback?from={day}T00:00:00Z&to={day}T23:59:59Z&");
+    let date = day.format("%Y-%m-%d");
+    let bill = format!("/api/v1/chargeback?from={date}T00:00:00Z&to={date}T23:59:59Z&");
     for path in [bill.as_str(), statement.as_str()] {
         let (whole, _) = walk_list(&app, path, "lines", &lead, 1000).await;
         let (paged, pages) = walk_list(&app, path, "lines", &lead, 2).await;
