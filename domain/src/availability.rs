@@ -145,10 +145,12 @@ impl HoldsByGpu {
             gpus.push(gpu_id);
             new.extend(holds.into_iter().filter(|h| h.gpu_id == gpu_id));
         }
-        for (key, (gpus, mut new)) in by_chunk {
+        for (key, (mut gpus, mut new)) in by_chunk {
             new.sort_unstable_by_key(sort_key);
+            // Up to 256 GPUs of the chunk, looked up for each of its holds.
+            gpus.sort_unstable();
             let kept: Vec<Hold> = match self.chunks.remove(&key) {
-                Some(chunk) => chunk.holds.into_iter().filter(|h| !gpus.contains(&h.gpu_id)).collect(),
+                Some(chunk) => chunk.holds.into_iter().filter(|h| gpus.binary_search(&h.gpu_id).is_err()).collect(),
                 None => Vec::new(),
             };
             let merged = merge_sorted(kept, new);

@@ -396,7 +396,7 @@ impl Engine {
     /// history), read from the fleet as the sampler reads it and written straight to the daily
     /// and hourly roll-ups, a week at a time. Over the last 31 days there is a reading every
     /// hour, as the sampler would have taken; further back one reading every six hours stands
-    /// for each of its six hours (a year of a 100,000-GPU fleet is some 400 million
+    /// for each of its six hours (a year of the 100,000-GPU world is 262 million
     /// reservation-hours). Returns the reservation-hours filled in.
     pub async fn backfill_usage(&self, from: DateTime<Utc>, now: DateTime<Utc>) -> EngineResult<u64> {
         const HOURLY_DAYS: i64 = 31;

@@ -2,11 +2,11 @@
 //! two regions, offerings for it and a spread of past, running and upcoming reservations.
 //!
 //! Planning is pure and deterministic (a seeded SplitMix64, time as a parameter), so the same
-//! `--seed` gives the same data; `--nodes` and `--reservations` scale it for benchmarks while
-//! keeping the mix. Writing goes through the ordinary store, so the database's overlap guarantee
-//! checks every generated allocation. Reservations already under way get the provisioning
-//! timeline they would have had (every step run once and passed, as the simulated fleet reports
-//! it), so their pages show how they were set up.
+//! `--seed` gives the same data; `--nodes`, `--reservations` and `--history-days` scale it for
+//! benchmarks while keeping the mix. Writing goes through the ordinary store, so the database's
+//! overlap guarantee checks every generated allocation. Reservations already under way get the
+//! provisioning timeline they would have had (every step run once and passed, as the simulated
+//! fleet reports it), so their pages show how they were set up.
 
 use crate::driver::sim::real_seconds;
 use crate::driver::sim_fleet::{NodeGroup, SimFleet};
@@ -388,6 +388,11 @@ fn round_up_quarter(t: DateTime<Utc>) -> DateTime<Utc> {
     }
 }
 
+/// Of bookings on an H100 node, the share that take the whole node (the rest take GPUs).
+const WHOLE_NODE_PERCENT: u64 = 30;
+/// Of GPU bookings, the share that take two GPUs (the rest take one).
+const TWO_GPUS_PERCENT: u64 = 25;
+
 /// Reservations spread from `history_days` before `now` to 30 days after it, laid back to back
 /// (with the turnaround) on lanes of GPU slices, so they never overlap.
 pub fn plan_reservations(
@@ -423,8 +428,8 @@ pub fn plan_reservations(
         })
         .collect();
     // Aim for about 60% of each lane booked over the span. Bookings pick a node at random, and
-    // one takes a lane of it (a MIG slice), two (a quarter of GPU bookings) or a whole H100
-    // node's (30% of H100 bookings), so each node's lanes fill at their own pace and get their
+    // one takes a lane of it (a MIG slice), one or two (GPU bookings) or a whole H100 node's,
+    // so each node's lanes fill at their own pace and get their
     // own mean window: a week over the demo's two months, up to 20 days over a longer history
     // (the longest window is 30 days, one and a half times the mean).
     let picks_per_node = f64::from(options.reservations) / usable.len() as f64;
@@ -435,10 +440,14 @@ pub fn plan_reservations(
         .iter()
         .zip(&lanes)
         .map(|(&i, node_lanes)| {
+            let whole_node = WHOLE_NODE_PERCENT as f64 / 100.0;
+            let gpus_per_booking = 1.0 + TWO_GPUS_PERCENT as f64 / 100.0;
             let lanes_per_pick = match nodes[i].0.gpu_model {
                 GpuModel::A100_80 => 1.0,
-                GpuModel::H100Sxm80 | GpuModel::H200 => 0.3 * node_lanes.len() as f64 + 0.7 * 1.25,
-                _ => 1.25,
+                GpuModel::H100Sxm80 | GpuModel::H200 => {
+                    whole_node * node_lanes.len() as f64 + (1.0 - whole_node) * gpus_per_booking
+                }
+                _ => gpus_per_booking,
             };
             let per_lane = (picks_per_node * lanes_per_pick / node_lanes.len() as f64).max(0.05);
             let slot = span.num_minutes() as f64 / per_lane;
@@ -478,9 +487,11 @@ pub fn plan_reservations(
                     ("a100-1g.10gb", vec![best])
                 }
             }
-            GpuModel::H100Sxm80 | GpuModel::H200 if rng.chance(30) => ("h100-node", (0..node_lanes.len()).collect()),
+            GpuModel::H100Sxm80 | GpuModel::H200 if rng.chance(WHOLE_NODE_PERCENT) => {
+                ("h100-node", (0..node_lanes.len()).collect())
+            }
             model => {
-                let quantity = if rng.chance(25) { 2 } else { 1 };
+                let quantity = if rng.chance(TWO_GPUS_PERCENT) { 2 } else { 1 };
                 let mut order: Vec<usize> = (0..node_lanes.len()).collect();
                 order.sort_by_key(|&l| (node_lanes[l].free_from, l));
                 order.truncate(quantity);

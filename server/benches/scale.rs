@@ -1,9 +1,9 @@
 //! The large-world benchmark over HTTP (docs/PERFORMANCE.md, "100,000 GPUs"): the demo mix at
 //! `BENCH_NODES` nodes (default 12,500: 100,000 GPUs) with `BENCH_RESERVATIONS` reservations
 //! (default 900,000: about 2 million allocations) over `BENCH_HISTORY_DAYS` of history (default
-//! 365, with its utilization in the roll-ups) and the month ahead, on PostgreSQL, served by the real router on loopback (demo sign-in on, so
-//! pages can be asked as a signed-in browser) and asked by a real HTTP client one request at a
-//! time, `BENCH_SAMPLES` times each (default 50):
+//! 365, with its utilization in the roll-ups) and the month ahead, on PostgreSQL, served by the
+//! real router on loopback (demo sign-in on, so pages can be asked as a signed-in browser) and
+//! asked by a real HTTP client one request at a time, `BENCH_SAMPLES` times each (default 50):
 //! 1. the seed, the index rebuild and the process's resident memory with the index loaded;
 //! 2. the 30-day hourly availability grid of each offering (`GET /api/v1/availability`) and the
 //!    availability calendar page's server render;
@@ -15,7 +15,8 @@
 //! Prints figures beside the goals of issue 16; asserts only that every answer is a 200 (a 201
 //! or 409 for bookings) and that no allocations overlap afterwards. With `BENCH_KEEP=1` the
 //! seeded database (`tenantry_bench_scale`) is kept and reused by the next run that asks for
-//! as many nodes and reservations, since seeding 12,500 nodes takes minutes.
+//! as many nodes and no more reservations (each run's bookings add to them), since seeding the
+//! default world takes about 15 minutes.
 //!
 //! ```text
 //! BENCH_KEEP=1 cargo bench -p tenantry-server --bench scale
@@ -56,7 +57,8 @@ fn resident_mb() -> f64 {
     kb / 1024.0
 }
 
-/// The kept database when it already has `nodes` nodes (`BENCH_KEEP=1`), else a fresh one seeded.
+/// The kept database when it already has `nodes` nodes and at least `reservations`
+/// (`BENCH_KEEP=1`), else a fresh one seeded with `history_days` of history and its use.
 async fn world(nodes: u32, reservations: u32, history_days: u32) -> Store {
     let keep = std::env::var("BENCH_KEEP").is_ok_and(|v| v == "1");
     if keep {
@@ -70,8 +72,8 @@ async fn world(nodes: u32, reservations: u32, history_days: u32) -> Store {
                     .await
                     .ok();
             // Each run's bookings add to the reservations seeded.
-            if have.is_some_and(|(n, r)| n == i64::from(nodes) && r >= i64::from(reservations)) {
-                println!("reusing {DATABASE} with {nodes} nodes and {reservations} reservations (BENCH_KEEP=1)");
+            if let Some((_, held)) = have.filter(|&(n, r)| n == i64::from(nodes) && r >= i64::from(reservations)) {
+                println!("reusing {DATABASE} with {nodes} nodes and {held} reservations (BENCH_KEEP=1)");
                 let store = Store::connect(&format!("{base}/{DATABASE}")).await.unwrap();
                 store.migrate().await.unwrap();
                 return store;
