@@ -4,7 +4,7 @@
 
 use crate::offering::Offering;
 use crate::pricing::{self, LockedOption, OptionKind, PriceLine, Pricing};
-use crate::reservation::{Orchestrator, Placement, ReservationOptions, Workload};
+use crate::reservation::{Orchestrator, Placement, PriorityClass, ReservationOptions, Workload};
 use crate::window::{floor_minute, Window, WindowError};
 use crate::{Cents, Grain};
 use chrono::{DateTime, Duration, Utc};
@@ -56,11 +56,17 @@ pub struct BookingInput {
     pub region: Option<String>,
     #[serde(default)]
     pub options: OptionsInput,
+    /// `guaranteed`, `standard` (the default) or `preemptible`: how firmly it holds its capacity
+    /// and at what share of the rate (the team's policy says which it may book).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<PriorityClass>))]
+    pub class: Option<String>,
 }
 
 /// A request that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidBooking {
+    pub class: PriorityClass,
     pub quantity: u32,
     pub window: Window,
     pub options: ReservationOptions,
@@ -92,6 +98,10 @@ pub struct Quote {
     pub quantity: u32,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    pub class: PriorityClass,
+    /// What the class promises and risks, in words (preemptible: the notice it gets).
+    #[serde(default)]
+    pub class_note: String,
     /// The whole price: the base line and every priced option (the sum of `price_lines`).
     pub price_cents: Cents,
     /// The price line by line: `base` (quantity × hours × the rate), then each priced option.
@@ -183,8 +193,21 @@ pub fn validate_window(start: DateTime<Utc>, end: DateTime<Utc>, now: DateTime<U
     Ok(window)
 }
 
-/// Validates `input` for `offering` at `now`.
+/// The class a request asks for: `standard` when it names none.
+pub fn requested_class(input: &BookingInput) -> Result<PriorityClass, FieldError> {
+    match &input.class {
+        None => Ok(PriorityClass::default()),
+        Some(value) => {
+            let allowed: Vec<&str> = PriorityClass::ALL.iter().map(|c| c.code()).collect();
+            parse_code("class", value, &allowed)
+        }
+    }
+}
+
+/// Validates `input` for `offering` at `now`. `offering` carries the rates the team pays for the
+/// requested class (`Policy::priced_as`).
 pub fn validate(offering: &Offering, input: &BookingInput, now: DateTime<Utc>) -> Result<ValidBooking, FieldError> {
+    let class = requested_class(input)?;
     if input.quantity < 1 {
         return Err(field("quantity", "quantity must be at least 1"));
     }
@@ -196,7 +219,7 @@ pub fn validate(offering: &Offering, input: &BookingInput, now: DateTime<Utc>) -
     let options = validate_options(offering, &input.options)?;
     let locked = pricing::lock_options(&offering.options, &options);
     let pricing = pricing::price(&offering.id, offering.reserved_cents_per_hour, quantity, window.minutes(), &locked);
-    Ok(ValidBooking { quantity, window, options, locked, pricing })
+    Ok(ValidBooking { class, quantity, window, options, locked, pricing })
 }
 
 /// Checks a requested region against the regions the offering is placed in.
@@ -321,6 +344,7 @@ mod tests {
             end: Utc.with_ymd_and_hms(2026, 12, 2, end_h, 0, 0).unwrap(),
             region: None,
             options: OptionsInput::default(),
+            class: None,
         }
     }
 

@@ -83,6 +83,9 @@ crate::coded_enum! {
     pub enum CutKind ("cut kind") {
         Shortened = "shortened",
         Cancelled = "cancelled",
+        /// Cut by a booking of a higher class (the item was `preemptible`): never a fee, and the
+        /// part lost is not charged.
+        Preempted = "preempted",
     }
 }
 
@@ -127,7 +130,16 @@ impl Metered {
         if !self.charged() {
             return None;
         }
-        let cancelled_from = self.cuts.iter().find(|c| c.kind == CutKind::Cancelled).map(|c| c.part.start);
+        // A preemption before the start takes the whole window, like a cancellation.
+        let cancelled_from = self
+            .cuts
+            .iter()
+            .find(|c| match c.kind {
+                CutKind::Cancelled => true,
+                CutKind::Preempted => c.part.start <= self.window.start,
+                CutKind::Shortened => false,
+            })
+            .map(|c| c.part.start);
         let end = cancelled_from.map_or(self.window.end, |c| c.min(self.window.end));
         (end > self.window.start).then_some(Window { start: self.window.start, end })
     }
@@ -193,6 +205,9 @@ crate::coded_enum! {
         Option = "option",
         CancellationFee = "cancellation_fee",
         Credit = "credit",
+        /// Time a preemptible reservation or burst lost to a higher class: shown, not charged
+        /// (its amount is zero; the description says what the part lost would have cost).
+        Preempted = "preempted",
     }
 }
 
@@ -242,6 +257,9 @@ enum Source<'a> {
     Fee(&'a Metered, &'a Cut, u32, Cents, &'a CancellationPolicy),
     /// A credit (its place in the list of credits).
     Credit(&'a CreditRecord, u32),
+    /// Time lost to a preemption (the cut's place in the item's cuts, what the part would have
+    /// cost).
+    Preempted(&'a Metered, &'a Cut, u32, Cents),
 }
 
 /// A line of a bill with its figures and without its text: what totals, groups and pages need,
@@ -307,9 +325,17 @@ impl<'a> Billed<'a> {
         self.accrued + self.committed
     }
 
+    /// For a preemption's line: what the part lost would have cost (it is not charged).
+    pub fn preempted_value(&self) -> Cents {
+        match self.source {
+            Source::Preempted(.., part_cost) => part_cost,
+            _ => Cents::ZERO,
+        }
+    }
+
     fn item(&self) -> Option<&'a Metered> {
         match self.source {
-            Source::Time(m) | Source::Option(m, ..) | Source::Fee(m, ..) => Some(m),
+            Source::Time(m) | Source::Option(m, ..) | Source::Fee(m, ..) | Source::Preempted(m, ..) => Some(m),
             Source::Credit(..) => None,
         }
     }
@@ -324,7 +350,7 @@ impl<'a> Billed<'a> {
     pub fn tenant(&self) -> &'a str {
         match self.source {
             Source::Credit(c, _) => &c.tenant,
-            Source::Time(m) | Source::Option(m, ..) | Source::Fee(m, ..) => &m.tenant,
+            Source::Time(m) | Source::Option(m, ..) | Source::Fee(m, ..) | Source::Preempted(m, ..) => &m.tenant,
         }
     }
 
@@ -339,7 +365,10 @@ impl<'a> Billed<'a> {
     fn key(&self) -> LineKey {
         let place = match self.source {
             Source::Time(_) => 0,
-            Source::Option(_, _, i) | Source::Fee(_, _, i, _, _) | Source::Credit(_, i) => i,
+            Source::Option(_, _, i)
+            | Source::Fee(_, _, i, _, _)
+            | Source::Credit(_, i)
+            | Source::Preempted(_, _, i, _) => i,
         };
         (self.start, self.reservation_id(), self.kind, place)
     }
@@ -354,6 +383,11 @@ impl<'a> Billed<'a> {
                 cut.kind, policy.late_share_percent, part_cost, policy.free_notice_hours
             ),
             Source::Credit(c, _) => c.reason.clone(),
+            Source::Preempted(_, cut, _, part_cost) => format!(
+                "preempted by a higher-class booking: {} from {} UTC lost, not charged ({part_cost})",
+                crate::window::minutes_text(cut.part.minutes()),
+                cut.part.start.format("%Y-%m-%d %H:%M")
+            ),
         }
     }
 
@@ -419,8 +453,17 @@ pub fn billed<'a>(
                 }
             }
         }
+        if item.charged() {
+            for (i, cut) in item.cuts.iter().enumerate().filter(|(_, c)| c.kind == CutKind::Preempted) {
+                if span.contains(cut.at) {
+                    let source = Source::Preempted(item, cut, i as u32, item.time_cost(cut.part.minutes()));
+                    out.push(Billed::instant(source, LineKind::Preempted, cut.at, LineStatus::Past, Cents::ZERO));
+                }
+            }
+        }
         if item.kind == ReservationKind::Reservation && item.charged() {
-            for (i, cut) in item.cuts.iter().enumerate().filter(|(_, c)| span.contains(c.at)) {
+            let given_back = item.cuts.iter().enumerate().filter(|(_, c)| c.kind != CutKind::Preempted);
+            for (i, cut) in given_back.filter(|(_, c)| span.contains(c.at)) {
                 let part_cost = item.time_cost(cut.part.minutes());
                 let fee = policy.fee(item.window.start, cut.at, part_cost);
                 if fee != Cents::ZERO {
@@ -508,6 +551,9 @@ pub struct Totals {
     pub committed_cents: Cents,
     pub total_cents: Cents,
     pub gpu_hours: f64,
+    /// What the time lost to preemptions would have cost: not charged, and not in the total.
+    #[serde(default)]
+    pub preempted_cents: Cents,
 }
 
 impl Totals {
@@ -521,6 +567,7 @@ impl Totals {
                 LineKind::Option => t.options_cents = t.options_cents + amount,
                 LineKind::CancellationFee => t.fees_cents = t.fees_cents + amount,
                 LineKind::Credit => t.credits_cents = t.credits_cents + amount,
+                LineKind::Preempted => t.preempted_cents = t.preempted_cents + l.preempted_value(),
             }
             t.accrued_cents = t.accrued_cents + l.accrued;
             t.committed_cents = t.committed_cents + l.committed;
@@ -875,6 +922,10 @@ pub struct ReservationCost {
     /// "storage_tb 10 TB (per unit-hour)".
     #[serde(default)]
     pub options: Vec<(String, Cents)>,
+    /// Its preemptions this month, in words: the time lost and what it would have cost (not
+    /// charged, and not in `amount_cents`).
+    #[serde(default)]
+    pub preempted: Vec<String>,
 }
 
 /// One row of the admin reports: revenue and use of one tenant or one GPU model.

@@ -66,7 +66,7 @@ impl NoticeKind {
             NoticeKind::HandedOver => "Reservation handed over",
             NoticeKind::Degraded => "Reservation degraded",
             NoticeKind::Replaced => "Node replaced",
-            NoticeKind::Preempted => "Burst preempted",
+            NoticeKind::Preempted => "Preempted",
             NoticeKind::EndingSoon => "Reservation ending soon",
             NoticeKind::Ended => "Reservation ended",
             NoticeKind::SetupFailed => "Setup failed",

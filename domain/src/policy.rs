@@ -7,6 +7,7 @@
 
 use crate::fleet::MIG_SLICES;
 use crate::offering::GpuSevenths;
+use crate::reservation::PriorityClass;
 use crate::window::Window;
 use crate::GpuModel;
 use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
@@ -51,6 +52,36 @@ pub struct Policy {
     /// month for the spend so far and once for the forecast).
     #[serde(default = "default_budget_alerts")]
     pub budget_alert_percents: Vec<u32>,
+    /// Per priority class: whether the team may book it, and its rate as a percent of the
+    /// reserved rate. A class left out keeps its platform default ([`ClassTerms::default_for`]).
+    #[serde(default = "default_class_terms")]
+    pub class_terms: BTreeMap<PriorityClass, ClassTerms>,
+}
+
+fn default_class_terms() -> BTreeMap<PriorityClass, ClassTerms> {
+    PriorityClass::ALL.iter().map(|c| (*c, ClassTerms::default_for(*c))).collect()
+}
+
+/// What a team may book of one priority class, and at what share of the reserved rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClassTerms {
+    pub allowed: bool,
+    /// The class's rate as a percent of the reserved rate (1 to 1,000).
+    pub rate_percent: u32,
+}
+
+impl ClassTerms {
+    /// The platform's terms: guaranteed at 125 % of the reserved rate, standard at 100 %,
+    /// preemptible at 60 % (the risk of being cut is what the discount pays for); all allowed.
+    pub fn default_for(class: PriorityClass) -> ClassTerms {
+        let rate_percent = match class {
+            PriorityClass::Guaranteed => 125,
+            PriorityClass::Standard => 100,
+            PriorityClass::Preemptible => 60,
+        };
+        ClassTerms { allowed: true, rate_percent }
+    }
 }
 
 fn default_budget_alerts() -> Vec<u32> {
@@ -75,6 +106,32 @@ impl Policy {
         }
         o
     }
+
+    /// The team's terms for a class (the platform default for one its policy leaves out).
+    pub fn class(&self, class: PriorityClass) -> ClassTerms {
+        self.class_terms.get(&class).copied().unwrap_or_else(|| ClassTerms::default_for(class))
+    }
+
+    /// The offering as this team is charged for it in `class`: its reserved rate scaled by the
+    /// class's percent, rounded half up to a cent (on-demand bursts keep their rate).
+    pub fn priced_as(&self, offering: &crate::Offering, class: PriorityClass) -> crate::Offering {
+        let mut o = self.priced(offering);
+        let percent = i128::from(self.class(class).rate_percent);
+        o.reserved_cents_per_hour =
+            crate::Cents(((i128::from(o.reserved_cents_per_hour.0) * percent * 2 + 100) / 200) as i64);
+        o
+    }
+
+    /// The classes the team may book, in words.
+    pub fn allowed_classes(&self) -> String {
+        let allowed: Vec<&str> =
+            PriorityClass::ALL.iter().filter(|c| self.class(**c).allowed).map(|c| c.code()).collect();
+        if allowed.is_empty() {
+            "none".to_owned()
+        } else {
+            allowed.join(", ")
+        }
+    }
 }
 
 impl Default for Policy {
@@ -95,6 +152,7 @@ impl Default for Policy {
             rate_overrides: BTreeMap::new(),
             monthly_budget_dollars: None,
             budget_alert_percents: default_budget_alerts(),
+            class_terms: default_class_terms(),
         }
     }
 }
@@ -129,6 +187,9 @@ pub struct PolicyPatch {
     /// Percentages of the budget that notify the team (1 to 1,000, at most 5; `[]`: none).
     #[serde(default)]
     pub budget_alert_percents: Option<Vec<u32>>,
+    /// Per priority class named: its new terms (the classes left out keep theirs).
+    #[serde(default)]
+    pub class_terms: Option<BTreeMap<PriorityClass, ClassTerms>>,
 }
 
 /// The OpenAPI schema of [`PolicyPatch::rate_overrides`] (utoipa cannot derive a map of optional
@@ -237,6 +298,15 @@ impl Policy {
                 }
             }
         }
+        if let Some(terms) = &patch.class_terms {
+            if terms.values().any(|t| !(1..=1000).contains(&t.rate_percent)) {
+                return Err(PolicyError {
+                    field: "class_terms",
+                    message: "a class's rate_percent must be from 1 to 1000 (percent of the reserved rate)".to_owned(),
+                });
+            }
+            p.class_terms.extend(terms.iter().map(|(c, t)| (*c, *t)));
+        }
         let ordered = |l: &SoftHard| match (l.soft, l.hard) {
             (Some(s), Some(h)) => s <= h,
             _ => true,
@@ -273,6 +343,7 @@ pub struct Ask {
     pub quantity: u32,
     /// GPUs of the whole request (quantity × per unit).
     pub gpus: GpuSevenths,
+    pub class: PriorityClass,
 }
 
 /// What the request does to the team's quota.
@@ -516,6 +587,13 @@ pub fn decide_held(policy: &Policy, held: &Held, ask: &Ask, now: DateTime<Utc>) 
     let mut refused = Vec::new();
     let mut approval = Vec::new();
     let hours = (ask.window.end - ask.window.start).num_minutes() as f64 / 60.0;
+    if !policy.class(ask.class).allowed {
+        refused.push(format!(
+            "your team may not book {} reservations; it may book: {}",
+            ask.class,
+            policy.allowed_classes()
+        ));
+    }
     if let Some(max) = policy.max_window_hours {
         if ask.window.end - ask.window.start > Duration::hours(i64::from(max)) {
             refused.push(format!("the window is {hours:.1} hours; your team's longest is {max} hours"));
@@ -626,7 +704,13 @@ mod tests {
     }
 
     fn ask(window: Window, quantity: u32, gpus: i64) -> Ask {
-        Ask { window, gpu_model: GpuModel::H100Sxm80, quantity, gpus: GpuSevenths::whole_gpus(gpus) }
+        Ask {
+            window,
+            gpu_model: GpuModel::H100Sxm80,
+            quantity,
+            gpus: GpuSevenths::whole_gpus(gpus),
+            class: PriorityClass::Standard,
+        }
     }
 
     fn strict() -> Policy {
@@ -669,8 +753,7 @@ mod tests {
         assert_eq!(d, Decision::Scheduled);
         assert_eq!(effect.peak_concurrent_gpus, 8.0);
         // Three 1g slices are 3/7 of a GPU.
-        let mig =
-            Ask { window: w(at(2, 0), at(2, 7)), gpu_model: GpuModel::A100_80, quantity: 3, gpus: GpuSevenths(3) };
+        let mig = Ask { gpus: GpuSevenths(3), gpu_model: GpuModel::A100_80, ..ask(w(at(2, 0), at(2, 7)), 3, 0) };
         let (_, effect) = decide(&strict(), &[], &mig, now);
         assert!((effect.peak_concurrent_gpus - 3.0 / 7.0).abs() < 1e-9);
         assert!((effect.monthly_gpu_hours["2026-12"] - 3.0).abs() < 1e-9, "3/7 GPU × 7 h = 3 GPU-hours");
@@ -684,6 +767,7 @@ mod tests {
             gpu_model: GpuModel::H100Sxm80,
             quantity: 1,
             gpus: GpuSevenths::whole_gpus(8),
+            class: PriorityClass::Standard,
         };
         let held = [Holding {
             window: w(at(20, 0), at(21, 0)),

@@ -44,6 +44,52 @@ crate::coded_enum! {
 }
 
 crate::coded_enum! {
+    /// How firmly a reservation holds its capacity. `guaranteed` and `standard` are never cut
+    /// short by another booking; `preemptible` is cheaper and may be cut by a `guaranteed` or
+    /// `standard` booking with at least the platform's notice, the part lost not being charged.
+    /// Bursts are always `preemptible`. Guaranteed differs from standard when a node fails: its
+    /// replacement may be taken from preemptible capacity (see `engine::provisioning`).
+    pub enum PriorityClass ("priority class") {
+        Guaranteed = "guaranteed",
+        Standard = "standard",
+        Preemptible = "preemptible",
+    }
+}
+
+impl Default for PriorityClass {
+    fn default() -> Self {
+        PriorityClass::Standard
+    }
+}
+
+impl PriorityClass {
+    /// Whether another booking may cut it short.
+    pub fn preemptible(self) -> bool {
+        self == PriorityClass::Preemptible
+    }
+
+    /// Whether a booking of this class may cut preemptible holds in its way.
+    pub fn may_preempt(self) -> bool {
+        !self.preemptible()
+    }
+
+    /// What the class promises, in words, for quotes and the booking page. `notice_minutes` is
+    /// the platform's preemption notice.
+    pub fn promise(self, notice_minutes: i64) -> String {
+        match self {
+            PriorityClass::Guaranteed => "guaranteed: never cut short by another booking; if a node fails, its \
+                 replacement may be taken from preemptible capacity"
+                .to_owned(),
+            PriorityClass::Standard => "standard: never cut short by another booking".to_owned(),
+            PriorityClass::Preemptible => format!(
+                "preemptible: a guaranteed or standard booking may end it early, with at least {notice_minutes} \
+                 minutes' notice; the part lost is not charged"
+            ),
+        }
+    }
+}
+
+crate::coded_enum! {
     pub enum Orchestrator ("orchestrator") {
         Kubernetes = "kubernetes",
         Slurm = "slurm",
@@ -131,6 +177,9 @@ impl AllocationView {
 pub struct Reservation {
     pub id: i64,
     pub kind: ReservationKind,
+    /// Whether another booking may cut it short (bursts are `preemptible`).
+    #[serde(default)]
+    pub class: PriorityClass,
     pub tenant: String,
     pub requested_by: String,
     pub offering: String,

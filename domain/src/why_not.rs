@@ -359,6 +359,7 @@ mod tests {
             end: t + chrono::Duration::hours(4),
             region: Some("us-east".into()),
             options: crate::booking::OptionsInput { placement: Some("compact".into()), ..Default::default() },
+            class: None,
         };
         let later = another_window(&asked, t + chrono::Duration::hours(6), t + chrono::Duration::hours(10));
         assert_eq!((later.booking.quantity, later.booking.start), (8, t + chrono::Duration::hours(6)));

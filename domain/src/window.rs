@@ -101,3 +101,12 @@ mod tests {
         assert!(a.with_turnaround(Duration::minutes(30)).overlaps(&b));
     }
 }
+
+/// A length of time in words: `45 min`, `6 h`, `2 h 30 min`.
+pub fn minutes_text(minutes: i64) -> String {
+    match (minutes / 60, minutes % 60) {
+        (0, m) => format!("{m} min"),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
+    }
+}

@@ -105,6 +105,24 @@ impl Engine {
         })
     }
 
+    /// The offering at the rates a team pays at `now` for a booking of `input`'s class (see
+    /// [`tenantry_domain::policy::Policy::priced_as`]); without a team (an admin's quote), the
+    /// list rate scaled by the platform's default terms for the class.
+    async fn offering_for_booking(
+        &self,
+        tenant_id: Option<i64>,
+        input: &BookingInput,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Offering> {
+        let class = booking::requested_class(input).map_err(field_error)?;
+        let offering = self.offering_for(&input.offering, now).await?;
+        let policy = match tenant_id {
+            Some(t) => self.policy_of(t).await?,
+            None => tenantry_domain::policy::Policy::default(),
+        };
+        Ok(policy.priced_as(&offering, class))
+    }
+
     pub(crate) fn request(&self, offering: &Offering, valid: &ValidBooking) -> Request {
         Request {
             kind: UnitKind::of(offering),
@@ -156,11 +174,11 @@ impl Engine {
             Err(_) if who.is_admin => None,
             Err(e) => return Err(e),
         };
-        let offering = self.offering_priced_for(tenant, &input.offering, now).await?;
+        let offering = self.offering_for_booking(tenant, input, now).await?;
         bookable(&offering)?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
         let policy = match tenant {
-            Some(t) => Some(self.decide(t, &offering, valid.quantity, valid.window, None, now).await?),
+            Some(t) => Some(self.decide(t, &offering, (valid.quantity, valid.class), valid.window, None, now).await?),
             None => None,
         };
         let (decision, quota) = policy.unzip();
@@ -171,7 +189,8 @@ impl Engine {
         let request = self.request(&offering, &valid);
         let offerings = self.offerings(now).await?;
         let turnaround = self.config.turnaround;
-        let can_preempt = valid.window.start - turnaround >= now + self.config.burst_warning;
+        let can_preempt =
+            valid.class.may_preempt() && valid.window.start - turnaround >= now + self.config.burst_warning;
         let driver = &valid.options.cuda_driver;
         let needs = NodeNeeds::of(&valid.options);
         Ok(self.index.read(|s| {
@@ -250,6 +269,8 @@ impl Engine {
                 quantity: valid.quantity,
                 start: valid.window.start,
                 end: valid.window.end,
+                class: valid.class,
+                class_note: valid.class.promise(self.config.burst_warning.num_minutes()),
                 price_cents: valid.price(),
                 price_lines: valid.pricing.lines.clone(),
                 max_quantity,
@@ -297,7 +318,7 @@ impl Engine {
                 ));
             }
         }
-        let offering = self.offering_priced_for(Some(tenant_id), &input.offering, now).await?;
+        let offering = self.offering_for_booking(Some(tenant_id), input, now).await?;
         bookable(&offering)?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
         let region = input.region.as_deref();
@@ -394,7 +415,7 @@ impl Engine {
             self.check_burst_limits(tenant_id, &policy, &offering, i64::from(current.quantity), window, Some(id))
                 .await?;
         } else if end > current.end {
-            match self.decide(tenant_id, &offering, current.quantity, window, Some(id), now).await?.0 {
+            match self.decide(tenant_id, &offering, (current.quantity, current.class), window, Some(id), now).await?.0 {
                 Decision::Scheduled => {}
                 Decision::NeedsApproval(reasons) => {
                     return Err(EngineError::Forbidden(format!(

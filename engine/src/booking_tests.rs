@@ -23,6 +23,7 @@ fn input(offering: &str, quantity: i64, h0: i64, h1: i64) -> BookingInput {
         end: tomorrow(h1),
         region: None,
         options: OptionsInput::default(),
+        class: None,
     }
 }
 

@@ -33,6 +33,8 @@ mod booking_tests;
 #[cfg(test)]
 mod calendar_tests;
 #[cfg(test)]
+mod classes_tests;
+#[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
 mod inventory_tests;

@@ -242,9 +242,13 @@ impl Engine {
         let ids: Vec<i64> = on_page.iter().map(|m| m.id).collect();
         let usage = self.store.usage_by_reservation(Some(tenant_id), month_span, Some(&ids)).await?;
         let mut options: HashMap<i64, Vec<(String, Cents)>> = HashMap::new();
-        for l in month_lines.iter().filter(|l| l.kind == LineKind::Option) {
+        let mut preempted: HashMap<i64, Vec<String>> = HashMap::new();
+        for l in month_lines.iter().filter(|l| matches!(l.kind, LineKind::Option | LineKind::Preempted)) {
             if let Some(id) = l.reservation_id().filter(|id| ids.contains(id)) {
-                options.entry(id).or_default().push((l.description(), l.amount()));
+                match l.kind {
+                    LineKind::Option => options.entry(id).or_default().push((l.description(), l.amount())),
+                    _ => preempted.entry(id).or_default().push(l.description()),
+                }
             }
         }
         let reservations = on_page
@@ -263,6 +267,7 @@ impl Engine {
                     reserved_gpu_hours: gpu_hours,
                     usage: usage.get(&m.id).copied().unwrap_or_default(),
                     options: options.remove(&m.id).unwrap_or_default(),
+                    preempted: preempted.remove(&m.id).unwrap_or_default(),
                 }
             })
             .collect();

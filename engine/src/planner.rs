@@ -403,7 +403,13 @@ impl Engine {
                     return Err(Box::new((w, EngineError::NotFound("team"))));
                 };
                 let gpus = crate::policy::policy_gpus(&t.offering, i64::from(t.valid.quantity));
-                let ask = Ask { window: t.valid.window, gpu_model: t.offering.gpu_model, quantity: t.valid.quantity, gpus };
+                let ask = Ask {
+                    window: t.valid.window,
+                    gpu_model: t.offering.gpu_model,
+                    quantity: t.valid.quantity,
+                    gpus,
+                    class: t.valid.class,
+                };
                 let (decision, _) = policy::decide_held(policy, &team_held.within(&t.valid.window), &ask, t.now);
                 let (state, approval_deadline, decision_reason) = match decision {
                     Decision::Refused(reasons) => {
@@ -418,10 +424,11 @@ impl Engine {
                     Decision::Scheduled => (ReservationState::Scheduled, None, None),
                 };
                 let request = self.request(&t.offering, &t.valid);
-                // A reservation may take capacity from on-demand bursts when their owners can
-                // still be warned in time: the burst then ends a turnaround before it starts.
+                // A guaranteed or standard reservation may take capacity from preemptible ones
+                // (bursts included) when their owners can still be warned in time: they then end
+                // a turnaround before it starts.
                 let burst_ends = t.valid.window.start - self.config.turnaround;
-                let can_preempt = burst_ends >= t.now + self.config.burst_warning;
+                let can_preempt = t.valid.class.may_preempt() && burst_ends >= t.now + self.config.burst_warning;
                 let region = t.region.as_deref();
                 let regions = if region.is_some() { &[][..] } else { &t.offering.regions[..] };
                 let needs = NodeNeeds::of(&t.valid.options);
@@ -463,6 +470,7 @@ impl Engine {
                 let preempt_until = burst_in_way.then_some((burst_ends, t.valid.window.start));
                 let new = NewReservation {
                     kind: ReservationKind::Reservation,
+                    class: t.valid.class,
                     approval_deadline,
                     decision_reason,
                     tenant_id: t.tenant_id,

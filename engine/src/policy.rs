@@ -21,7 +21,7 @@ use tenantry_domain::policy::{
     self, ApprovalItem, Ask, BurstInput, Decision, DefaultPolicy, Held, Holding, Policy, PolicyPatch, QuotaEffect,
     TenantPolicy, COMPETING_SHOWN,
 };
-use tenantry_domain::reservation::{Placement, ReservationDetail, ReservationKind};
+use tenantry_domain::reservation::{Placement, PriorityClass, ReservationDetail, ReservationKind};
 use tenantry_domain::{Identity, Offering, ReservationState, Window};
 
 /// The setting that holds the platform's default policy.
@@ -151,7 +151,7 @@ impl Engine {
         &self,
         tenant_id: i64,
         offering: &Offering,
-        quantity: u32,
+        (quantity, class): (u32, PriorityClass),
         window: Window,
         except: Option<i64>,
         now: DateTime<Utc>,
@@ -163,8 +163,8 @@ impl Engine {
             policy.min_notice_minutes = None;
         }
         let held = self.held(tenant_id, &window, except).await?;
-        let ask =
-            Ask { window, gpu_model: offering.gpu_model, quantity, gpus: policy_gpus(offering, i64::from(quantity)) };
+        let gpus = policy_gpus(offering, i64::from(quantity));
+        let ask = Ask { window, gpu_model: offering.gpu_model, quantity, gpus, class };
         Ok(policy::decide_held(&policy, &held, &ask, now))
     }
 
@@ -245,7 +245,7 @@ impl Engine {
         for (tenant_id, r) in waiting.items {
             let Some(offering) = offerings.get(&r.offering) else { continue };
             let window = Window { start: r.start, end: r.end };
-            let (_, quota) = self.decide(tenant_id, offering, r.quantity, window, Some(r.id), now).await?;
+            let (_, quota) = self.decide(tenant_id, offering, (r.quantity, r.class), window, Some(r.id), now).await?;
             let same_model: Vec<String> =
                 offerings.values().filter(|o| o.gpu_model == offering.gpu_model).map(|o| o.id.clone()).collect();
             let (competing, competing_count) =
@@ -413,21 +413,40 @@ impl Engine {
         self.store.mark_notifications_read(who.user_id, now).await
     }
 
-    /// Tells the owners of preempted bursts when their burst now ends.
-    pub(crate) async fn tell_preempted(&self, bursts: &[i64], by: i64, now: DateTime<Utc>) -> EngineResult<()> {
-        for &burst in bursts {
-            if let Some((tenant_id, requester, r)) = self.store.reservation_for_admin(burst).await? {
-                let message = format!(
-                    "Your burst #{burst} ({} × {}) ends early, at {} UTC: reservation #{by} needs its capacity.",
-                    r.quantity,
-                    r.offering,
-                    r.end.format("%Y-%m-%d %H:%M")
-                );
-                let notice = NewNotice::new(NoticeKind::Preempted, Recipients::User(requester), message);
-                self.tell(notice.team(tenant_id).reservation(burst), now).await;
-                let detail = format!("preempted by reservation #{by}; ends at {}", r.end);
-                self.record_system(Change::reservation("burst.preempted", burst, tenant_id, detail), now).await;
-            }
+    /// Tells the owners of preempted bursts and preemptible reservations what they lost: when a
+    /// cut one now ends, or that one which had not begun was cancelled.
+    pub(crate) async fn tell_preempted(&self, victims: &[i64], by: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        for &victim in victims {
+            let Some((tenant_id, requester, r)) = self.store.reservation_for_admin(victim).await? else { continue };
+            let what = format!("{} × {}", r.quantity, r.offering);
+            let ends = r.end.format("%Y-%m-%d %H:%M");
+            let (message, event, detail) = match (r.kind, r.state) {
+                (ReservationKind::Burst, _) => (
+                    format!("Your burst #{victim} ({what}) ends early, at {ends} UTC: reservation #{by} needs its capacity."),
+                    "burst.preempted",
+                    format!("preempted by reservation #{by}; ends at {}", r.end),
+                ),
+                (_, ReservationState::Cancelled) => (
+                    format!(
+                        "Your preemptible reservation #{victim} ({what}, from {} UTC) was cancelled before it began: \
+                         a guaranteed or standard booking needs its capacity. Nothing is charged for it.",
+                        r.start.format("%Y-%m-%d %H:%M")
+                    ),
+                    "reservation.preempted",
+                    format!("preempted by reservation #{by} before it began"),
+                ),
+                _ => (
+                    format!(
+                        "Your preemptible reservation #{victim} ({what}) ends early, at {ends} UTC: a guaranteed or \
+                         standard booking needs its capacity. The part lost is not charged."
+                    ),
+                    "reservation.preempted",
+                    format!("preempted by reservation #{by}; ends at {}", r.end),
+                ),
+            };
+            let notice = NewNotice::new(NoticeKind::Preempted, Recipients::User(requester), message);
+            self.tell(notice.team(tenant_id).reservation(victim), now).await;
+            self.record_system(Change::reservation(event, victim, tenant_id, detail), now).await;
         }
         Ok(())
     }
@@ -534,6 +553,7 @@ impl Engine {
         .total;
         let new = NewReservation {
             kind: ReservationKind::Burst,
+            class: PriorityClass::Preemptible,
             tenant_id,
             requested_by: who.user_id,
             offering_id: offering.id.clone(),

@@ -429,6 +429,7 @@ async fn two_instances_share_a_thousand_reservations_without_repeating_a_step() 
             let window = tenantry_domain::Window::new(start, start + Duration::hours(1)).unwrap();
             reservations.push(crate::store::reservations::NewReservation {
                 kind: tenantry_domain::reservation::ReservationKind::Reservation,
+                class: tenantry_domain::reservation::PriorityClass::Standard,
                 tenant_id: lead.tenant_id().unwrap(),
                 requested_by: lead.user_id,
                 offering_id: "h100-gpu".into(),

@@ -23,8 +23,8 @@ use tenantry_domain::booking::{default_options, MAX_WINDOW};
 use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::{self, OptionCatalog, OptionChoice};
 use tenantry_domain::provisioning::{fabric_of, mig_layout, provision_at, JobKind, Step, StepStatus};
-use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{Orchestrator, Workload};
+use tenantry_domain::reservation::{PriorityClass, ReservationKind};
 use tenantry_domain::{
     Cents, GpuModel, Grain, Health, MigProfile, NodeState, Offering, ReservationOptions, ReservationState, Role, Window,
 };
@@ -545,6 +545,7 @@ pub fn plan_reservations(
         let locked = pricing::lock_options(&offering.options, &options);
         out.push(NewReservation {
             kind: ReservationKind::Reservation,
+            class: PriorityClass::Standard,
             approval_deadline: None,
             decision_reason: None,
             tenant_id: booker.tenant_id,

@@ -136,6 +136,7 @@ fn gpus(quantity: i64, options: OptionsInput) -> BookingInput {
         end: tomorrow() + Duration::hours(4),
         region: None,
         options,
+        class: None,
     }
 }
 

@@ -20,7 +20,13 @@ pub fn ask(offering: &str, quantity: i64, start: DateTime<Utc>, hours: i64) -> B
         end: start + Duration::hours(hours),
         region: None,
         options: OptionsInput::default(),
+        class: None,
     }
+}
+
+/// [`ask`] in a priority class.
+pub fn ask_as(class: &str, offering: &str, quantity: i64, start: DateTime<Utc>, hours: i64) -> BookingInput {
+    BookingInput { class: Some(class.into()), ..ask(offering, quantity, start, hours) }
 }
 
 /// A booking of `quantity` units of `offering` from this minute for `hours`, with `placement`.

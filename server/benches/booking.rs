@@ -99,6 +99,7 @@ async fn race(label: &str, store: Store) {
         end: start + Duration::hours(4),
         region: None,
         options: OptionsInput::default(),
+        class: None,
     };
     let free = engine.quote(&lead, &input, Utc::now()).await.unwrap().max_quantity;
     let instances: Vec<Engine> = (0..4).map(|_| Engine::new(store.clone(), EngineConfig::default())).collect();

@@ -364,6 +364,7 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
                         end: to,
                         region: None,
                         options: OptionsInput { placement: Some("any".into()), ..OptionsInput::default() },
+                        class: None,
                     };
                     let answer = client
                         .post(&url)

@@ -186,6 +186,50 @@ app_test!(book_read_extend_cancel_over_http, |app: TestApp| async move {
     assert_eq!(again["error"]["code"], "conflict");
 });
 
+/// [`booking_body`] in a priority class.
+fn booking_body_as(class: &str, offering: &str, quantity: i64, hours_from_now: (i64, i64)) -> String {
+    let mut body = json(&booking_body(offering, quantity, hours_from_now));
+    body["class"] = json!(class);
+    body.to_string()
+}
+
+app_test!(priority_classes_are_quoted_booked_and_refused_by_policy_over_http, |app: TestApp| async move {
+    let lead = app.token("lead@acme.example").await;
+    // Preemptible: 60 % of the rate, and the quote says what it risks.
+    let body = booking_body_as("preemptible", "h100-gpu", 2, (1, 4));
+    let (status, quote) = post_json(&app, "/api/v1/quotes", &lead, body.clone(), None).await;
+    assert_eq!(status, StatusCode::OK, "{quote}");
+    assert_eq!((quote["class"].as_str(), quote["price_cents"].as_i64()), (Some("preemptible"), Some(2 * 3 * 165)));
+    assert!(quote["class_note"].as_str().unwrap().contains("minutes' notice"), "{quote}");
+    let (status, created) = post_json(&app, "/api/v1/reservations", &lead, body, None).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!((created["class"].as_str(), created["rate_cents_per_hour"].as_i64()), (Some("preemptible"), Some(165)));
+    // Left out, the class is standard at the list rate.
+    let (_, standard) = post_json(&app, "/api/v1/reservations", &lead, booking_body("h100-gpu", 1, (5, 6)), None).await;
+    assert_eq!((standard["class"].as_str(), standard["price_cents"].as_i64()), (Some("standard"), Some(275)));
+    // An unknown class is a 422 naming the field and the choices.
+    let (status, err) =
+        post_json(&app, "/api/v1/quotes", &lead, booking_body_as("gold", "h100-gpu", 1, (1, 2)), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["error"]["field"], "class");
+    assert!(err["error"]["message"].as_str().unwrap().contains("guaranteed, standard, preemptible"), "{err}");
+    // An admin takes guaranteed away from Acme: booking it is refused, saying what Acme may book.
+    let admin = app.token("admin@tenantry.example").await;
+    let patch = admin
+        .apply(Request::patch("/api/v1/admin/tenants/acme/policy"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({"class_terms": {"guaranteed": {"allowed": false, "rate_percent": 125}}}).to_string()))
+        .unwrap();
+    let (status, _, body) = app.send(patch).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(json(&body)["policy"]["class_terms"]["guaranteed"]["allowed"], false);
+    let (status, err) =
+        post_json(&app, "/api/v1/reservations", &lead, booking_body_as("guaranteed", "h100-gpu", 1, (1, 2)), None)
+            .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains("may book: standard, preemptible"), "{err}");
+});
+
 app_test!(bad_booking_input_is_a_422_naming_the_field, |app: TestApp| async move {
     let lead = app.token("lead@acme.example").await;
     let cases = [

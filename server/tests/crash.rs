@@ -65,6 +65,7 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
             end: start + Duration::hours(2),
             region: None,
             options: OptionsInput { placement: Some("any".into()), ..OptionsInput::default() },
+            class: None,
         };
         ids.push(engine.book(&lead, &input, None, start).await.unwrap().detail.reservation.id);
     }

@@ -27,6 +27,7 @@ async fn upcoming(app: &TestApp) -> i64 {
         end: start + Duration::hours(1),
         region: None,
         options: OptionsInput::default(),
+        class: None,
     };
     app.engine.book(&lead, &input, None, Utc::now()).await.unwrap().detail.reservation.id
 }
@@ -138,6 +139,7 @@ async fn another_instances_steps_wake_a_live_timeline() {
         end: start + Duration::hours(1),
         region: None,
         options: OptionsInput::default(),
+        class: None,
     };
     let id = app.engine.book(&lead, &input, None, start).await.unwrap().detail.reservation.id;
     let token = app.token("lead@acme.example").await;

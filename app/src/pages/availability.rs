@@ -23,7 +23,7 @@ use tenantry_domain::availability::Bucket;
 use tenantry_domain::booking::{BookingInput, OptionsInput, Quote};
 use tenantry_domain::policy::{BurstInput, Decision};
 use tenantry_domain::pricing::{OptionChoice, OptionKind, OptionPrice, PriceLineKind};
-use tenantry_domain::reservation::Workload;
+use tenantry_domain::reservation::{PriorityClass, Workload};
 use tenantry_domain::setup::NOTHING_BOOKABLE;
 use tenantry_domain::why_not::{Cause, Suggestion};
 use tenantry_domain::{Grain, Offering};
@@ -172,6 +172,8 @@ struct Form {
     storage_tb: RwSignal<String>,
     placement: RwSignal<String>,
     workload: RwSignal<String>,
+    /// The priority class's code; empty is `standard`.
+    class: RwSignal<String>,
 }
 
 impl Form {
@@ -186,6 +188,7 @@ impl Form {
             storage_tb: RwSignal::new(String::new()),
             placement: RwSignal::new(String::new()),
             workload: RwSignal::new(String::new()),
+            class: RwSignal::new(String::new()),
         }
     }
 
@@ -206,6 +209,7 @@ impl Form {
         self.storage_tb.set(number(o.storage_tb));
         self.placement.set(o.placement.clone().unwrap_or_default());
         self.workload.set(o.workload.clone().unwrap_or_default());
+        self.class.set(b.class.clone().unwrap_or_default());
     }
 
     /// The request the form describes, or `None` while start or end is not a time yet. Empty
@@ -227,6 +231,7 @@ impl Form {
                 placement: text(self.placement),
                 workload: text(self.workload),
             },
+            class: text(self.class),
         })
     }
 }
@@ -772,6 +777,21 @@ fn OptionFields(offering: Offering, form: Form) -> impl IntoView {
         {option_select(OptionKind::StorageTb, form.storage_tb)}
         {option_select(OptionKind::Placement, form.placement)}
         {select("Workload", form.workload, pairs(Workload::ALL.iter().map(|w| w.code().to_owned()).collect()))}
+        <label class="block">
+            "Priority class"
+            <select
+                class=INPUT
+                data-testid="option-class"
+                prop:value=move || form.class.get()
+                on:change=move |ev| form.class.set(event_target_value(&ev))
+            >
+                <option value="">"Standard (default): never cut short"</option>
+                <option value=PriorityClass::Guaranteed.code()>
+                    "Guaranteed: never cut short, failed nodes replaced first"
+                </option>
+                <option value=PriorityClass::Preemptible.code()>"Preemptible: cheaper, may be cut short"</option>
+            </select>
+        </label>
     }
 }
 
@@ -848,6 +868,18 @@ fn QuoteView(
                     </p>
                 }
             })}
+        {
+            let tone = if quote.class.preemptible() {
+                "text-amber-700 dark:text-amber-300"
+            } else {
+                "text-slate-500"
+            };
+            view! {
+                <p class=format!("text-xs {tone}") data-testid="quote-class">
+                    {quote.class_note.clone()}
+                </p>
+            }
+        }
         {quote
             .quota
             .clone()

@@ -191,6 +191,21 @@ fn ReservationCosts(overview: ChargebackOverview, query: ParamsMap) -> impl Into
                                 }
                             })
                             .collect_view();
+                        // Each preemption under its reservation: the time lost, not charged.
+                        let preempted = r
+                            .preempted
+                            .iter()
+                            .map(|what| {
+                                view! {
+                                    <tr data-testid="preempted" class="text-sm text-amber-700 dark:text-amber-300">
+                                        <td class="px-4 py-1"></td>
+                                        <td class="px-4 py-1" colspan="6">
+                                            {what.clone()}
+                                        </td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view();
                         view! {
                             <tr>
                                 <td class="px-4 py-2">
@@ -226,6 +241,7 @@ fn ReservationCosts(overview: ChargebackOverview, query: ParamsMap) -> impl Into
                                 </td>
                             </tr>
                             {options}
+                            {preempted}
                         }
                     })
                     .collect_view()}

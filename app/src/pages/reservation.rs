@@ -160,6 +160,9 @@ fn Detail(
                     <Field label="Placement">{r.options.placement.code()}</Field>
                     <Field label="Workload">{r.options.workload.code()}</Field>
                     <Field label="Kind">{r.kind.code()}</Field>
+                    <Field label="Priority class">
+                        <span data-testid="reservation-class">{r.class.code()}</span>
+                    </Field>
                     <Field label="Requested by">{r.requested_by.clone()}</Field>
                     <Field label="Booked">{format::utc(r.created_at)}</Field>
                 </dl>

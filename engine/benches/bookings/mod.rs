@@ -35,6 +35,7 @@ pub fn random_booking(i: u64) -> BookingInput {
         end: start + Duration::hours(1 + next(8) as i64),
         region: None,
         options: OptionsInput::default(),
+        class: None,
     }
 }
 

@@ -12,14 +12,16 @@ use tenantry_domain::metering::CutKind;
 use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::LockedOption;
 use tenantry_domain::provisioning::JobKind;
-use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::reservation::{AllocationView, Reservation, ReservationDetail};
+use tenantry_domain::reservation::{PriorityClass, ReservationKind};
 use tenantry_domain::{Cents, ReservationOptions, ReservationState, Window};
 
 /// A reservation to write, with the slices it holds.
 #[derive(Debug, Clone)]
 pub struct NewReservation {
     pub kind: ReservationKind,
+    /// Bursts are always `preemptible`.
+    pub class: PriorityClass,
     pub tenant_id: i64,
     pub requested_by: i64,
     pub offering_id: String,
@@ -46,6 +48,7 @@ pub struct NewReservation {
 pub(crate) struct ReservationRow {
     reservation_id: i64,
     kind: String,
+    class: String,
     pub(crate) tenant_slug: String,
     requested_by: String,
     offering_id: String,
@@ -73,6 +76,7 @@ impl ReservationRow {
         Some(Reservation {
             id: self.reservation_id,
             kind: self.kind.parse().ok()?,
+            class: self.class.parse().ok()?,
             tenant: self.tenant_slug,
             requested_by: self.requested_by,
             offering: self.offering_id,
@@ -101,7 +105,7 @@ impl ReservationRow {
 /// Rows per multi-row insert: well under both backends' bind-parameter limits.
 const BATCH: usize = 1000;
 
-const INSERT_RESERVATION: &str = "insert into reservation (kind, tenant_id, requested_by, offering_id, quantity,
+const INSERT_RESERVATION: &str = "insert into reservation (kind, class, tenant_id, requested_by, offering_id, quantity,
     start_at, end_at, state, orchestrator, cuda_driver, host_memory_gb, storage_tb, placement, workload,
     price_cents, rate_cents_per_hour, option_prices, idempotency_key, idempotency_fingerprint, approval_deadline,
     decision_reason, created_at, updated_at) ";
@@ -110,6 +114,7 @@ const INSERT_RESERVATION: &str = "insert into reservation (kind, tenant_id, requ
 macro_rules! bind_reservation {
     ($row:expr, $r:expr, $key:expr, $fingerprint:expr, $now:expr) => {
         $row.push_bind($r.kind.code())
+            .push_bind($r.class.code())
             .push_bind($r.tenant_id)
             .push_bind($r.requested_by)
             .push_bind(&$r.offering_id)
@@ -475,7 +480,7 @@ pub struct ReservationFilter {
 }
 
 pub(crate) const RESERVATION_SELECT: &str =
-    "select r.reservation_id, r.kind, t.slug as tenant_slug, u.email as requested_by,
+    "select r.reservation_id, r.kind, r.class, t.slug as tenant_slug, u.email as requested_by,
         r.offering_id, r.quantity, r.start_at, r.end_at, r.state, r.orchestrator, r.cuda_driver,
         r.host_memory_gb, r.storage_tb, r.placement, r.workload, r.price_cents, r.rate_cents_per_hour, r.option_prices, r.created_at,
         r.approval_deadline, r.decision_reason
@@ -513,6 +518,113 @@ impl AllocationViewRow {
     }
 }
 
+#[derive(sqlx::FromRow)]
+struct VictimRow {
+    state: String,
+    tenant_id: i64,
+    offering_id: String,
+    quantity: i64,
+    start_at: DateTime<Utc>,
+    end_at: DateTime<Utc>,
+    rate_cents_per_hour: i64,
+    option_prices: String,
+}
+
+/// Cuts preemptible reservation `victim` so that it ends at `until.0` (its turnaround then ends
+/// at `until.1`, the preempting booking's start), inside the caller's transaction, if its state
+/// still allows it: a conditional update on the end and state it was read with, so a cut racing
+/// a cancellation, an extension or another cut writes once. Returns whether it was cut.
+///
+/// One that starts before `until.0` is shortened (re-priced at its locked rate, its release
+/// moved to the new end); one that would lose its whole window is cancelled while nothing has
+/// touched its nodes (waiting for approval or scheduled). One whose nodes are being set up
+/// ahead of its start is left alone: the booking's insert then overlaps it and loses, and the
+/// caller re-plans with the index refreshed, which no longer offers it. The part lost is
+/// recorded as a `preempted` cut: never a fee, not charged.
+///
+/// A macro, not a function, because it runs inside [`write_tx!`], once per database.
+macro_rules! preempt {
+    ($tx:ident, $victim:expr, $until:expr, $now:expr) => {{
+        let (victim, until, now): (i64, (DateTime<Utc>, DateTime<Utc>), DateTime<Utc>) = ($victim, $until, $now);
+        let v: VictimRow = sqlx::query_as(
+            "select state, tenant_id, offering_id, quantity, start_at, end_at, rate_cents_per_hour, option_prices
+         from reservation where reservation_id = $1",
+        )
+        .bind(victim)
+        .fetch_one(&mut *$tx)
+        .await?;
+        let state = v.state.parse::<ReservationState>().unwrap_or(ReservationState::Failed);
+        let at = until.0.format("%Y-%m-%d %H:%M");
+        if v.start_at < until.0 && until.0 < v.end_at && state.holds_capacity() && state != ReservationState::Releasing
+        {
+            let options: Vec<LockedOption> = serde_json::from_str(&v.option_prices).unwrap_or_default();
+            let minutes = (until.0 - v.start_at).num_minutes();
+            let price = tenantry_domain::pricing::price(
+                &v.offering_id,
+                Cents(v.rate_cents_per_hour),
+                u32::try_from(v.quantity).unwrap_or(1),
+                minutes,
+                &options,
+            )
+            .total;
+            let cut = sqlx::query(
+                "update reservation set end_at = $1, price_cents = $2, decision_reason = $3, updated_at = $4
+             where reservation_id = $5 and end_at = $6 and state = $7",
+            )
+            .bind(until.0)
+            .bind(price.0)
+            .bind(format!("preempted by a higher-class booking: ends at {at} UTC"))
+            .bind(now)
+            .bind(victim)
+            .bind(v.end_at)
+            .bind(state.code())
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
+            if cut == 1 {
+                // Its release follows the new end, so its credentials and processes leave the
+                // nodes before the booking that takes them begins.
+                move_end!($tx, victim, until.0, until.1, until.0, now);
+                insert_cut!($tx, victim, v.tenant_id, CutKind::Preempted, now, until.0, v.end_at);
+            }
+            cut == 1
+        } else if until.0 <= v.start_at
+            && matches!(state, ReservationState::PendingApproval | ReservationState::Scheduled)
+        {
+            let cut = sqlx::query(
+                "update reservation set state = 'cancelled', decision_reason = $1, updated_at = $2
+             where reservation_id = $3 and state = $4",
+            )
+            .bind(format!("preempted by a higher-class booking before it began ({at} UTC)"))
+            .bind(now)
+            .bind(victim)
+            .bind(state.code())
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
+            if cut == 1 {
+                sqlx::query("update allocation set live = $1 where reservation_id = $2")
+                    .bind(false)
+                    .bind(victim)
+                    .execute(&mut *$tx)
+                    .await?;
+                sqlx::query(
+                    "update job set state = 'cancelled', updated_at = $1
+                 where reservation_id = $2 and kind = 'provision' and state = 'queued'",
+                )
+                .bind(now)
+                .bind(victim)
+                .execute(&mut *$tx)
+                .await?;
+                insert_cut!($tx, victim, v.tenant_id, CutKind::Preempted, now, v.start_at, v.end_at);
+            }
+            cut == 1
+        } else {
+            false
+        }
+    }};
+}
+
 impl Store {
     /// Live holds (allocations with their turnaround) ending after `since`, on some GPUs or all.
     pub async fn live_holds(
@@ -523,7 +635,9 @@ impl Store {
         let rows: Vec<HoldRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select a.gpu_id, a.slice_lo, a.slice_hi, a.start_at, a.hold_until,
-                        coalesce(r.kind = 'burst', false) as preemptible, r.cuda_driver, r.tenant_id
+                        coalesce(r.kind = 'burst' or (r.class = 'preemptible' and r.state <> 'provisioning'), false)
+                            as preemptible,
+                        r.cuda_driver, r.tenant_id
                  from allocation a left join reservation r on r.reservation_id = a.reservation_id
                  where a.live and a.hold_until > ",
             );
@@ -605,14 +719,15 @@ impl Store {
                     insert.push(" returning reservation_id");
                     let id: i64 = insert.build_query_scalar().fetch_one(&mut *sp).await?;
                     if let Some(until) = w.preempt_until {
-                        // Bursts on these slices end before this booking begins; their owners are
-                        // told. A burst may share several GPUs with the booking: each is cut once.
-                        let mut bursts = std::collections::BTreeSet::new();
+                        // Preemptible reservations and bursts on these slices end before this
+                        // booking begins; their owners are told. One may share several GPUs
+                        // with the booking: each is cut once.
+                        let mut victims = std::collections::BTreeSet::new();
                         for p in &r.allocations {
                             let on_piece: Vec<i64> = sqlx::query_scalar(
                                 "select distinct a.reservation_id from allocation a
                                  join reservation b on b.reservation_id = a.reservation_id
-                                 where b.kind = 'burst' and a.live and a.gpu_id = $1
+                                 where b.class = 'preemptible' and a.live and a.gpu_id = $1
                                    and a.slice_lo < $2 and $3 < a.slice_hi and a.start_at < $4 and $5 < a.hold_until",
                             )
                             .bind(p.gpu_id)
@@ -622,30 +737,12 @@ impl Store {
                             .bind(r.window.start)
                             .fetch_all(&mut *sp)
                             .await?;
-                            bursts.extend(on_piece);
+                            victims.extend(on_piece);
                         }
-                        for burst in bursts {
-                            // Cut only a burst still running past the new end; one that was
-                            // cancelled or cut meanwhile keeps its holds, and the insert below
-                            // then loses the race (the caller re-plans).
-                            let cut = sqlx::query(
-                                "update reservation set end_at = $1, decision_reason = $2, updated_at = $3
-                                 where reservation_id = $4 and end_at > $1 and state in ('provisioning', 'active', 'degraded')",
-                            )
-                            .bind(until.0)
-                            .bind(format!("preempted by a reservation: ends at {} UTC", until.0.format("%Y-%m-%d %H:%M")))
-                            .bind(now)
-                            .bind(burst)
-                            .execute(&mut *sp)
-                            .await?
-                            .rows_affected();
-                            if cut == 1 {
-                                // Its release follows the new end, so its credentials and
-                                // processes leave the nodes before the reservation that takes
-                                // them begins.
-                                move_end!(sp, burst, until.0, until.1, until.0, now);
-                                allocations_changed!(self, sp, reservation = burst);
-                                preempted.push(burst);
+                        for victim in victims {
+                            if preempt!(sp, victim, until, now) {
+                                allocations_changed!(self, sp, reservation = victim);
+                                preempted.push(victim);
                             }
                         }
                     }

@@ -39,6 +39,7 @@ fn booking(tenant_id: i64, user_id: i64, node_id: i64, gpu_id: i64, h0: u32, h1:
     let window = Window::new(day(h0), day(h1)).unwrap();
     NewReservation {
         kind: ReservationKind::Reservation,
+        class: tenantry_domain::reservation::PriorityClass::Standard,
         approval_deadline: None,
         decision_reason: None,
         tenant_id,

@@ -7,7 +7,8 @@ use crate::components::errors::ErrorPanel;
 use crate::pages::{PageHeader, CARD};
 use leptos::prelude::*;
 use std::collections::BTreeMap;
-use tenantry_domain::policy::{PolicyPatch, RateOverride, SoftHard, TenantPolicy};
+use tenantry_domain::policy::{ClassTerms, PolicyPatch, RateOverride, SoftHard, TenantPolicy};
+use tenantry_domain::reservation::PriorityClass;
 use tenantry_domain::Offering;
 
 #[component]
@@ -124,6 +125,15 @@ fn PolicyForm(
         })
         .collect();
     let rates = StoredValue::new(rates);
+    // Per priority class: allowed, and its rate in percent of the reserved rate.
+    let classes: Vec<(PriorityClass, RwSignal<bool>, RwSignal<String>)> = PriorityClass::ALL
+        .iter()
+        .map(|c| {
+            let terms = p.class(*c);
+            (*c, RwSignal::new(terms.allowed), RwSignal::new(terms.rate_percent.to_string()))
+        })
+        .collect();
+    let classes = StoredValue::new(classes);
     let slug = tenant.slug.clone();
     let input = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-2 py-1 text-sm dark:border-slate-700 dark:bg-slate-800";
     let cell = move |label: String, signal: RwSignal<String>| {
@@ -206,6 +216,20 @@ fn PolicyForm(
                                     .collect()
                             }),
                     ),
+                    class_terms: Some(
+                        classes
+                            .with_value(|all| {
+                                all.iter()
+                                    .map(|(class, allowed, percent)| (
+                                        *class,
+                                        ClassTerms {
+                                            allowed: allowed.get_untracked(),
+                                            rate_percent: percent.get_untracked().trim().parse().unwrap_or(0),
+                                        },
+                                    ))
+                                    .collect()
+                            }),
+                    ),
                 };
                 save.dispatch((slug.clone(), patch));
             }
@@ -279,6 +303,43 @@ fn PolicyForm(
                                             on:input=move |ev| on_demand.set(event_target_value(&ev))
                                         />
                                     </label>
+                                }
+                            })
+                            .collect_view()
+                    })}
+            </div>
+            <h3 class="mt-4 mb-2 text-sm font-medium">
+                "Priority classes: which the team may book, at what percent of the reserved rate"
+            </h3>
+            <div class="grid gap-3 sm:grid-cols-3">
+                {classes
+                    .with_value(|all| {
+                        all.iter()
+                            .map(|(class, allowed, percent)| {
+                                let (allowed, percent) = (*allowed, *percent);
+                                view! {
+                                    <fieldset class="text-sm" data-testid=format!("class-{class}")>
+                                        <legend class="font-medium">{class.code()}</legend>
+                                        <label class="flex items-center gap-2">
+                                            <input
+                                                type="checkbox"
+                                                prop:checked=move || allowed.get()
+                                                on:change=move |ev| allowed.set(event_target_checked(&ev))
+                                            />
+                                            "may book"
+                                        </label>
+                                        <label class="block">
+                                            "Rate (% of reserved)"
+                                            <input
+                                                type="number"
+                                                min="1"
+                                                max="1000"
+                                                class=input
+                                                prop:value=move || percent.get()
+                                                on:input=move |ev| percent.set(event_target_value(&ev))
+                                            />
+                                        </label>
+                                    </fieldset>
                                 }
                             })
                             .collect_view()

@@ -1,0 +1,221 @@
+//! Priority classes on SQLite and PostgreSQL: their rates and the policy that allows them, and
+//! preemptible reservations cut (or, before they begin, cancelled) by guaranteed and standard
+//! bookings with notice, told, audited, and not charged for the part lost.
+
+use crate::error::EngineError;
+use crate::seed::{seed_demo, SeedOptions};
+use crate::store::Store;
+use crate::test_helpers::{ask, ask_as};
+use crate::{store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use tenantry_domain::audit::AuditFilter;
+use tenantry_domain::metering::LineKind;
+use tenantry_domain::policy::{Decision, PolicyPatch};
+use tenantry_domain::reservation::PriorityClass;
+use tenantry_domain::{Cents, Identity, ReservationState, Window};
+
+/// The demo fleet's 16 nodes with no reservations; Acme and Globex may hold any number of H100
+/// GPUs without approval. Acme's lead, Globex's lead, the admin.
+async fn setup(store: Store) -> (Engine, Identity, Identity, Identity) {
+    let engine = Engine::new(store, EngineConfig::default());
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
+    let who = |email: &'static str| {
+        let engine = engine.clone();
+        async move { engine.store.identity_by_email(email).await.unwrap().unwrap() }
+    };
+    let (acme, globex, admin) =
+        (who("lead@acme.example").await, who("lead@globex.example").await, who("admin@tenantry.example").await);
+    let unlimited: PolicyPatch = serde_json::from_value(serde_json::json!({
+        "concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": null}},
+        "max_quantity_without_approval": null
+    }))
+    .unwrap();
+    for team in ["acme", "globex"] {
+        engine.patch_tenant_policy(&admin, team, &unlimited, Utc::now()).await.unwrap();
+    }
+    (engine, acme, globex, admin)
+}
+
+/// `h` hours after the current hour began.
+fn hour(h: i64) -> DateTime<Utc> {
+    Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(h)
+}
+
+/// The demo's H100 GPU rate at the platform's preemptible terms: 60 % of $2.75.
+const PREEMPTIBLE_RATE: Cents = Cents(165);
+
+store_test!(
+    a_standard_booking_cuts_a_preemptible_one_with_notice_and_the_part_lost_is_not_charged,
+    |store: Store| async move {
+        let (engine, acme, globex, admin) = setup(store).await;
+        let now = Utc::now();
+        let start = hour(3);
+        let free = engine.quote(&acme, &ask("h100-gpu", 1, start, 6), now).await.unwrap().max_quantity;
+        assert!(free >= 8, "the demo fleet has H100 GPUs free: {free}");
+        let every = i64::from(free);
+
+        // Acme takes every H100 GPU for six hours as preemptible, at 60 % of the rate; the quote
+        // says what that risks.
+        let quote = engine.quote(&acme, &ask_as("preemptible", "h100-gpu", every, start, 6), now).await.unwrap();
+        assert_eq!(quote.class, PriorityClass::Preemptible);
+        assert!(quote.class_note.contains("15 minutes' notice"), "{}", quote.class_note);
+        assert_eq!(quote.price_cents, Cents(PREEMPTIBLE_RATE.0 * every * 6));
+        let cheap = engine
+            .book(&acme, &ask_as("preemptible", "h100-gpu", every, start, 6), None, now)
+            .await
+            .unwrap()
+            .detail
+            .reservation;
+        assert_eq!((cheap.class, cheap.rate_cents_per_hour), (PriorityClass::Preemptible, PREEMPTIBLE_RATE));
+
+        // Another preemptible booking cannot cut it: nothing is free for one.
+        let later = start + Duration::hours(2);
+        let q = engine.quote(&globex, &ask_as("preemptible", "h100-gpu", 1, later, 2), now).await.unwrap();
+        assert_eq!(q.max_quantity, 0);
+        match engine.book(&globex, &ask_as("preemptible", "h100-gpu", 1, later, 2), None, now).await {
+            Err(EngineError::Conflict(m)) => assert!(m.contains("only 0 of 1"), "{m}"),
+            other => panic!("a preemptible booking cut another: {other:?}"),
+        }
+        // A standard booking sees the preemptible capacity as free, and takes one GPU of it: the
+        // preemptible reservation ends a turnaround before the standard one begins.
+        let q = engine.quote(&globex, &ask("h100-gpu", 1, later, 2), now).await.unwrap();
+        assert_eq!(q.max_quantity, free);
+        let taker = engine.book(&globex, &ask("h100-gpu", 1, later, 2), None, now).await.unwrap().detail.reservation;
+        assert_eq!(taker.class, PriorityClass::Standard);
+        let cut = engine.reservation_detail(&acme, cheap.id).await.unwrap().reservation;
+        let new_end = later - Duration::minutes(30);
+        assert_eq!((cut.state, cut.end), (ReservationState::Scheduled, new_end));
+        assert!(cut.decision_reason.as_deref().unwrap_or_default().contains("preempted"), "{cut:?}");
+        assert_eq!(cut.price_cents, Cents::per_hour_for_minutes(Cents(PREEMPTIBLE_RATE.0 * every), 90));
+        assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+
+        // Acme's lead is told, and the audit log has it.
+        let told = engine.notifications(&acme).await.unwrap();
+        assert!(
+            told.iter().any(|n| n.reservation_id == Some(cheap.id) && n.message.contains("not charged")),
+            "{told:?}"
+        );
+        let filter = AuditFilter { action: Some("reservation.preempted".into()), ..AuditFilter::default() };
+        let events = engine.audit_log(&admin, &filter).await.unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].object_id.as_deref(), Some(cheap.id.to_string().as_str()));
+
+        // The bill charges the 90 minutes held and shows the 4 h 30 min lost, not charged.
+        let span = Window { start: hour(-24), end: hour(48) };
+        let bill = engine.chargeback(&acme, span, None, None, now).await.unwrap();
+        let reserved: Vec<_> = bill.lines.iter().filter(|l| l.kind == LineKind::Reserved).collect();
+        assert_eq!(reserved.len(), 1);
+        assert_eq!((reserved[0].start, reserved[0].end), (start, new_end));
+        let lost = Cents::per_hour_for_minutes(Cents(PREEMPTIBLE_RATE.0 * every), 270);
+        let preempted: Vec<_> = bill.lines.iter().filter(|l| l.kind == LineKind::Preempted).collect();
+        assert_eq!(preempted.len(), 1, "{:?}", bill.lines);
+        assert_eq!(preempted[0].amount_cents, Cents::ZERO);
+        assert!(preempted[0].description.contains("4 h 30 min"), "{}", preempted[0].description);
+        assert!(preempted[0].description.contains(&lost.to_string()), "{}", preempted[0].description);
+        assert_eq!(bill.totals.preempted_cents, lost);
+        assert_eq!(bill.totals.total_cents, reserved[0].amount_cents);
+    }
+);
+
+store_test!(guaranteed_and_standard_bookings_are_never_cut_and_notice_is_kept, |store: Store| async move {
+    let (engine, acme, globex, _) = setup(store).await;
+    let now = Utc::now();
+    let start = hour(3);
+    let free = engine.quote(&acme, &ask("h100-gpu", 1, start, 4), now).await.unwrap().max_quantity;
+    // Half of the H100 GPUs guaranteed, the other half standard.
+    let half = i64::from(free / 2);
+    engine.book(&acme, &ask_as("guaranteed", "h100-gpu", half, start, 4), None, now).await.unwrap();
+    engine.book(&acme, &ask("h100-gpu", i64::from(free) - half, start, 4), None, now).await.unwrap();
+    for class in ["guaranteed", "standard"] {
+        let q = engine.quote(&globex, &ask_as(class, "h100-gpu", 1, start + Duration::hours(1), 1), now).await.unwrap();
+        assert_eq!(q.max_quantity, 0, "a {class} booking found guaranteed or standard capacity free");
+    }
+
+    // A preemptible reservation running from now cannot be cut by a booking that starts before
+    // its owner can be told in time (the notice plus the turnaround).
+    let now_minute = now.duration_trunc(Duration::minutes(1)).unwrap();
+    let later = start + Duration::hours(5);
+    let running = engine.quote(&acme, &ask("h100-gpu", 1, now_minute, 2), now).await.unwrap().max_quantity;
+    engine.book(&acme, &ask_as("preemptible", "h100-gpu", i64::from(running), now_minute, 2), None, now).await.unwrap();
+    let soon = now_minute + Duration::minutes(20);
+    let q = engine.quote(&globex, &ask("h100-gpu", 1, soon, 1), now).await.unwrap();
+    assert_eq!(q.max_quantity, 0, "20 minutes is less than 15 minutes' notice plus 30 minutes' turnaround");
+    let in_time = now_minute + Duration::minutes(50);
+    let q = engine.quote(&globex, &ask("h100-gpu", 1, in_time, 1), now).await.unwrap();
+    assert_eq!(q.max_quantity, running);
+    assert!(later > in_time);
+});
+
+store_test!(
+    a_preemptible_reservation_that_has_not_begun_is_cancelled_whole_and_costs_nothing,
+    |store: Store| async move {
+        let (engine, acme, globex, _) = setup(store).await;
+        let now = Utc::now();
+        let free = engine.quote(&acme, &ask("h100-gpu", 1, hour(3), 6), now).await.unwrap().max_quantity;
+        let cheap = engine
+            .book(&acme, &ask_as("preemptible", "h100-gpu", 2, hour(5), 2), None, now)
+            .await
+            .unwrap()
+            .detail
+            .reservation;
+        // Globex takes every H100 GPU from before the preemptible window starts until after it ends.
+        engine.book(&globex, &ask("h100-gpu", i64::from(free), hour(3), 6), None, now).await.unwrap();
+        let gone = engine.reservation_detail(&acme, cheap.id).await.unwrap();
+        assert_eq!(gone.reservation.state, ReservationState::Cancelled);
+        assert!(gone.allocations.is_empty() || !engine.store.has_live_allocations(cheap.id).await.unwrap());
+        assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+        let told = engine.notifications(&acme).await.unwrap();
+        assert!(told.iter().any(|n| n.message.contains("cancelled before it began")), "{told:?}");
+        // Nothing is charged; the bill shows what was lost.
+        let bill = engine.chargeback(&acme, Window { start: hour(-24), end: hour(48) }, None, None, now).await.unwrap();
+        assert_eq!(bill.totals.total_cents, Cents::ZERO, "{:?}", bill.lines);
+        assert_eq!(bill.totals.preempted_cents, Cents(PREEMPTIBLE_RATE.0 * 2 * 2));
+        assert!(bill.lines.iter().all(|l| l.kind == LineKind::Preempted), "{:?}", bill.lines);
+    }
+);
+
+store_test!(policy_says_which_classes_a_team_may_book_and_at_what_rate, |store: Store| async move {
+    let (engine, acme, _, admin) = setup(store).await;
+    let now = Utc::now();
+    let patch: PolicyPatch = serde_json::from_value(serde_json::json!({
+        "class_terms": {
+            "guaranteed": {"allowed": false, "rate_percent": 125},
+            "preemptible": {"allowed": true, "rate_percent": 50}
+        }
+    }))
+    .unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, now).await.unwrap();
+    let q = engine.quote(&acme, &ask_as("guaranteed", "h100-gpu", 1, hour(3), 2), now).await.unwrap();
+    match q.decision {
+        Some(Decision::Refused(reasons)) => {
+            assert!(reasons.iter().any(|r| r.contains("may not book guaranteed")), "{reasons:?}");
+            assert!(reasons.iter().any(|r| r.contains("standard, preemptible")), "{reasons:?}");
+        }
+        other => panic!("a class the policy does not allow was not refused: {other:?}"),
+    }
+    match engine.book(&acme, &ask_as("guaranteed", "h100-gpu", 1, hour(3), 2), None, now).await {
+        Err(EngineError::Forbidden(m)) => assert!(m.contains("may not book guaranteed"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // 50 % of $2.75 is $1.375, rounded half up to $1.38.
+    let q = engine.quote(&acme, &ask_as("preemptible", "h100-gpu", 1, hour(3), 2), now).await.unwrap();
+    assert_eq!(q.price_cents, Cents(276));
+    // Standard is left at its list rate; an unknown class and a zero rate name their fields.
+    assert_eq!(engine.quote(&acme, &ask("h100-gpu", 1, hour(3), 2), now).await.unwrap().price_cents, Cents(550));
+    match engine.quote(&acme, &ask_as("platinum", "h100-gpu", 1, hour(3), 2), now).await {
+        Err(EngineError::Invalid { field, message }) => {
+            assert_eq!(field, "class");
+            assert!(message.contains("guaranteed, standard, preemptible"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let zero: PolicyPatch =
+        serde_json::from_value(serde_json::json!({"class_terms": {"standard": {"allowed": true, "rate_percent": 0}}}))
+            .unwrap();
+    match engine.patch_tenant_policy(&admin, "acme", &zero, now).await {
+        Err(EngineError::Invalid { field, .. }) => assert_eq!(field, "class_terms"),
+        other => panic!("{other:?}"),
+    }
+});
