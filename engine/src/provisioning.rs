@@ -11,15 +11,16 @@ use crate::error::{EngineError, EngineResult};
 use crate::store::jobs::{ClaimedJob, Completion, HealthCheckRequest, JobEffect, NextMove, StepRecord};
 use crate::store::notices::{NewNotice, Recipients};
 use crate::Engine;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use futures::future::join_all;
 use tenantry_domain::availability;
 use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::placement::{self, NodeNeeds, Request, UnitKind};
 use tenantry_domain::provisioning::Timeline;
 use tenantry_domain::provisioning::{self as rules, JobKind, Step, StepEvent, StepStatus};
-use tenantry_domain::reservation::Placement;
-use tenantry_domain::{Identity, Reservation, ReservationState, Window};
+use tenantry_domain::reservation::{Placement, PriorityClass};
+use tenantry_domain::window::floor_minute;
+use tenantry_domain::{Cents, Identity, Reservation, ReservationState, Window};
 
 /// What a step did.
 enum StepResult {
@@ -27,10 +28,13 @@ enum StepResult {
         detail: String,
         effects: Vec<JobEffect>,
     },
-    /// Nodes were replaced: run the job again from `from` so the new ones are set up.
+    /// Nodes were replaced: run the job again from `from` so the new ones are set up; at `at`
+    /// when a replacement only starts then (it was taken from preemptible capacity whose
+    /// holders are still on the node until their notice runs out), else at once.
     RestartFrom {
         from: Step,
         detail: String,
+        at: Option<DateTime<Utc>>,
     },
     /// There is nothing (more) to do for this job.
     Stop {
@@ -64,8 +68,8 @@ impl From<EngineError> for StepError {
 
 /// What became of a node that failed its tests.
 enum Replacement {
-    /// Another node took over; its hostname.
-    Replaced(String),
+    /// Another node took over: its hostname, and when it starts if not at once.
+    Replaced(String, Option<DateTime<Utc>>),
     /// No capacity: the team gets a credit.
     Lost(tenantry_domain::Cents),
     /// The window is over; nothing to replace.
@@ -76,7 +80,11 @@ impl Replacement {
     /// The timeline's line for a node that failed with `problem`.
     fn describe(&self, hostname: &str, problem: &str) -> String {
         match self {
-            Replacement::Replaced(with) => format!("{hostname}: {problem}; quarantined, replaced by {with}"),
+            Replacement::Replaced(with, None) => format!("{hostname}: {problem}; quarantined, replaced by {with}"),
+            Replacement::Replaced(with, Some(from)) => format!(
+                "{hostname}: {problem}; quarantined, replaced by {with} from {} UTC (preemptible capacity, freed with notice)",
+                from.format("%Y-%m-%d %H:%M")
+            ),
             Replacement::Lost(credit) => {
                 format!("{hostname}: {problem}; quarantined, no replacement free (credit {credit})")
             }
@@ -105,10 +113,13 @@ impl Engine {
                 let next = job.kind.next_step(job.step).map_or(NextMove::Finish, NextMove::Continue);
                 Completion { job: job.clone(), records: vec![record(StepStatus::Done, detail)], next, effects }
             }
-            Ok(StepResult::RestartFrom { from, detail }) => Completion {
+            Ok(StepResult::RestartFrom { from, detail, at }) => Completion {
                 job: job.clone(),
                 records: vec![record(StepStatus::Failed, detail)],
-                next: NextMove::Continue(from),
+                next: match at {
+                    Some(run_at) if run_at > Utc::now() => NextMove::Later { step: from, run_at },
+                    _ => NextMove::Continue(from),
+                },
                 effects: Vec::new(),
             },
             Ok(StepResult::Stop { detail }) => Completion {
@@ -317,6 +328,7 @@ impl Engine {
         .await;
         let mut lines = Vec::new();
         let mut replaced = false;
+        let mut restart_at: Option<DateTime<Utc>> = None;
         for (node, report) in reports {
             let report = report?;
             match rules.judge(node.gpu_model, &report) {
@@ -324,13 +336,16 @@ impl Engine {
                 Err(why) => {
                     let reason = format!("failed acceptance: {why}");
                     let outcome = self.replace_node(r, tenant_id, node, nodes, &reason).await?;
-                    replaced |= matches!(outcome, Replacement::Replaced(_));
+                    if let Replacement::Replaced(_, from) = &outcome {
+                        replaced = true;
+                        restart_at = restart_at.max(*from);
+                    }
                     lines.push(outcome.describe(&node.hostname, &reason));
                 }
             }
         }
         Ok(if replaced {
-            StepResult::RestartFrom { from: JobKind::Provision.first_step(), detail: joined(&lines) }
+            StepResult::RestartFrom { from: JobKind::Provision.first_step(), detail: joined(&lines), at: restart_at }
         } else {
             StepResult::done(joined(&lines))
         })
@@ -350,6 +365,7 @@ impl Engine {
         let now = Utc::now();
         let mut lines = Vec::new();
         let mut replaced = false;
+        let mut restart_at: Option<DateTime<Utc>> = None;
         for (node, report) in reports {
             match report?.problem {
                 None => lines.push(format!("{}: healthy", node.hostname)),
@@ -362,14 +378,18 @@ impl Engine {
                 Some(problem) => {
                     let reason = format!("failed a health check: {problem}");
                     let outcome = self.replace_node(r, tenant_id, node, nodes, &reason).await?;
-                    replaced |= matches!(outcome, Replacement::Replaced(_));
+                    if let Replacement::Replaced(_, from) = &outcome {
+                        replaced = true;
+                        restart_at = restart_at.max(*from);
+                    }
                     lines.push(outcome.describe(&node.hostname, &problem));
                 }
             }
         }
         if replaced {
-            // The replacement is set up by running provisioning again; finished steps do not repeat.
-            self.store.restart_provisioning(r.id, now).await?;
+            // The replacement is set up by running provisioning again (once it starts); finished
+            // steps do not repeat.
+            self.store.restart_provisioning(r.id, restart_at.unwrap_or(now).max(now)).await?;
             self.queue_wakeup.notify_one();
         }
         Ok(StepResult::done(joined(&lines)))
@@ -390,68 +410,113 @@ impl Engine {
         let offering = self.offering_priced_for(Some(tenant_id), &r.offering, now).await?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
         self.quarantine(failed, reason, now).await?;
-        let start = tenantry_domain::window::floor_minute(now).max(r.start);
+        let start = floor_minute(now).max(r.start);
         let lost_units = if offering.grain == tenantry_domain::Grain::Node { 1 } else { failed.gpus.len() as u32 };
         let Ok(window) = Window::new(start, r.end) else {
-            self.store.move_off_node(r.id, tenant_id, failed.node_id, &[], (now, now, now), None, now).await?;
+            self.store.move_off_node(r.id, tenant_id, failed.node_id, &[], (now, now, now), None, None, now).await?;
             return Ok(Replacement::NotNeeded);
-        };
-        let request = Request {
-            kind: UnitKind::of(&offering),
-            quantity: lost_units,
-            window: window.with_turnaround(self.config.turnaround),
-            placement: r.options.placement,
         };
         // A compact reservation stays in the fabric domain of its healthy nodes.
         let domain = (r.options.placement == Placement::Compact)
             .then(|| all.iter().find(|n| n.node_id != failed.node_id).map(|n| n.fabric_domain.clone()))
             .flatten();
         let used: Vec<i64> = all.iter().map(|n| n.node_id).collect();
-        for _ in 0..4 {
-            let plan = self.index.read(|s| {
-                let domain_id = domain.as_ref().and_then(|d| {
-                    let node = all.iter().find(|n| &n.fabric_domain == d)?;
-                    s.gpus.iter().find(|g| g.node_id == node.node_id).map(|g| g.fabric_domain_id)
-                });
-                let gpus: Vec<_> = s
-                    .gpus_for(None, &request, &NodeNeeds::of(&r.options))
-                    .iter()
-                    .filter(|g| g.schedulable && !used.contains(&g.node_id))
-                    .filter(|g| domain_id.is_none_or(|d| g.fabric_domain_id == d))
-                    .cloned()
-                    .collect();
-                let holds = availability::holds_blocking(&s.holds, &request.window, false);
-                placement::place(&gpus, &holds, &request)
+        let turnaround = self.config.turnaround;
+        let booked = Window { start: r.start, end: r.end };
+        // Free capacity first. A guaranteed reservation may then take preemptible capacity, from
+        // when its holders can be told in time (the notice, then the turnaround); until then it
+        // runs on fewer units, and that wait is credited.
+        let mut attempts = vec![(window, None)];
+        if r.class == PriorityClass::Guaranteed {
+            let from = (floor_minute(now + self.config.burst_warning) + Duration::minutes(1) + turnaround).max(start);
+            if let Ok(later) = Window::new(from, r.end) {
+                attempts.push((later, Some((from - turnaround, from))));
+            }
+        }
+        for (window, preempt_until) in attempts {
+            let request = Request {
+                kind: UnitKind::of(&offering),
+                quantity: lost_units,
+                window: window.with_turnaround(turnaround),
+                placement: r.options.placement,
+            };
+            let waited = window.start > start;
+            let credit = waited.then(|| {
+                let lost = |from| rules::lost_capacity_credit(r.price_cents, r.quantity, lost_units, booked, from);
+                Cents(lost(start).0 - lost(window.start).0)
             });
-            let Ok(pieces) = plan else { break };
-            let span = (window.start, window.end, request.window.end);
-            match self.store.move_off_node(r.id, tenant_id, failed.node_id, &pieces, span, None, now).await {
-                Ok(()) => {
-                    let gpus: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
-                    self.index.refresh_gpus(&self.store, &gpus, now).await?;
-                    let hosts = self.store.reservation_targets(r.id).await?;
-                    let new_hosts: Vec<String> = hosts
-                        .iter()
-                        .filter(|n| pieces.iter().any(|p| p.node_id == n.node_id))
-                        .map(|n| n.hostname.clone())
-                        .collect();
-                    let with = new_hosts.join(", ");
-                    let message = format!(
-                        "Reservation #{}: node {} {reason}. It was quarantined and replaced by {with}; the reservation is degraded until the replacement passes its tests.",
-                        r.id, failed.hostname
-                    );
-                    self.tell_requester(NoticeKind::Replaced, r.id, message.clone(), now).await;
-                    self.record_system(Change::reservation("node.replaced", r.id, tenant_id, message.as_str()), now)
-                        .await;
-                    return Ok(Replacement::Replaced(with));
-                }
-                Err(EngineError::Store(e)) if crate::store::reservations::is_overlap(&e) => {
-                    let model: Vec<i64> = self.index.read(|s| {
-                        s.gpus.iter().filter(|g| g.gpu_model == offering.gpu_model).map(|g| g.gpu_id).collect()
+            let why = format!("node {} {reason}; its replacement starts at {} UTC", failed.hostname, window.start);
+            for _ in 0..4 {
+                let plan = self.index.read(|s| {
+                    let domain_id = domain.as_ref().and_then(|d| {
+                        let node = all.iter().find(|n| &n.fabric_domain == d)?;
+                        s.gpus.iter().find(|g| g.node_id == node.node_id).map(|g| g.fabric_domain_id)
                     });
-                    self.index.refresh_gpus(&self.store, &model, now).await?;
+                    let gpus: Vec<_> = s
+                        .gpus_for(None, &request, &NodeNeeds::of(&r.options))
+                        .iter()
+                        .filter(|g| g.schedulable && !used.contains(&g.node_id))
+                        .filter(|g| domain_id.is_none_or(|d| g.fabric_domain_id == d))
+                        .cloned()
+                        .collect();
+                    let holds = availability::holds_blocking(&s.holds, &request.window, preempt_until.is_some());
+                    placement::place(&gpus, &holds, &request)
+                });
+                let Ok(pieces) = plan else { break };
+                let span = (window.start, window.end, request.window.end);
+                let credit = credit.map(|c| (c, why.as_str()));
+                let moved = self.store.move_off_node(
+                    r.id,
+                    tenant_id,
+                    failed.node_id,
+                    &pieces,
+                    span,
+                    credit,
+                    preempt_until,
+                    now,
+                );
+                match moved.await {
+                    Ok(preempted) => {
+                        let mut gpus: Vec<i64> = pieces.iter().map(|p| p.gpu_id).collect();
+                        for victim in &preempted {
+                            gpus.extend(self.store.reservation_allocations(*victim).await?.iter().map(|(g, _)| *g));
+                        }
+                        self.index.refresh_gpus(&self.store, &gpus, now).await?;
+                        self.tell_preempted(&preempted, r.id, now).await?;
+                        let hosts = self.store.reservation_targets(r.id).await?;
+                        let new_hosts: Vec<String> = hosts
+                            .iter()
+                            .filter(|n| pieces.iter().any(|p| p.node_id == n.node_id))
+                            .map(|n| n.hostname.clone())
+                            .collect();
+                        let with = new_hosts.join(", ");
+                        let wait = match credit {
+                            Some((c, _)) => format!(
+                                " from {} UTC, once the preemptible capacity there is freed; until then it runs on fewer units, and {c} is credited to your next statement",
+                                window.start.format("%Y-%m-%d %H:%M")
+                            ),
+                            None => String::new(),
+                        };
+                        let message = format!(
+                            "Reservation #{}: node {} {reason}. It was quarantined and replaced by {with}{wait}; the reservation is degraded until the replacement passes its tests.",
+                            r.id, failed.hostname
+                        );
+                        self.tell_requester(NoticeKind::Replaced, r.id, message.clone(), now).await;
+                        self.record_system(
+                            Change::reservation("node.replaced", r.id, tenant_id, message.as_str()),
+                            now,
+                        )
+                        .await;
+                        return Ok(Replacement::Replaced(with, waited.then_some(window.start)));
+                    }
+                    Err(EngineError::Store(e)) if crate::store::reservations::is_overlap(&e) => {
+                        let model: Vec<i64> = self.index.read(|s| {
+                            s.gpus.iter().filter(|g| g.gpu_model == offering.gpu_model).map(|g| g.gpu_id).collect()
+                        });
+                        self.index.refresh_gpus(&self.store, &model, now).await?;
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             }
         }
         let credit = rules::lost_capacity_credit(
@@ -463,7 +528,7 @@ impl Engine {
         );
         let why = format!("node {} {reason}; no replacement was free", failed.hostname);
         self.store
-            .move_off_node(r.id, tenant_id, failed.node_id, &[], (now, now, now), Some((credit, &why)), now)
+            .move_off_node(r.id, tenant_id, failed.node_id, &[], (now, now, now), Some((credit, &why)), None, now)
             .await?;
         self.refresh_nodes(std::slice::from_ref(failed), now).await?;
         let message = format!(

@@ -719,3 +719,87 @@ store_test!(a_release_on_a_shared_node_touches_only_what_was_the_tenants, |store
     let whole = engine.timeline(&acme, node, 0).await.unwrap();
     assert!(whole.wipe_certificates[0].devices.iter().any(|d| d.contains("nvme")), "a dedicated node is formatted");
 });
+
+store_test!(a_guaranteed_reservations_failed_node_is_replaced_from_preemptible_capacity, |store: Store| async move {
+    // Health checks find every node broken; nothing else fails.
+    let sim = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::HealthCheck]), ..SimConfig::default() };
+    let engine = world(store, sim).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let other = who(&engine, "lead@globex.example").await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let unlimited: PolicyPatch = serde_json::from_value(serde_json::json!({
+        "concurrent_gpus": {"L40S-48GB": {"soft": null, "hard": null}},
+        "max_quantity_without_approval": null
+    }))
+    .unwrap();
+    engine.patch_tenant_policy(&admin, "globex", &unlimited, Utc::now()).await.unwrap();
+    let as_class = |class: &str, quantity: i64| BookingInput {
+        class: Some(class.into()),
+        ..starting_now("l40s-gpu", quantity, 3, "any")
+    };
+    let free = engine.quote(&other, &as_class("preemptible", 1), Utc::now()).await.unwrap().max_quantity;
+    assert!(free >= 2, "the demo fleet has L40S GPUs free: {free}");
+    // Globex holds every L40S GPU but one as preemptible; Acme the last one as guaranteed.
+    let cheap = book_now(&engine, &other, as_class("preemptible", i64::from(free) - 1)).await.unwrap();
+    let cheap = cheap.detail.reservation;
+    let sure = book_now(&engine, &lead, as_class("guaranteed", 1)).await.unwrap().detail.reservation;
+    run_until(&engine, Utc::now()).await;
+    assert_eq!(state(&engine, &lead, sure.id).await, ReservationState::Active);
+
+    // Its node fails a health check: no L40S GPU is free, so preemptible capacity is taken, from
+    // when Globex has had its notice (15 minutes) and its turnaround (30 minutes).
+    let checked = Utc::now();
+    engine.request_health_check(&lead, sure.id, checked).await.unwrap();
+    run_until(&engine, Utc::now()).await;
+    let timeline = engine.timeline(&lead, sure.id, 0).await.unwrap();
+    assert!(timeline.nodes.iter().any(|n| n.replaced && n.state == "failed"), "{:?}", timeline.nodes);
+    assert_eq!(timeline.state, ReservationState::Degraded, "it runs on fewer units until the replacement starts");
+    let cut = engine.reservation_detail(&other, cheap.id).await.unwrap().reservation;
+    assert!(cut.end < cheap.end, "the preemptible reservation was cut: {cut:?}");
+    assert!(cut.end >= floor_minute(checked) + Duration::minutes(15), "with at least the notice: {}", cut.end);
+    assert!(cut.end <= floor_minute(Utc::now()) + Duration::minutes(17), "and not later: {}", cut.end);
+    let told = engine.notifications(&other).await.unwrap();
+    assert!(told.iter().any(|n| n.reservation_id == Some(cheap.id) && n.message.contains("ends early")), "{told:?}");
+    let notes = engine.notifications(&lead).await.unwrap();
+    assert!(notes.iter().any(|n| n.message.contains("once the preemptible capacity there is freed")), "{notes:?}");
+    // The wait (from now until the replacement starts) is credited to Acme.
+    let credits = engine.store.credits(lead.tenant_id().unwrap()).await.unwrap();
+    assert_eq!(credits.len(), 1, "{credits:?}");
+    assert!(credits[0].amount_cents.0 > 0 && credits[0].amount_cents < sure.price_cents, "{credits:?}");
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // The replacement is set up once it starts: provisioning waits for it.
+    let later = cut.end + Duration::minutes(30);
+    assert!(engine.store.pending_jobs(sure.id).await.unwrap() >= 1);
+    run_until(&engine, later + Duration::minutes(1)).await;
+    let timeline = engine.timeline(&lead, sure.id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Active, "set up at {later}: {:?}", timeline.items);
+});
+
+store_test!(a_standard_reservations_failed_node_never_takes_preemptible_capacity, |store: Store| async move {
+    let sim = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::HealthCheck]), ..SimConfig::default() };
+    let engine = world(store, sim).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let other = who(&engine, "lead@globex.example").await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let unlimited: PolicyPatch = serde_json::from_value(serde_json::json!({
+        "concurrent_gpus": {"L40S-48GB": {"soft": null, "hard": null}},
+        "max_quantity_without_approval": null
+    }))
+    .unwrap();
+    engine.patch_tenant_policy(&admin, "globex", &unlimited, Utc::now()).await.unwrap();
+    let preemptible = BookingInput { class: Some("preemptible".into()), ..starting_now("l40s-gpu", 1, 3, "any") };
+    let free = engine.quote(&other, &preemptible, Utc::now()).await.unwrap().max_quantity;
+    let cheap = book_now(&engine, &other, BookingInput { quantity: i64::from(free) - 1, ..preemptible })
+        .await
+        .unwrap()
+        .detail
+        .reservation;
+    let standard = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 3, "any")).await.unwrap().detail.reservation;
+    run_until(&engine, Utc::now()).await;
+    engine.request_health_check(&lead, standard.id, Utc::now()).await.unwrap();
+    run_until(&engine, Utc::now()).await;
+    assert_eq!(engine.reservation_detail(&other, cheap.id).await.unwrap().reservation.end, cheap.end, "not cut");
+    assert_eq!(state(&engine, &lead, standard.id).await, ReservationState::Degraded);
+    let credits = engine.store.credits(lead.tenant_id().unwrap()).await.unwrap();
+    assert!(credits[0].reason.contains("no replacement was free"), "{credits:?}");
+});

@@ -11,3 +11,8 @@ alter table reservation add constraint reservation_burst_preemptible check (kind
 alter table window_cut drop constraint window_cut_kind_check;
 alter table window_cut add constraint window_cut_kind_check
     check (kind in ('shortened', 'cancelled', 'preempted'));
+
+-- A guaranteed reservation whose failed node is replaced from preemptible capacity waits for the
+-- holders' notice, and that wait is credited; unlike a credit for capacity lost for good, it
+-- does not leave the reservation degraded once the replacement is set up.
+alter table credit add column lost_capacity boolean not null default true;

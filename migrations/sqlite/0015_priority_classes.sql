@@ -25,3 +25,8 @@ drop table window_cut;
 alter table window_cut_with_preempted rename to window_cut;
 create index window_cut_reservation on window_cut (reservation_id);
 create index window_cut_at on window_cut (at);
+
+-- A guaranteed reservation whose failed node is replaced from preemptible capacity waits for the
+-- holders' notice, and that wait is credited; unlike a credit for capacity lost for good, it
+-- does not leave the reservation degraded once the replacement is set up.
+alter table credit add column lost_capacity boolean not null default true;

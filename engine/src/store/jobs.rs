@@ -45,6 +45,8 @@ pub enum NextMove {
     Continue(Step),
     /// Queue `step` for any worker (this one is shutting down).
     HandBack(Step),
+    /// Queue `step` to run at `run_at` (a replacement node that only starts then).
+    Later { step: Step, run_at: DateTime<Utc> },
     /// The step failed; try it again at `run_at`.
     Retry { run_at: DateTime<Utc>, error: String },
     /// Every step is done.
@@ -160,7 +162,7 @@ macro_rules! apply_effect {
         match $effect {
             JobEffect::Activate { reservation_id } => {
                 sqlx::query(
-                    "update reservation set state = case when exists (select 1 from credit c where c.reservation_id = $1)
+                    "update reservation set state = case when exists (select 1 from credit c where c.reservation_id = $1 and c.lost_capacity)
                                                          then 'degraded' else 'active' end,
                             updated_at = $2
                      where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded', 'active')",
@@ -492,6 +494,7 @@ impl Store {
                             (JobState::Running, *step, now, 1, Some((owner, lease_until)), None)
                         }
                         NextMove::HandBack(step) => (JobState::Queued, *step, now, 0, None, None),
+                        NextMove::Later { step, run_at } => (JobState::Queued, *step, *run_at, 0, None, None),
                         NextMove::Retry { run_at, error } => {
                             (JobState::Queued, job.step, *run_at, job.attempt, None, Some(error.clone()))
                         }

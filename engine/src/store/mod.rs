@@ -88,6 +88,8 @@ macro_rules! move_end {
 }
 
 mod postgres;
+#[macro_use]
+pub(crate) mod preemption;
 mod sqlite;
 
 pub mod audit;

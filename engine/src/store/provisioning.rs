@@ -315,8 +315,12 @@ impl Store {
 
     /// Moves a reservation off a failed node: its slices there stop being live, `pieces` (if
     /// any) take their place from `start` to `end` (held until `hold_until`), the reservation is
-    /// `degraded` until the replacement passes, and without a replacement `credit` is recorded.
-    /// The database refuses a replacement that overlaps another hold (the caller re-plans).
+    /// `degraded` until the replacement passes, and `credit` (if any) is recorded. The database
+    /// refuses a replacement that overlaps another hold (the caller re-plans).
+    ///
+    /// With `preempt_until = Some((end, hold_until))` (a guaranteed reservation's replacement),
+    /// preemptible reservations and bursts holding the pieces are first cut to end at `end`, in
+    /// the same transaction; their ids are returned, for their owners to be told.
     #[allow(clippy::too_many_arguments)]
     pub async fn move_off_node(
         &self,
@@ -326,9 +330,17 @@ impl Store {
         pieces: &[Placed],
         (start, end, hold_until): (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>),
         credit: Option<(Cents, &str)>,
+        preempt_until: Option<(DateTime<Utc>, DateTime<Utc>)>,
         now: DateTime<Utc>,
-    ) -> EngineResult<()> {
-        write_tx!(self, |tx| {
+    ) -> EngineResult<Vec<i64>> {
+        let preempted = write_tx!(self, |tx| {
+            let mut preempted = Vec::new();
+            if let Some(until) = preempt_until {
+                preempted = cut_preemptible!(tx, pieces, start, hold_until, until, now);
+                for victim in &preempted {
+                    allocations_changed!(self, tx, reservation = *victim);
+                }
+            }
             sqlx::query(
                 "update allocation set live = $1, replaced_at = $2
                  where reservation_id = $3 and node_id = $4 and replaced_at is null",
@@ -360,14 +372,18 @@ impl Store {
                 q.build().execute(&mut *tx).await?;
             }
             if let Some((amount, reason)) = credit {
+                // A credit beside a replacement is for the wait until it starts, not for
+                // capacity lost for good.
                 sqlx::query(
-                    "insert into credit (tenant_id, reservation_id, amount_cents, reason, at) values ($1, $2, $3, $4, $5)",
+                    "insert into credit (tenant_id, reservation_id, amount_cents, reason, at, lost_capacity)
+                     values ($1, $2, $3, $4, $5, $6)",
                 )
                 .bind(tenant_id)
                 .bind(reservation_id)
                 .bind(amount.0)
                 .bind(reason)
                 .bind(now)
+                .bind(pieces.is_empty())
                 .execute(&mut *tx)
                 .await?;
             }
@@ -384,8 +400,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             allocations_changed!(self, tx, reservation = reservation_id);
+            preempted
         });
-        Ok(())
+        Ok(preempted)
     }
 
     /// Queues a finished provisioning again from its first step (a replacement node must be

@@ -171,25 +171,6 @@ pub struct EndChange {
     pub price: Cents,
 }
 
-/// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction
-/// (`domain::metering` charges the cancellation policy on it).
-macro_rules! insert_cut {
-    ($tx:ident, $reservation_id:expr, $tenant_id:expr, $kind:expr, $at:expr, $start:expr, $end:expr) => {
-        sqlx::query(
-            "insert into window_cut (reservation_id, tenant_id, kind, at, cut_start, cut_end)
-             values ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind($reservation_id)
-        .bind($tenant_id)
-        .bind($kind.code())
-        .bind($at)
-        .bind($start)
-        .bind($end)
-        .execute(&mut *$tx)
-        .await?
-    };
-}
-
 impl Store {
     /// Writes many reservations and their allocations in one transaction (the demo seed and
     /// benchmarks). The database's overlap guarantee applies to every row. Each team's holdings
@@ -518,113 +499,6 @@ impl AllocationViewRow {
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct VictimRow {
-    state: String,
-    tenant_id: i64,
-    offering_id: String,
-    quantity: i64,
-    start_at: DateTime<Utc>,
-    end_at: DateTime<Utc>,
-    rate_cents_per_hour: i64,
-    option_prices: String,
-}
-
-/// Cuts preemptible reservation `victim` so that it ends at `until.0` (its turnaround then ends
-/// at `until.1`, the preempting booking's start), inside the caller's transaction, if its state
-/// still allows it: a conditional update on the end and state it was read with, so a cut racing
-/// a cancellation, an extension or another cut writes once. Returns whether it was cut.
-///
-/// One that starts before `until.0` is shortened (re-priced at its locked rate, its release
-/// moved to the new end); one that would lose its whole window is cancelled while nothing has
-/// touched its nodes (waiting for approval or scheduled). One whose nodes are being set up
-/// ahead of its start is left alone: the booking's insert then overlaps it and loses, and the
-/// caller re-plans with the index refreshed, which no longer offers it. The part lost is
-/// recorded as a `preempted` cut: never a fee, not charged.
-///
-/// A macro, not a function, because it runs inside [`write_tx!`], once per database.
-macro_rules! preempt {
-    ($tx:ident, $victim:expr, $until:expr, $now:expr) => {{
-        let (victim, until, now): (i64, (DateTime<Utc>, DateTime<Utc>), DateTime<Utc>) = ($victim, $until, $now);
-        let v: VictimRow = sqlx::query_as(
-            "select state, tenant_id, offering_id, quantity, start_at, end_at, rate_cents_per_hour, option_prices
-         from reservation where reservation_id = $1",
-        )
-        .bind(victim)
-        .fetch_one(&mut *$tx)
-        .await?;
-        let state = v.state.parse::<ReservationState>().unwrap_or(ReservationState::Failed);
-        let at = until.0.format("%Y-%m-%d %H:%M");
-        if v.start_at < until.0 && until.0 < v.end_at && state.holds_capacity() && state != ReservationState::Releasing
-        {
-            let options: Vec<LockedOption> = serde_json::from_str(&v.option_prices).unwrap_or_default();
-            let minutes = (until.0 - v.start_at).num_minutes();
-            let price = tenantry_domain::pricing::price(
-                &v.offering_id,
-                Cents(v.rate_cents_per_hour),
-                u32::try_from(v.quantity).unwrap_or(1),
-                minutes,
-                &options,
-            )
-            .total;
-            let cut = sqlx::query(
-                "update reservation set end_at = $1, price_cents = $2, decision_reason = $3, updated_at = $4
-             where reservation_id = $5 and end_at = $6 and state = $7",
-            )
-            .bind(until.0)
-            .bind(price.0)
-            .bind(format!("preempted by a higher-class booking: ends at {at} UTC"))
-            .bind(now)
-            .bind(victim)
-            .bind(v.end_at)
-            .bind(state.code())
-            .execute(&mut *$tx)
-            .await?
-            .rows_affected();
-            if cut == 1 {
-                // Its release follows the new end, so its credentials and processes leave the
-                // nodes before the booking that takes them begins.
-                move_end!($tx, victim, until.0, until.1, until.0, now);
-                insert_cut!($tx, victim, v.tenant_id, CutKind::Preempted, now, until.0, v.end_at);
-            }
-            cut == 1
-        } else if until.0 <= v.start_at
-            && matches!(state, ReservationState::PendingApproval | ReservationState::Scheduled)
-        {
-            let cut = sqlx::query(
-                "update reservation set state = 'cancelled', decision_reason = $1, updated_at = $2
-             where reservation_id = $3 and state = $4",
-            )
-            .bind(format!("preempted by a higher-class booking before it began ({at} UTC)"))
-            .bind(now)
-            .bind(victim)
-            .bind(state.code())
-            .execute(&mut *$tx)
-            .await?
-            .rows_affected();
-            if cut == 1 {
-                sqlx::query("update allocation set live = $1 where reservation_id = $2")
-                    .bind(false)
-                    .bind(victim)
-                    .execute(&mut *$tx)
-                    .await?;
-                sqlx::query(
-                    "update job set state = 'cancelled', updated_at = $1
-                 where reservation_id = $2 and kind = 'provision' and state = 'queued'",
-                )
-                .bind(now)
-                .bind(victim)
-                .execute(&mut *$tx)
-                .await?;
-                insert_cut!($tx, victim, v.tenant_id, CutKind::Preempted, now, v.start_at, v.end_at);
-            }
-            cut == 1
-        } else {
-            false
-        }
-    }};
-}
-
 impl Store {
     /// Live holds (allocations with their turnaround) ending after `since`, on some GPUs or all.
     pub async fn live_holds(
@@ -720,30 +594,10 @@ impl Store {
                     let id: i64 = insert.build_query_scalar().fetch_one(&mut *sp).await?;
                     if let Some(until) = w.preempt_until {
                         // Preemptible reservations and bursts on these slices end before this
-                        // booking begins; their owners are told. One may share several GPUs
-                        // with the booking: each is cut once.
-                        let mut victims = std::collections::BTreeSet::new();
-                        for p in &r.allocations {
-                            let on_piece: Vec<i64> = sqlx::query_scalar(
-                                "select distinct a.reservation_id from allocation a
-                                 join reservation b on b.reservation_id = a.reservation_id
-                                 where b.class = 'preemptible' and a.live and a.gpu_id = $1
-                                   and a.slice_lo < $2 and $3 < a.slice_hi and a.start_at < $4 and $5 < a.hold_until",
-                            )
-                            .bind(p.gpu_id)
-                            .bind(i64::from(p.slice_hi))
-                            .bind(i64::from(p.slice_lo))
-                            .bind(r.hold_until)
-                            .bind(r.window.start)
-                            .fetch_all(&mut *sp)
-                            .await?;
-                            victims.extend(on_piece);
-                        }
-                        for victim in victims {
-                            if preempt!(sp, victim, until, now) {
-                                allocations_changed!(self, sp, reservation = victim);
-                                preempted.push(victim);
-                            }
+                        // booking begins; their owners are told.
+                        preempted = cut_preemptible!(sp, &r.allocations, r.window.start, r.hold_until, until, now);
+                        for victim in &preempted {
+                            allocations_changed!(self, sp, reservation = *victim);
                         }
                     }
                     let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);

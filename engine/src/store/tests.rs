@@ -211,7 +211,7 @@ store_test!(
         let moved = (window.start, window.end, window.end + Duration::minutes(30));
         let spare = slots.iter().find(|g| g.node_id != node && g.node_id != elsewhere.node_id).unwrap();
         let piece = [Placed { node_id: spare.node_id, gpu_id: spare.gpu_id, slice_lo: 0, slice_hi: 1 }];
-        store.move_off_node(mine, t, elsewhere.node_id, &piece, moved, None, now()).await.unwrap();
+        store.move_off_node(mine, t, elsewhere.node_id, &piece, moved, None, None, now()).await.unwrap();
         assert!(store.holdings_version(t).await.unwrap() > acme);
         let failed = &all.iter().find(|h| h.reservation_id == mine && h.held == 1).unwrap().hostname;
         let after = store.slurm_held(now(), Some(&[t])).await.unwrap();
