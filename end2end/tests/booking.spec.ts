@@ -119,3 +119,25 @@ test('bookings survive a server restart', async ({ browser }) => {
   await context.close();
   await stop(server);
 });
+
+test('a lead books a preemptible GPU cheaper, told first what it risks', async ({ page }) => {
+  await signIn(page, 'lead@acme.example');
+  await page.goto('/availability?offering=l40s-gpu');
+  await hydrated(page);
+  const day = new Date(Date.now() + 3 * 86_400_000).toISOString().slice(0, 10);
+  await page.getByTestId('start-input').fill(`${day}T08:00`);
+  await page.getByTestId('end-input').fill(`${day}T12:00`);
+  // Standard: 4 hours × $0.95, never cut short.
+  await expect(page.getByTestId('quote-price')).toHaveText('$3.80');
+  await expect(page.getByTestId('quote-class')).toContainText('never cut short');
+  // Preemptible: 60 % of the rate, and the quote says it may be ended early, with notice.
+  await page.getByTestId('option-class').selectOption('preemptible');
+  await expect(page.getByTestId('quote-price')).toHaveText('$2.28');
+  await expect(page.getByTestId('quote-class')).toContainText('may end it early, with at least 15 minutes');
+  await page.getByRole('button', { name: 'Book…' }).click();
+  await expect(page.getByRole('alertdialog', { name: 'Confirm booking' })).toContainText('(preemptible)');
+  await page.getByRole('button', { name: 'Confirm booking' }).click();
+  await expect(page).toHaveURL(/\/reservations\/\d+$/);
+  await expect(page.getByTestId('reservation-class')).toHaveText('preemptible');
+  await expect(page.getByTestId('reservation-price')).toHaveText('$2.28');
+});

@@ -9,7 +9,7 @@ pub struct EngineConfig {
     pub turnaround: Duration,
     /// How long a booking that needs approval holds its capacity (never past its start).
     pub approval_hold: Duration,
-    /// The least warning a preempted burst gets before it ends.
+    /// The least warning a preempted burst or preemptible reservation gets before it ends.
     pub burst_warning: Duration,
     /// How long before a window provisioning begins (at once for a window that starts sooner).
     pub provision_lead: Duration,

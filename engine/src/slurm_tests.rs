@@ -286,6 +286,40 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(reservation(&w.name(second)).await.is_none());
 });
 
+store_test!(a_preemptible_reservation_cut_by_a_standard_booking_ends_early_in_slurm, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let other = who(&w.engine, "lead@globex.example").await;
+    let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(2);
+    let preemptible = |quantity| BookingInput {
+        class: Some("preemptible".into()),
+        ..crate::test_helpers::ask("h100-gpu", quantity, start, 4)
+    };
+    // Every H100 GPU of the four-node fleet, with no approval needed.
+    let admin = who(&w.engine, "admin@tenantry.example").await;
+    let unlimited: tenantry_domain::policy::PolicyPatch = serde_json::from_value(serde_json::json!({
+        "concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": null}},
+        "max_quantity_without_approval": null
+    }))
+    .unwrap();
+    w.engine.patch_tenant_policy(&admin, "acme", &unlimited, Utc::now()).await.unwrap();
+    let free = w.engine.quote(&lead, &preemptible(1), Utc::now()).await.unwrap().max_quantity;
+    let cheap = book(&w, &lead, preemptible(i64::from(free))).await;
+    w.sync().await;
+    let booked_end = minute(&reservation(&w.name(cheap)).await.expect("Slurm holds it")["EndTime"]);
+    assert_eq!(booked_end, start + Duration::hours(4));
+    // Globex's standard booking two hours in takes one of them: Acme's reservation ends a
+    // turnaround before it, and Slurm follows at the next sync.
+    let later = start + Duration::hours(2);
+    let standard = book(&w, &other, crate::test_helpers::ask("h100-gpu", 1, later, 1)).await;
+    let cut = w.engine.reservation_detail(&lead, cheap).await.unwrap().reservation;
+    assert_eq!(cut.end, later - Duration::minutes(30));
+    let report = w.sync().await;
+    assert!(report.updated.contains(&w.name(cheap)) || report.recreated.contains(&w.name(cheap)), "{report:?}");
+    assert_eq!(minute(&reservation(&w.name(cheap)).await.unwrap()["EndTime"]), cut.end);
+    assert!(reservation(&w.name(standard)).await.is_some(), "the standard booking is a Slurm reservation");
+});
+
 store_test!(a_failing_check_quarantines_the_node_drains_it_in_slurm_and_replaces_it, |store: Store| async move {
     let Some(w) = world(store).await else { return };
     let lead = who(&w.engine, "lead@acme.example").await;

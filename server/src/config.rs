@@ -236,7 +236,8 @@ pub struct ServeArgs {
     /// Hours a booking that needs approval holds its capacity (never past its start).
     #[arg(long, env = "TENANTRY_APPROVAL_HOLD_HOURS", default_value_t = 48)]
     pub approval_hold_hours: u32,
-    /// Least warning, in minutes, before a reservation preempts an on-demand burst.
+    /// Least warning, in minutes, before a guaranteed or standard booking cuts a preemptible
+    /// reservation or an on-demand burst.
     #[arg(long, env = "TENANTRY_BURST_WARNING_MINUTES", default_value_t = 15)]
     pub burst_warning_minutes: u32,
     /// Minutes between reconciles of the fleet with the driver's inventory (one also runs at

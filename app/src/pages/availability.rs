@@ -666,14 +666,21 @@ fn BookingPanel(
                         .get()
                         .zip(offering.get())
                         .map(|(r, o)| {
+                            let class = r
+                                .class
+                                .as_deref()
+                                .filter(|c| *c != PriorityClass::Standard.code())
+                                .map(|c| format!(" ({c})"))
+                                .unwrap_or_default();
                             format!(
-                                "Book {} × {} from {} to {}?",
+                                "Book {} × {}{class} from {} to {}?",
                                 r.quantity,
                                 o.name,
                                 format::utc(r.start),
                                 format::utc(r.end),
                             )
                         });
+                    // A class other than the default is named: it changes what is bought.
                     view! {
                         <div
                             role="alertdialog"
@@ -786,9 +793,8 @@ fn OptionFields(offering: Offering, form: Form) -> impl IntoView {
                 on:change=move |ev| form.class.set(event_target_value(&ev))
             >
                 <option value="">"Standard (default): never cut short"</option>
-                <option value=PriorityClass::Guaranteed.code()>
-                    "Guaranteed: never cut short, failed nodes replaced first"
-                </option>
+                <option value=PriorityClass::Guaranteed
+                    .code()>"Guaranteed: never cut short, failed nodes replaced first"</option>
                 <option value=PriorityClass::Preemptible.code()>"Preemptible: cheaper, may be cut short"</option>
             </select>
         </label>
@@ -869,11 +875,7 @@ fn QuoteView(
                 }
             })}
         {
-            let tone = if quote.class.preemptible() {
-                "text-amber-700 dark:text-amber-300"
-            } else {
-                "text-slate-500"
-            };
+            let tone = if quote.class.preemptible() { "text-amber-700 dark:text-amber-300" } else { "text-slate-500" };
             view! {
                 <p class=format!("text-xs {tone}") data-testid="quote-class">
                     {quote.class_note.clone()}

@@ -191,11 +191,11 @@ fn ReservationCosts(overview: ChargebackOverview, query: ParamsMap) -> impl Into
                                 }
                             })
                             .collect_view();
-                        // Each preemption under its reservation: the time lost, not charged.
                         let preempted = r
                             .preempted
                             .iter()
                             .map(|what| {
+                                // Each preemption under its reservation: the time lost, not charged.
                                 view! {
                                     <tr data-testid="preempted" class="text-sm text-amber-700 dark:text-amber-300">
                                         <td class="px-4 py-1"></td>
