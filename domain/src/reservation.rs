@@ -49,16 +49,12 @@ crate::coded_enum! {
     /// `standard` booking with at least the platform's notice, the part lost not being charged.
     /// Bursts are always `preemptible`. Guaranteed differs from standard when a node fails: its
     /// replacement may be taken from preemptible capacity (see `engine::provisioning`).
+    #[derive(Default)]
     pub enum PriorityClass ("priority class") {
         Guaranteed = "guaranteed",
+        #[default]
         Standard = "standard",
         Preemptible = "preemptible",
-    }
-}
-
-impl Default for PriorityClass {
-    fn default() -> Self {
-        PriorityClass::Standard
     }
 }
 

@@ -75,6 +75,15 @@ pub fn floor_minute(t: DateTime<Utc>) -> DateTime<Utc> {
     t.with_second(0).and_then(|t| t.with_nanosecond(0)).unwrap_or(t)
 }
 
+/// A length of time in words: `45 min`, `6 h`, `2 h 30 min`.
+pub fn minutes_text(minutes: i64) -> String {
+    match (minutes / 60, minutes % 60) {
+        (0, m) => format!("{m} min"),
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +91,13 @@ mod tests {
 
     fn at(h: u32, m: u32, s: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, 1, h, m, s).unwrap()
+    }
+
+    #[test]
+    fn lengths_read_in_hours_and_minutes() {
+        assert_eq!(minutes_text(45), "45 min");
+        assert_eq!(minutes_text(360), "6 h");
+        assert_eq!(minutes_text(270), "4 h 30 min");
     }
 
     #[test]
@@ -99,14 +115,5 @@ mod tests {
         let b = Window::new(at(2, 0, 0), at(3, 0, 0)).unwrap();
         assert!(!a.overlaps(&b));
         assert!(a.with_turnaround(Duration::minutes(30)).overlaps(&b));
-    }
-}
-
-/// A length of time in words: `45 min`, `6 h`, `2 h 30 min`.
-pub fn minutes_text(minutes: i64) -> String {
-    match (minutes / 60, minutes % 60) {
-        (0, m) => format!("{m} min"),
-        (h, 0) => format!("{h} h"),
-        (h, m) => format!("{h} h {m} min"),
     }
 }

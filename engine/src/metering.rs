@@ -5,7 +5,7 @@
 //! team's calls read only its own tenant, reports need an admin.
 
 use crate::booking::tenant_of;
-use crate::driver::NodeTarget;
+use crate::driver::{GpuSample, NodeTarget};
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
 use crate::store::metering::{DayKey, HeldGpu, MeteredRow, NewSample};
@@ -494,7 +494,8 @@ impl Engine {
                     }
                 };
                 for g in node {
-                    if let Some(m) = measured.iter().find(|m| i64::from(m.gpu_index) == g.gpu_index) {
+                    let instance = g.mig_enabled.then_some((g.slice_lo as u8, g.slice_hi as u8));
+                    if let Some(m) = measured_for(&measured, g.gpu_index, instance) {
                         // A GPU outside MIG mode is one slot: the whole GPU, seven sevenths.
                         let sevenths = if g.mig_enabled { g.slice_hi - g.slice_lo } else { 7 };
                         gpus.push((sevenths, m.utilization_pct, m.memory_pct));
@@ -576,6 +577,13 @@ fn tenant_slug(who: &Identity) -> String {
     who.tenant.as_ref().map(|t| t.slug.clone()).unwrap_or_default()
 }
 
+/// The sample a driver took of one GPU, or of one MIG instance (its slice range) of a GPU in
+/// MIG mode. A figure for another instance, or for the whole MIG GPU, is not this holder's use:
+/// several teams may hold instances of one GPU, and each is billed and shown for its own.
+fn measured_for(measured: &[GpuSample], gpu_index: i64, instance: Option<(u8, u8)>) -> Option<&GpuSample> {
+    measured.iter().find(|m| i64::from(m.gpu_index) == gpu_index && m.instance == instance)
+}
+
 /// Samples running reservations every `config.sample_every` until `shutdown` turns true.
 pub async fn run_sampler(engine: Engine, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let every = engine.config.sample_every;
@@ -595,5 +603,35 @@ pub async fn run_sampler(engine: Engine, mut shutdown: tokio::sync::watch::Recei
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mig_instance_is_measured_by_its_own_sample_only() {
+        let at = Utc::now();
+        let sample = |gpu_index, instance, utilization_pct| GpuSample {
+            node_id: 1,
+            gpu_index,
+            instance,
+            at,
+            utilization_pct,
+            memory_pct: 0.0,
+        };
+        let measured = [
+            sample(0, None, 90.0),
+            sample(1, Some((0, 3)), 10.0),
+            sample(1, Some((3, 7)), 70.0),
+            sample(2, None, 50.0),
+        ];
+        let of = |gpu, instance| measured_for(&measured, gpu, instance).map(|m| m.utilization_pct);
+        assert_eq!(of(1, Some((0, 3))), Some(10.0));
+        assert_eq!(of(1, Some((3, 7))), Some(70.0), "the other instance of the same GPU has its own figure");
+        assert_eq!(of(0, None), Some(90.0));
+        assert_eq!(of(2, Some((0, 1))), None, "a whole-GPU figure is not one instance's use");
+        assert_eq!(of(1, Some((0, 7))), None);
     }
 }

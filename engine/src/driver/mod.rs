@@ -94,6 +94,10 @@ pub struct HealthReport {
 pub struct GpuSample {
     pub node_id: i64,
     pub gpu_index: u32,
+    /// The MIG instance measured (its slice range), or `None` for a whole GPU out of MIG mode:
+    /// a MIG GPU is measured per instance, so each slice's holder is billed and shown for its
+    /// own use, never for the whole GPU's.
+    pub instance: Option<(u8, u8)>,
     pub at: DateTime<Utc>,
     /// SM utilization, 0–100.
     pub utilization_pct: f64,

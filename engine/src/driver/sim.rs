@@ -237,10 +237,21 @@ impl SimDriver {
 /// A plausible utilization for a workload at a moment: steady and high for pre-training (with
 /// checkpoint dips), busy for fine-tuning, following the day for inference, mostly idle with
 /// bursts for development. Deterministic per GPU and minute.
-pub fn plausible_utilization(workload: Workload, node_id: i64, gpu_index: u32, at: DateTime<Utc>) -> (f64, f64) {
+pub fn plausible_utilization(
+    workload: Workload,
+    node_id: i64,
+    gpu_index: u32,
+    instance: Option<(u8, u8)>,
+    at: DateTime<Utc>,
+) -> (f64, f64) {
     use chrono::Timelike;
     let minute = at.timestamp().div_euclid(60) as u64;
-    let mut rng = Rng::keyed(node_id as u64, &format!("{gpu_index}"), minute);
+    // Each MIG instance runs its own workload, so each has its own figures.
+    let key = match instance {
+        None => format!("{gpu_index}"),
+        Some((lo, hi)) => format!("{gpu_index}/{lo}-{hi}"),
+    };
+    let mut rng = Rng::keyed(node_id as u64, &key, minute);
     let noise = rng.unit();
     let hour = f64::from(at.hour()) + f64::from(at.minute()) / 60.0;
     let (util, mem) = match workload {
@@ -461,9 +472,10 @@ impl FleetDriver for SimDriver {
         Ok(node
             .gpus
             .iter()
-            .map(|&(gpu_index, _)| {
-                let (utilization_pct, memory_pct) = plausible_utilization(workload, node.node_id, gpu_index, at);
-                GpuSample { node_id: node.node_id, gpu_index, at, utilization_pct, memory_pct }
+            .map(|&(gpu_index, instance)| {
+                let (utilization_pct, memory_pct) =
+                    plausible_utilization(workload, node.node_id, gpu_index, instance, at);
+                GpuSample { node_id: node.node_id, gpu_index, instance, at, utilization_pct, memory_pct }
             })
             .collect())
     }
@@ -478,8 +490,9 @@ mod tests {
     fn utilization_patterns_are_plausible() {
         let day = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
         let mean = |w: Workload| {
-            let samples: Vec<f64> =
-                (0..24 * 60).map(|m| plausible_utilization(w, 1, 0, day + chrono::Duration::minutes(m)).0).collect();
+            let samples: Vec<f64> = (0..24 * 60)
+                .map(|m| plausible_utilization(w, 1, 0, None, day + chrono::Duration::minutes(m)).0)
+                .collect();
             assert!(samples.iter().all(|u| (0.0..=100.0).contains(u)));
             samples.iter().sum::<f64>() / samples.len() as f64
         };
@@ -489,7 +502,7 @@ mod tests {
         assert!(development < 40.0, "development mostly idles: {development}");
         assert!(mean(Workload::Inference) < training);
         // Inference follows the day: busier in the afternoon than at night.
-        let at = |h| plausible_utilization(Workload::Inference, 1, 0, day + chrono::Duration::hours(h)).0;
+        let at = |h| plausible_utilization(Workload::Inference, 1, 0, None, day + chrono::Duration::hours(h)).0;
         assert!(at(9) > at(21));
     }
 

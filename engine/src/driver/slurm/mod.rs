@@ -1024,9 +1024,16 @@ impl FleetDriver for SlurmDriver {
             .gpus
             .iter()
             .enumerate()
-            .map(|(i, (gpu, _))| {
+            .map(|(i, (gpu, instance))| {
                 let pct = if (i as u32) < busy { 100.0 } else { 0.0 };
-                GpuSample { node_id: node.node_id, gpu_index: *gpu, at, utilization_pct: pct, memory_pct: pct }
+                GpuSample {
+                    node_id: node.node_id,
+                    gpu_index: *gpu,
+                    instance: *instance,
+                    at,
+                    utilization_pct: pct,
+                    memory_pct: pct,
+                }
             })
             .collect())
     }
