@@ -5,14 +5,14 @@
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
-use crate::test_helpers::{ask, ask_as};
+use crate::test_helpers::{ask, ask_as, lift_limits};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::audit::AuditFilter;
 use tenantry_domain::metering::LineKind;
 use tenantry_domain::policy::{Decision, PolicyPatch};
 use tenantry_domain::reservation::PriorityClass;
-use tenantry_domain::{Cents, Identity, ReservationState, Window};
+use tenantry_domain::{Cents, GpuModel, Identity, ReservationState, Window};
 
 /// The demo fleet's 16 nodes with no reservations; Acme and Globex may hold any number of H100
 /// GPUs without approval. Acme's lead, Globex's lead, the admin.
@@ -27,13 +27,8 @@ async fn setup(store: Store) -> (Engine, Identity, Identity, Identity) {
     };
     let (acme, globex, admin) =
         (who("lead@acme.example").await, who("lead@globex.example").await, who("admin@tenantry.example").await);
-    let unlimited: PolicyPatch = serde_json::from_value(serde_json::json!({
-        "concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": null}},
-        "max_quantity_without_approval": null
-    }))
-    .unwrap();
     for team in ["acme", "globex"] {
-        engine.patch_tenant_policy(&admin, team, &unlimited, Utc::now()).await.unwrap();
+        lift_limits(&engine, team, GpuModel::H100Sxm80).await;
     }
     (engine, acme, globex, admin)
 }

@@ -9,7 +9,7 @@ use crate::driver::EffectKey;
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
-use crate::test_helpers::{starting_now, who};
+use crate::test_helpers::{lift_limits, starting_now, who};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use tenantry_domain::page::PageRequest;
 use tenantry_domain::policy::{BurstInput, PolicyPatch};
 use tenantry_domain::provisioning::{JobKind, Step, StepStatus};
 use tenantry_domain::window::floor_minute;
-use tenantry_domain::{Identity, NodeState, ReservationState, Window};
+use tenantry_domain::{GpuModel, Identity, NodeState, ReservationState, Window};
 
 /// A seeded world whose simulated fleet runs a million times faster than life.
 async fn world(store: Store, sim: SimConfig) -> Engine {
@@ -726,13 +726,7 @@ store_test!(a_guaranteed_reservations_failed_node_is_replaced_from_preemptible_c
     let engine = world(store, sim).await;
     let lead = who(&engine, "lead@acme.example").await;
     let other = who(&engine, "lead@globex.example").await;
-    let admin = who(&engine, "admin@tenantry.example").await;
-    let unlimited: PolicyPatch = serde_json::from_value(serde_json::json!({
-        "concurrent_gpus": {"L40S-48GB": {"soft": null, "hard": null}},
-        "max_quantity_without_approval": null
-    }))
-    .unwrap();
-    engine.patch_tenant_policy(&admin, "globex", &unlimited, Utc::now()).await.unwrap();
+    lift_limits(&engine, "globex", GpuModel::L40s).await;
     let as_class = |class: &str, quantity: i64| BookingInput {
         class: Some(class.into()),
         ..starting_now("l40s-gpu", quantity, 3, "any")
@@ -780,13 +774,7 @@ store_test!(a_standard_reservations_failed_node_never_takes_preemptible_capacity
     let engine = world(store, sim).await;
     let lead = who(&engine, "lead@acme.example").await;
     let other = who(&engine, "lead@globex.example").await;
-    let admin = who(&engine, "admin@tenantry.example").await;
-    let unlimited: PolicyPatch = serde_json::from_value(serde_json::json!({
-        "concurrent_gpus": {"L40S-48GB": {"soft": null, "hard": null}},
-        "max_quantity_without_approval": null
-    }))
-    .unwrap();
-    engine.patch_tenant_policy(&admin, "globex", &unlimited, Utc::now()).await.unwrap();
+    lift_limits(&engine, "globex", GpuModel::L40s).await;
     let preemptible = BookingInput { class: Some("preemptible".into()), ..starting_now("l40s-gpu", 1, 3, "any") };
     let free = engine.quote(&other, &preemptible, Utc::now()).await.unwrap().max_quantity;
     let cheap = book_now(&engine, &other, BookingInput { quantity: i64::from(free) - 1, ..preemptible })

@@ -296,13 +296,7 @@ store_test!(a_preemptible_reservation_cut_by_a_standard_booking_ends_early_in_sl
         ..crate::test_helpers::ask("h100-gpu", quantity, start, 4)
     };
     // Every H100 GPU of the four-node fleet, with no approval needed.
-    let admin = who(&w.engine, "admin@tenantry.example").await;
-    let unlimited: tenantry_domain::policy::PolicyPatch = serde_json::from_value(serde_json::json!({
-        "concurrent_gpus": {"H100-SXM-80GB": {"soft": null, "hard": null}},
-        "max_quantity_without_approval": null
-    }))
-    .unwrap();
-    w.engine.patch_tenant_policy(&admin, "acme", &unlimited, Utc::now()).await.unwrap();
+    crate::test_helpers::lift_limits(&w.engine, "acme", tenantry_domain::GpuModel::H100Sxm80).await;
     let free = w.engine.quote(&lead, &preemptible(1), Utc::now()).await.unwrap().max_quantity;
     let cheap = book(&w, &lead, preemptible(i64::from(free))).await;
     w.sync().await;

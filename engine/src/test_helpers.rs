@@ -38,6 +38,20 @@ pub fn starting_now(offering: &str, quantity: i64, hours: i64, placement: &str) 
     }
 }
 
+/// Lifts a team's limits on GPUs of `model` at once and on units per booking without approval,
+/// as the admin, so a test can fill the fleet.
+pub async fn lift_limits(engine: &Engine, team: &str, model: tenantry_domain::GpuModel) {
+    let admin = who(engine, "admin@tenantry.example").await;
+    let patch = tenantry_domain::policy::PolicyPatch {
+        concurrent_gpus: Some(
+            [(model.code().to_owned(), tenantry_domain::policy::SoftHard { soft: None, hard: None })].into(),
+        ),
+        max_quantity_without_approval: Some(None),
+        ..Default::default()
+    };
+    engine.patch_tenant_policy(&admin, team, &patch, Utc::now()).await.unwrap();
+}
+
 /// A real SMTP server on loopback (`scripts/smtp-sink.py`, aiosmtpd) that saves what it accepts
 /// as files; stopped when dropped. With `auth`, it requires those credentials.
 pub struct SmtpSink {

@@ -101,7 +101,8 @@ macro_rules! preempt {
         let state =
             v.state.parse::<tenantry_domain::ReservationState>().unwrap_or(tenantry_domain::ReservationState::Failed);
         let at = until.0.format("%Y-%m-%d %H:%M");
-        if v.start_at < until.0
+        // From when its window is lost, if it is cut.
+        let lost_from = if v.start_at < until.0
             && until.0 < v.end_at
             && state.holds_capacity()
             && state != tenantry_domain::ReservationState::Releasing
@@ -109,17 +110,12 @@ macro_rules! preempt {
             let options: Vec<tenantry_domain::pricing::LockedOption> =
                 serde_json::from_str(&v.option_prices).unwrap_or_default();
             let minutes = (until.0 - v.start_at).num_minutes();
-            let price = tenantry_domain::pricing::price(
-                &v.offering_id,
-                tenantry_domain::Cents(v.rate_cents_per_hour),
-                u32::try_from(v.quantity).unwrap_or(1),
-                minutes,
-                &options,
-            )
-            .total;
+            let quantity = u32::try_from(v.quantity).unwrap_or(1);
+            let rate = tenantry_domain::Cents(v.rate_cents_per_hour);
+            let price = tenantry_domain::pricing::price(&v.offering_id, rate, quantity, minutes, &options).total;
             let cut = sqlx::query(
                 "update reservation set end_at = $1, price_cents = $2, decision_reason = $3, updated_at = $4
-             where reservation_id = $5 and end_at = $6 and state = $7",
+                 where reservation_id = $5 and end_at = $6 and state = $7",
             )
             .bind(until.0)
             .bind(price.0)
@@ -135,17 +131,8 @@ macro_rules! preempt {
                 // Its release follows the new end, so its credentials and processes leave the
                 // nodes before the booking that takes them begins.
                 move_end!($tx, victim, until.0, until.1, until.0, now);
-                $crate::insert_cut!(
-                    $tx,
-                    victim,
-                    v.tenant_id,
-                    tenantry_domain::metering::CutKind::Preempted,
-                    now,
-                    until.0,
-                    v.end_at
-                );
             }
-            cut == 1
+            (cut == 1).then_some(until.0)
         } else if until.0 <= v.start_at
             && matches!(
                 state,
@@ -154,7 +141,7 @@ macro_rules! preempt {
         {
             let cut = sqlx::query(
                 "update reservation set state = 'cancelled', decision_reason = $1, updated_at = $2
-             where reservation_id = $3 and state = $4",
+                 where reservation_id = $3 and state = $4",
             )
             .bind(format!("preempted by a higher-class booking before it began ({at} UTC)"))
             .bind(now)
@@ -164,6 +151,8 @@ macro_rules! preempt {
             .await?
             .rows_affected();
             if cut == 1 {
+                // Nothing has touched its nodes: its slices are free at once and its queued
+                // provisioning is dropped.
                 sqlx::query("update allocation set live = $1 where reservation_id = $2")
                     .bind(false)
                     .bind(victim)
@@ -171,25 +160,21 @@ macro_rules! preempt {
                     .await?;
                 sqlx::query(
                     "update job set state = 'cancelled', updated_at = $1
-                 where reservation_id = $2 and kind = 'provision' and state = 'queued'",
+                     where reservation_id = $2 and kind = 'provision' and state = 'queued'",
                 )
                 .bind(now)
                 .bind(victim)
                 .execute(&mut *$tx)
                 .await?;
-                $crate::insert_cut!(
-                    $tx,
-                    victim,
-                    v.tenant_id,
-                    tenantry_domain::metering::CutKind::Preempted,
-                    now,
-                    v.start_at,
-                    v.end_at
-                );
             }
-            cut == 1
+            (cut == 1).then_some(v.start_at)
         } else {
-            false
+            None
+        };
+        if let Some(from) = lost_from {
+            let preempted = tenantry_domain::metering::CutKind::Preempted;
+            $crate::insert_cut!($tx, victim, v.tenant_id, preempted, now, from, v.end_at);
         }
+        lost_from.is_some()
     }};
 }
