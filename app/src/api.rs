@@ -119,7 +119,12 @@ pub struct CalendarGrid {
 }
 
 #[server(prefix = "/sfn")]
-pub async fn availability_grid(offering: String, days: u32, region: Option<String>) -> Result<CalendarGrid, AppError> {
+pub async fn availability_grid(
+    offering: String,
+    days: u32,
+    region: Option<String>,
+    class: Option<String>,
+) -> Result<CalendarGrid, AppError> {
     use crate::server;
     use chrono::{Duration, DurationRound};
     use tenantry_domain::availability::Grid;
@@ -128,7 +133,9 @@ pub async fn availability_grid(offering: String, days: u32, region: Option<Strin
     let from = now.duration_trunc(Duration::days(1)).unwrap_or(now);
     let grid = Grid::new(from, from + Duration::days(i64::from(days.clamp(1, 62))), Duration::hours(1))
         .map_err(|e| AppError::Invalid { field: e.field().to_owned(), message: e.to_string() })?;
-    let availability = server::engine()?.availability(&who, &offering, grid, region.as_deref()).await?;
+    let class = tenantry_domain::booking::parse_class(class.as_deref())
+        .map_err(|e| AppError::Invalid { field: e.field.to_owned(), message: e.message })?;
+    let availability = server::engine()?.availability(&who, &offering, grid, (region.as_deref(), class)).await?;
     Ok(CalendarGrid { availability, now })
 }
 

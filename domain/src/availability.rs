@@ -330,8 +330,18 @@ fn add_free_gaps(busy: &mut [(usize, usize)], n: usize, units: u32, add: &mut im
     add(cursor, n, units);
 }
 
-/// Free units per bucket and the total the fleet has, for one kind of unit.
-pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, grid: &Grid) -> Vec<Bucket> {
+/// Free units per bucket and the total the fleet has, for one kind of unit. With
+/// `preempt_from`, for a booking that may cut preemptible holds (guaranteed or standard):
+/// preemptible holds count as busy only in the buckets that start before that instant (the
+/// notice plus the turnaround from now), since a booking starting from then on may take their
+/// capacity.
+pub fn free_by_bucket(
+    gpus: &[GpuSlot],
+    holds: &HoldsByGpu,
+    kind: &UnitKind,
+    grid: &Grid,
+    preempt_from: Option<DateTime<Utc>>,
+) -> Vec<Bucket> {
     let n = grid.count;
     let mut diff = vec![0i64; n + 1];
     let mut total: u32 = 0;
@@ -346,7 +356,20 @@ pub fn free_by_bucket(gpus: &[GpuSlot], holds: &HoldsByGpu, kind: &UnitKind, gri
     let mut busy: Vec<(usize, usize)> = Vec::new();
     let spans = grid.spans();
     let whole = Window { start: grid.start, end: grid.end() };
-    let spans_of = |gpu_id: i64| holds.on_during(gpu_id, &whole).filter_map(|h| spans.of(&h.window).map(|s| (s, h)));
+    // A booking starting in a bucket from this one on may cut preemptible holds: they stand in
+    // the way of the buckets before it only.
+    let preemptible_until = match preempt_from {
+        Some(from) => (0..n).find(|&i| grid.bucket(i).start >= from).unwrap_or(n),
+        None => n,
+    };
+    let spans = &spans;
+    let spans_of = |gpu_id: i64| {
+        holds.on_during(gpu_id, &whole).filter_map(move |h| {
+            let (lo, hi) = spans.of(&h.window)?;
+            let hi = if h.preemptible { hi.min(preemptible_until) } else { hi };
+            (lo < hi).then_some(((lo, hi), h))
+        })
+    };
     match kind.grain {
         Grain::Node => {
             let mut nodes: BTreeMap<i64, Vec<&GpuSlot>> = BTreeMap::new();
@@ -429,12 +452,14 @@ pub fn holds_blocking(holds: &HoldsByGpu, window: &Window, can_preempt: bool) ->
 
 /// The earliest window of the request's length, starting at or after its start and no later than
 /// `latest_start`, in which `place` succeeds. Candidate starts step by `step` from the requested
-/// start; a cheap bucket count rules most of them out before placement is asked.
+/// start; a cheap bucket count rules most of them out before placement is asked. With
+/// `preempt_from` (see [`free_by_bucket`]), a window starting from then may take preemptible
+/// holds' capacity.
 pub fn earliest_fit(
     gpus: &[GpuSlot],
     holds: &HoldsByGpu,
     request: &Request,
-    turnaround: Duration,
+    (turnaround, preempt_from): (Duration, Option<DateTime<Utc>>),
     latest_start: DateTime<Utc>,
     step: Duration,
 ) -> Option<Window> {
@@ -442,7 +467,7 @@ pub fn earliest_fit(
     let Ok(grid) = Grid::new(request.window.start, latest_start + length + turnaround, step) else {
         return None;
     };
-    let free = free_by_bucket(gpus, holds, &request.kind, &grid);
+    let free = free_by_bucket(gpus, holds, &request.kind, &grid, preempt_from);
     let need = request.quantity;
     let span = ((length + turnaround).num_seconds() + step.num_seconds() - 1) / step.num_seconds();
     let span = span as usize;
@@ -457,7 +482,8 @@ pub fn earliest_fit(
         }
         let window = Window { start, end: start + length };
         let candidate = Request { window: window.with_turnaround(turnaround), ..*request };
-        if placement::place(gpus, &holds_in(holds, &candidate.window), &candidate).is_ok() {
+        let can_preempt = preempt_from.is_some_and(|from| start >= from);
+        if placement::place(gpus, &holds_blocking(holds, &candidate.window, can_preempt), &candidate).is_ok() {
             return Some(window);
         }
     }
@@ -512,9 +538,10 @@ mod tests {
     /// Random holds on those GPUs within two days, at 5-minute resolution.
     fn holds_for(gpus: &[GpuSlot]) -> impl Strategy<Value = Vec<Hold>> {
         let ids: Vec<(i64, bool)> = gpus.iter().map(|g| (g.gpu_id, g.mig)).collect();
-        prop::collection::vec((0..ids.len(), 0i64..576, 1i64..100, 0u8..7, 1u8..8), 0..12).prop_map(move |raw| {
+        let hold = (0..ids.len(), 0i64..576, 1i64..100, 0u8..7, 1u8..8, prop::bool::weighted(0.3));
+        prop::collection::vec(hold, 0..12).prop_map(move |raw| {
             raw.into_iter()
-                .map(|(i, start, len, lo, width)| {
+                .map(|(i, start, len, lo, width, preemptible)| {
                     let (gpu_id, mig) = ids[i];
                     let (slice_lo, slice_hi) = if mig { (lo, (lo + width).min(7)) } else { (0, 1) };
                     let start = t0() + Duration::minutes(start * 5);
@@ -523,7 +550,7 @@ mod tests {
                         slice_lo,
                         slice_hi,
                         window: Window { start, end: start + Duration::minutes(len * 5) },
-                        preemptible: false,
+                        preemptible,
                         driver: None,
                         tenant_id: None,
                     }
@@ -539,17 +566,30 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
 
-        /// The sweep's free count equals what placement can place in every bucket.
+        /// The sweep's free count equals what placement can place in every bucket, for a
+        /// booking that may not cut preemptible holds and for one that may from some instant on
+        /// (a preemptible hold is then free in every bucket starting from that instant).
         #[test]
         fn free_counts_match_placement((gpus, holds) in fleet().prop_flat_map(|g| { let h = holds_for(&g); (Just(g), h) }),
-                                       step_quarters in 1i64..9) {
+                                       step_quarters in 1i64..9, cut_quarters in 0i64..200) {
             let grid = Grid::new(t0(), t0() + Duration::days(2), Duration::minutes(15 * step_quarters)).unwrap();
             let index = by_gpu(&holds);
-            for kind in kinds() {
-                let buckets = free_by_bucket(&gpus, &index, &kind, &grid);
-                for (i, bucket) in buckets.iter().enumerate() {
-                    let request = Request { kind, quantity: 1, window: grid.bucket(i), placement: Placement::Any };
-                    prop_assert_eq!(bucket.free, max_quantity(&gpus, &holds, &request), "{:?} bucket {}", kind, i);
+            let cut = t0() + Duration::minutes(15 * cut_quarters);
+            for preempt_from in [None, Some(cut)] {
+                for kind in kinds() {
+                    let buckets = free_by_bucket(&gpus, &index, &kind, &grid, preempt_from);
+                    for (i, bucket) in buckets.iter().enumerate() {
+                        let window = grid.bucket(i);
+                        let request = Request { kind, quantity: 1, window, placement: Placement::Any };
+                        let can_preempt = preempt_from.is_some_and(|from| window.start >= from);
+                        let blocking: Vec<Hold> =
+                            holds.iter().filter(|h| !(can_preempt && h.preemptible)).copied().collect();
+                        prop_assert_eq!(
+                            bucket.free,
+                            max_quantity(&gpus, &blocking, &request),
+                            "{:?} bucket {} preempting from {:?}", kind, i, preempt_from
+                        );
+                    }
                 }
             }
         }
@@ -706,14 +746,21 @@ mod tests {
             &gpus,
             &holds,
             &request,
-            Duration::minutes(30),
+            (Duration::minutes(30), None),
             t0() + Duration::days(14),
             Duration::minutes(15),
         );
         assert_eq!(found, Some(Window { start: t0() + Duration::hours(5), end: t0() + Duration::hours(7) }));
         let one = Request { quantity: 1, ..request };
         assert_eq!(
-            earliest_fit(&gpus, &holds, &one, Duration::minutes(30), t0() + Duration::days(14), Duration::minutes(15)),
+            earliest_fit(
+                &gpus,
+                &holds,
+                &one,
+                (Duration::minutes(30), None),
+                t0() + Duration::days(14),
+                Duration::minutes(15)
+            ),
             Some(want)
         );
         let three = Request { quantity: 3, ..request };
@@ -722,11 +769,46 @@ mod tests {
                 &gpus,
                 &holds,
                 &three,
-                Duration::minutes(30),
+                (Duration::minutes(30), None),
                 t0() + Duration::days(14),
                 Duration::minutes(15)
             ),
             None
         );
+    }
+    #[test]
+    fn a_booking_that_may_preempt_fits_once_the_notice_has_run() {
+        let gpus: Vec<GpuSlot> = (0..2)
+            .map(|g| GpuSlot {
+                gpu_id: g,
+                node_id: 1,
+                fabric_domain_id: 1,
+                gpu_model: GpuModel::H100Sxm80,
+                mig: false,
+                schedulable: true,
+            })
+            .collect();
+        // GPU 0 is held preemptibly for five hours; a booking may cut it from 2 h on.
+        let held = Window { start: t0(), end: t0() + Duration::hours(5) };
+        let hold = Hold {
+            gpu_id: 0,
+            slice_lo: 0,
+            slice_hi: 1,
+            window: held,
+            preemptible: true,
+            driver: None,
+            tenant_id: None,
+        };
+        let holds = by_gpu(&[hold]);
+        let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
+        let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
+        let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };
+        let fit = |preempt_from| {
+            let latest = t0() + Duration::days(14);
+            earliest_fit(&gpus, &holds, &request, (Duration::minutes(30), preempt_from), latest, Duration::minutes(15))
+        };
+        let cut_from = t0() + Duration::hours(2);
+        assert_eq!(fit(Some(cut_from)), Some(Window { start: cut_from, end: cut_from + Duration::hours(2) }));
+        assert_eq!(fit(None), Some(Window { start: t0() + Duration::hours(5), end: t0() + Duration::hours(7) }));
     }
 }

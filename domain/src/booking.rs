@@ -193,15 +193,20 @@ pub fn validate_window(start: DateTime<Utc>, end: DateTime<Utc>, now: DateTime<U
     Ok(window)
 }
 
-/// The class a request asks for: `standard` when it names none.
-pub fn requested_class(input: &BookingInput) -> Result<PriorityClass, FieldError> {
-    match &input.class {
-        None => Ok(PriorityClass::default()),
+/// A priority class as a client names it (field `class`): `standard` when it names none.
+pub fn parse_class(value: Option<&str>) -> Result<PriorityClass, FieldError> {
+    match value {
+        None | Some("") => Ok(PriorityClass::default()),
         Some(value) => {
             let allowed: Vec<&str> = PriorityClass::ALL.iter().map(|c| c.code()).collect();
             parse_code("class", value, &allowed)
         }
     }
+}
+
+/// The class a request asks for: `standard` when it names none.
+pub fn requested_class(input: &BookingInput) -> Result<PriorityClass, FieldError> {
+    parse_class(input.class.as_deref())
 }
 
 /// Validates `input` for `offering` at `now`. `offering` carries the rates the team pays for the

@@ -79,7 +79,7 @@ async fn main() {
         let mut samples = Vec::new();
         for _ in 0..60 {
             let t = Instant::now();
-            let buckets = engine.index.read(|s| free_by_bucket(&s.gpus, &s.holds, &kind, &grid));
+            let buckets = engine.index.read(|s| free_by_bucket(&s.gpus, &s.holds, &kind, &grid, None));
             samples.push(t.elapsed().as_secs_f64() * 1000.0);
             std::hint::black_box(buckets);
         }
@@ -129,7 +129,7 @@ async fn main() {
     let mut ours = Vec::new();
     for _ in 0..60 {
         let t = Instant::now();
-        ours = engine.index.read(|s| free_by_bucket(&s.gpus, &s.holds, &kind, &grid));
+        ours = engine.index.read(|s| free_by_bucket(&s.gpus, &s.holds, &kind, &grid, None));
         samples.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let ours_median = percentile(&mut samples, 0.5);

@@ -95,7 +95,10 @@ async fn availability_grids(label: &str, engine: &Engine) {
         let mut times = Vec::new();
         for _ in 0..50 {
             let t = Instant::now();
-            engine.availability(&lead, &offering.id, grid, None).await.unwrap();
+            engine
+                .availability(&lead, &offering.id, grid, (None, tenantry_domain::reservation::PriorityClass::Standard))
+                .await
+                .unwrap();
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         times.sort_by(f64::total_cmp);

@@ -16,15 +16,15 @@ use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-use tenantry_domain::availability::{self, Availability, Grid};
+use tenantry_domain::availability::{self, free_by_bucket, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
 use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
-use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::reservation::ReservationKind;
+use tenantry_domain::reservation::{PriorityClass, ReservationDetail};
 use tenantry_domain::{Identity, Offering, Reservation, ReservationState, Window};
 
 /// How far ahead a quote looks for the earliest window that fits.
@@ -147,23 +147,33 @@ impl Engine {
         self.index.read(|s| s.regions())
     }
 
-    /// Free units of an offering per bucket, in one region or all.
+    /// When a booking of `class` asked for at `now` may start on preemptible capacity: after
+    /// their holders' notice and the turnaround. `None` for a class that cuts nothing.
+    fn preempt_from(&self, class: PriorityClass, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        class.may_preempt().then(|| now + self.config.burst_warning + self.config.turnaround)
+    }
+
+    /// Free units of an offering per bucket, in one region or all, for a booking of `class`
+    /// (preemptible capacity is free to a guaranteed or standard booking from when its holders
+    /// can be warned).
     pub async fn availability(
         &self,
         who: &Identity,
         offering: &str,
         grid: Grid,
-        region: Option<&str>,
+        (region, class): (Option<&str>, PriorityClass),
     ) -> EngineResult<Availability> {
         let _ = who;
-        let offering = self.offering_for(offering, Utc::now()).await?;
+        let now = Utc::now();
+        let preempt_from = self.preempt_from(class, now);
+        let offering = self.offering_for(offering, now).await?;
         self.check_region(region)?;
         booking::check_region(&offering, region).map_err(field_error)?;
         let kind = UnitKind::of(&offering);
         let regions = if region.is_some() { &[][..] } else { &offering.regions[..] };
         let buckets = self
             .index
-            .read(|s| availability::free_by_bucket(&in_regions(s, regions, s.gpus_in(region)), &s.holds, &kind, &grid));
+            .read(|s| free_by_bucket(&in_regions(s, regions, s.gpus_in(region)), &s.holds, &kind, &grid, preempt_from));
         Ok(Availability { offering: offering.id, buckets })
     }
 
@@ -189,8 +199,8 @@ impl Engine {
         let request = self.request(&offering, &valid);
         let offerings = self.offerings(now).await?;
         let turnaround = self.config.turnaround;
-        let can_preempt =
-            valid.class.may_preempt() && valid.window.start - turnaround >= now + self.config.burst_warning;
+        let preempt_from = self.preempt_from(valid.class, now);
+        let can_preempt = preempt_from.is_some_and(|from| valid.window.start >= from);
         let driver = &valid.options.cuda_driver;
         let needs = NodeNeeds::of(&valid.options);
         Ok(self.index.read(|s| {
@@ -219,7 +229,7 @@ impl Engine {
                         &gpus,
                         &s.holds,
                         &wanted,
-                        turnaround,
+                        (turnaround, preempt_from),
                         valid.window.start + EARLIEST_FIT_HORIZON,
                         Duration::minutes(15),
                     )

@@ -9,6 +9,7 @@ use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::availability::Grid;
 use tenantry_domain::booking::{BookingInput, OptionsInput};
+use tenantry_domain::reservation::PriorityClass;
 use tenantry_domain::{Cents, Identity, ReservationState};
 
 fn tomorrow(hour: i64) -> DateTime<Utc> {
@@ -83,14 +84,14 @@ store_test!(a_booking_holds_its_slices_and_shows_in_availability, |store: Store|
     let engine = world(store).await;
     let lead = who(&engine, "lead@acme.example").await;
     let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
-    let before = engine.availability(&lead, "a100-3g.40gb", grid, None).await.unwrap();
+    let before = engine.availability(&lead, "a100-3g.40gb", grid, (None, PriorityClass::Standard)).await.unwrap();
     let booked = engine.book(&lead, &input("a100-3g.40gb", 3, 9, 12), None, Utc::now()).await.unwrap();
     let r = &booked.detail.reservation;
     assert_eq!(r.state, ReservationState::Scheduled);
     assert_eq!(r.price_cents, Cents(3 * 3 * 62));
     assert_eq!(booked.detail.allocations.len(), 3);
     assert!(booked.detail.allocations.iter().all(|a| a.slice_hi - a.slice_lo == 3));
-    let after = engine.availability(&lead, "a100-3g.40gb", grid, None).await.unwrap();
+    let after = engine.availability(&lead, "a100-3g.40gb", grid, (None, PriorityClass::Standard)).await.unwrap();
     for h in 0..24 {
         // Busy from 09:00 to 12:00, plus 30 minutes of turnaround into the 12:00 bucket.
         let expected = if (9..13).contains(&h) { before.buckets[h].free - 3 } else { before.buckets[h].free };
@@ -211,9 +212,9 @@ store_test!(regions_narrow_availability_quotes_and_placement, |store: Store| asy
     h100.region = Some("mars-1".into());
     assert!(matches!(engine.quote(&lead, &h100, Utc::now()).await, Err(EngineError::Invalid { field: "region", .. })));
     let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
-    let everywhere = engine.availability(&lead, "l40s-gpu", grid, None).await.unwrap();
-    let eu = engine.availability(&lead, "l40s-gpu", grid, Some("eu-west-1")).await.unwrap();
-    let us = engine.availability(&lead, "l40s-gpu", grid, Some("us-east-1")).await.unwrap();
+    let everywhere = engine.availability(&lead, "l40s-gpu", grid, (None, PriorityClass::Standard)).await.unwrap();
+    let eu = engine.availability(&lead, "l40s-gpu", grid, (Some("eu-west-1"), PriorityClass::Standard)).await.unwrap();
+    let us = engine.availability(&lead, "l40s-gpu", grid, (Some("us-east-1"), PriorityClass::Standard)).await.unwrap();
     assert_eq!(everywhere.buckets, eu.buckets, "all L40S nodes are in eu-west-1");
     assert!(us.buckets.iter().all(|b| b.total == 0 && b.free == 0));
 });
@@ -236,11 +237,13 @@ async fn other_instances_hear_of_commits() {
     tokio::time::timeout(wait, own.changed()).await.unwrap().unwrap();
     let lead = who(&first, "lead@acme.example").await;
     let grid = Grid::new(tomorrow(0), tomorrow(24), Duration::hours(1)).unwrap();
-    let before = second.availability(&lead, "h100-node", grid, None).await.unwrap().buckets[9].free;
+    let before =
+        second.availability(&lead, "h100-node", grid, (None, PriorityClass::Standard)).await.unwrap().buckets[9].free;
     let reloads_before = *own.borrow_and_update();
     first.book(&lead, &anywhere(input("h100-node", 2, 9, 10)), None, Utc::now()).await.unwrap();
     tokio::time::timeout(wait, changes.changed()).await.expect("notified").unwrap();
-    let after = second.availability(&lead, "h100-node", grid, None).await.unwrap().buckets[9].free;
+    let after =
+        second.availability(&lead, "h100-node", grid, (None, PriorityClass::Standard)).await.unwrap().buckets[9].free;
     assert_eq!(after, before - 2);
     // Both listeners got the notice at once; give the first's time to act on it, were it to.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

@@ -14,6 +14,7 @@ use tenantry_domain::availability::Grid;
 use tenantry_domain::booking::BookingInput;
 use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::policy::PolicyPatch;
+use tenantry_domain::reservation::PriorityClass;
 use tenantry_domain::{GpuModel, Identity, ReservationState};
 
 fn day_after_tomorrow(hour: i64) -> DateTime<Utc> {
@@ -98,7 +99,7 @@ store_test!(a_batch_counts_each_booking_against_the_quota_of_those_before_it, |s
 store_test!(a_batch_places_each_booking_beside_those_before_it, |store: Store| async move {
     let (engine, lead) = world(store).await;
     let grid = Grid::new(day_after_tomorrow(0), day_after_tomorrow(24), Duration::hours(1)).unwrap();
-    let before = engine.availability(&lead, "a100-1g.10gb", grid, None).await.unwrap();
+    let before = engine.availability(&lead, "a100-1g.10gb", grid, (None, PriorityClass::Standard)).await.unwrap();
     let free = before.buckets[10].free;
     assert!(free >= 12, "the seed leaves room for a dozen slices: {free}");
     // Six slices each on two driver branches: a driver is node-wide, so they may not mix on a node.
@@ -129,7 +130,7 @@ store_test!(a_batch_places_each_booking_beside_those_before_it, |store: Store| a
     assert_eq!(n, 12);
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
     // The index shows the whole batch at once.
-    let after = engine.availability(&lead, "a100-1g.10gb", grid, None).await.unwrap();
+    let after = engine.availability(&lead, "a100-1g.10gb", grid, (None, PriorityClass::Standard)).await.unwrap();
     assert_eq!(after.buckets[10].free, free - 12);
 });
 

@@ -213,6 +213,15 @@ app_test!(priority_classes_are_quoted_booked_and_refused_by_policy_over_http, |a
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     assert_eq!(err["error"]["field"], "class");
     assert!(err["error"]["message"].as_str().unwrap().contains("guaranteed, standard, preemptible"), "{err}");
+    // The calendar takes the class too; an unknown one is a 422 naming it.
+    let (status, body) = app
+        .get(
+            "/api/v1/availability?offering=h100-gpu&from=2026-12-01T00:00:00Z&to=2026-12-02T00:00:00Z&class=gold",
+            Some(&lead),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(json(&body)["error"]["field"], "class");
     // An admin takes guaranteed away from Acme: booking it is refused, saying what Acme may book.
     let admin = app.token("admin@tenantry.example").await;
     let patch = admin

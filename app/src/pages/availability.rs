@@ -84,11 +84,13 @@ impl Plan {
         follow_availability(revision);
         let form = Form::new();
         let region_list = Resource::new(|| (), |_| regions());
+        // The heatmap is for the class being booked: preemptible capacity is free to a standard
+        // or guaranteed booking once its holders can be warned.
         let grid = Resource::new(
-            move || (asked.get(), if month.get() { 30 } else { 7 }, region.get(), revision.get()),
-            move |(asked, days, region, _)| async move {
+            move || (asked.get(), if month.get() { 30 } else { 7 }, region.get(), form.class.get(), revision.get()),
+            move |(asked, days, region, class, _)| async move {
                 let offering = pick(&catalogue.await?, asked.as_deref())?;
-                availability_grid(offering, days, region).await
+                availability_grid(offering, days, region, Some(class).filter(|c| !c.is_empty())).await
             },
         );
         // The form's request with the offering left blank: it is filled in once the catalogue says

@@ -14,6 +14,8 @@ use serde::Deserialize;
 use std::convert::Infallible;
 use tenantry_domain::availability::Availability;
 use tenantry_domain::availability::Grid;
+use tenantry_domain::booking::parse_class;
+use tenantry_domain::reservation::PriorityClass;
 use tokio_stream::wrappers::WatchStream;
 use tokio_stream::StreamExt;
 
@@ -36,6 +38,11 @@ pub struct GridQuery {
     pub step: Option<String>,
     /// Only this region's capacity (every region when left out or empty).
     pub region: Option<String>,
+    /// The priority class of the booking the grid is for (default `standard`): to a guaranteed
+    /// or standard booking, preemptible capacity is free from when its holders can be warned
+    /// (the notice plus the turnaround from now).
+    #[param(value_type = Option<PriorityClass>)]
+    pub class: Option<String>,
 }
 
 /// Free units of an offering per time bucket
@@ -62,7 +69,8 @@ pub async fn grid(
     let step = input::step(query.step.as_deref())?;
     let grid = Grid::new(from, to, step).map_err(|e| input::invalid(e.field(), e.to_string()))?;
     let region = query.region.as_deref().filter(|r| !r.is_empty());
-    Ok(Json(state.engine.availability(&who, offering, grid, region).await?))
+    let class = parse_class(query.class.as_deref()).map_err(|e| input::invalid(e.field, e.message))?;
+    Ok(Json(state.engine.availability(&who, offering, grid, (region, class)).await?))
 }
 
 /// Live availability changes
