@@ -131,7 +131,7 @@ test('a lead books a preemptible GPU cheaper, told first what it risks', async (
   await expect(page.getByTestId('quote-price')).toHaveText('$3.80');
   await expect(page.getByTestId('quote-class')).toContainText('never cut short');
   // Preemptible: 60 % of the rate, and the quote says it may be ended early, with notice.
-  await page.getByTestId('option-class').selectOption('preemptible');
+  await page.getByTestId('class-input').selectOption('preemptible');
   await expect(page.getByTestId('quote-price')).toHaveText('$2.28');
   await expect(page.getByTestId('quote-class')).toContainText('may end it early, with at least 15 minutes');
   await page.getByRole('button', { name: 'Book…' }).click();

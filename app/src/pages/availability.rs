@@ -619,12 +619,27 @@ fn BookingPanel(
             </label>
         }
     };
+    let (guaranteed, preemptible) = (PriorityClass::Guaranteed.code(), PriorityClass::Preemptible.code());
     view! {
         <aside class=format!("{CARD} h-fit space-y-3 lg:sticky lg:top-4") aria-label="Book a window">
             <h2 class="font-semibold">"Your window (UTC)"</h2>
             {text_input("Start", "datetime-local", form.start, "start-input")}
             {text_input("End", "datetime-local", form.end, "end-input")}
             {text_input("Quantity", "number", form.quantity, "quantity-input")}
+            // The class changes the price and what the booking risks: shown, not under "Options".
+            <label class="block">
+                "Priority class"
+                <select
+                    class=INPUT
+                    data-testid="class-input"
+                    prop:value=move || form.class.get()
+                    on:change=move |ev| form.class.set(event_target_value(&ev))
+                >
+                    <option value="">"Standard (default): never cut short"</option>
+                    <option value=guaranteed>"Guaranteed: never cut short, failed nodes replaced first"</option>
+                    <option value=preemptible>"Preemptible: cheaper, may be cut short"</option>
+                </select>
+            </label>
             <details class="text-sm">
                 <summary class="cursor-pointer font-medium">"Options"</summary>
                 <div class="mt-2 space-y-2">
@@ -786,20 +801,6 @@ fn OptionFields(offering: Offering, form: Form) -> impl IntoView {
         {option_select(OptionKind::StorageTb, form.storage_tb)}
         {option_select(OptionKind::Placement, form.placement)}
         {select("Workload", form.workload, pairs(Workload::ALL.iter().map(|w| w.code().to_owned()).collect()))}
-        <label class="block">
-            "Priority class"
-            <select
-                class=INPUT
-                data-testid="option-class"
-                prop:value=move || form.class.get()
-                on:change=move |ev| form.class.set(event_target_value(&ev))
-            >
-                <option value="">"Standard (default): never cut short"</option>
-                <option value=PriorityClass::Guaranteed
-                    .code()>"Guaranteed: never cut short, failed nodes replaced first"</option>
-                <option value=PriorityClass::Preemptible.code()>"Preemptible: cheaper, may be cut short"</option>
-            </select>
-        </label>
     }
 }
 
