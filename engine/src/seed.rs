@@ -641,6 +641,17 @@ pub fn past_provisioning(
     events
 }
 
+/// Meters the seeded history's use (`history_days` back from `now`) into the usage roll-ups, so
+/// the Chargeback page and the admin reports have data, then refreshes the database's
+/// statistics: the roll-ups just grew by a row per reservation and day, and the planner would
+/// read them by stale ones until autovacuum came by. Returns the reservation-hours metered.
+pub async fn fill_usage_history(engine: &Engine, history_days: u32, now: DateTime<Utc>) -> EngineResult<u64> {
+    let history = chrono::Duration::days(i64::from(history_days));
+    let metered = engine.backfill_usage(now - history, now).await?;
+    engine.store.analyze().await?;
+    Ok(metered)
+}
+
 /// Seeds an empty database. Refuses to touch one that already has a fleet.
 pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc>) -> EngineResult<SeedSummary> {
     let store = &engine.store;

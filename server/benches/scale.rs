@@ -26,7 +26,7 @@ use sqlx::Connection;
 use std::sync::Arc;
 use std::time::Instant;
 use tenantry_app::server::PortalSettings;
-use tenantry_engine::seed::{seed_demo, SeedOptions};
+use tenantry_engine::seed::{fill_usage_history, seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
 use tenantry_server::state::WebSettings;
 use tenantry_server::{build_router, sessions, AppState};
@@ -96,9 +96,7 @@ async fn world(nodes: u32, reservations: u32, history_days: u32) -> Store {
         t.elapsed().as_secs_f64()
     );
     let t = Instant::now();
-    let history = chrono::Duration::days(i64::from(history_days));
-    let filled = engine.backfill_usage(now - history, now).await.expect("usage history");
-    store.analyze().await.expect("analyze");
+    let filled = fill_usage_history(&engine, history_days, now).await.expect("usage history");
     println!(
         "{history_days} days of utilization in the roll-ups ({filled} reservation-hours) in {:.0} s",
         t.elapsed().as_secs_f64()

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tenantry_app::server::PortalSettings;
 use tenantry_engine::driver::sim::{SimConfig, SimDriver};
 use tenantry_engine::driver::slurm::SlurmDriver;
-use tenantry_engine::seed::{seed_demo, SeedOptions};
+use tenantry_engine::seed::{fill_usage_history, seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
 use tenantry_server::config::{
     AdminCommand, DemoCommand, FleetKind, NodeCommand, SeedArgs, ServeArgs, SlurmArgs, TokenCommand,
@@ -109,13 +109,8 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
     // The fleet comes through the simulated driver's inventory (written to its fleet file when
     // that does not exist yet), reconciled and admitted like a real install's.
     let summary = seed_demo(engine, &options, now).await.map_err(|e| e.to_string())?;
-    // The history's utilization, so the Chargeback page and admin reports have data.
-    let history = chrono::Duration::days(i64::from(args.history_days));
     let started = std::time::Instant::now();
-    let usage_hours = engine.backfill_usage(now - history, now).await.map_err(|e| e.to_string())?;
-    // The roll-ups just grew by a row per reservation and day: fresh statistics, as after any
-    // bulk load, or the planner reads them by stale ones until autovacuum comes by.
-    engine.store.analyze().await.map_err(|e| e.to_string())?;
+    let usage_hours = fill_usage_history(engine, args.history_days, now).await.map_err(|e| e.to_string())?;
     tracing::info!(
         nodes = summary.nodes,
         gpus = summary.gpus,
