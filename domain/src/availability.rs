@@ -717,9 +717,9 @@ mod tests {
         assert_eq!(g.count, 720);
     }
 
-    #[test]
-    fn earliest_fit_finds_the_gap_after_a_hold() {
-        let gpus: Vec<GpuSlot> = (0..2)
+    /// Two whole H100 GPUs on one node.
+    fn two_h100_gpus() -> Vec<GpuSlot> {
+        (0..2)
             .map(|g| GpuSlot {
                 gpu_id: g,
                 node_id: 1,
@@ -728,17 +728,19 @@ mod tests {
                 mig: false,
                 schedulable: true,
             })
-            .collect();
-        let busy = Window { start: t0(), end: t0() + Duration::hours(5) };
-        let holds = by_gpu(&[Hold {
-            gpu_id: 0,
-            slice_lo: 0,
-            slice_hi: 1,
-            window: busy,
-            preemptible: false,
-            driver: None,
-            tenant_id: None,
-        }]);
+            .collect()
+    }
+
+    /// GPU 0 of [`two_h100_gpus`] held for the first five hours.
+    fn gpu_0_held_for_five_hours(preemptible: bool) -> Hold {
+        let window = Window { start: t0(), end: t0() + Duration::hours(5) };
+        Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window, preemptible, driver: None, tenant_id: None }
+    }
+
+    #[test]
+    fn earliest_fit_finds_the_gap_after_a_hold() {
+        let gpus = two_h100_gpus();
+        let holds = by_gpu(&[gpu_0_held_for_five_hours(false)]);
         let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };
@@ -778,28 +780,9 @@ mod tests {
     }
     #[test]
     fn a_booking_that_may_preempt_fits_once_the_notice_has_run() {
-        let gpus: Vec<GpuSlot> = (0..2)
-            .map(|g| GpuSlot {
-                gpu_id: g,
-                node_id: 1,
-                fabric_domain_id: 1,
-                gpu_model: GpuModel::H100Sxm80,
-                mig: false,
-                schedulable: true,
-            })
-            .collect();
+        let gpus = two_h100_gpus();
         // GPU 0 is held preemptibly for five hours; a booking may cut it from 2 h on.
-        let held = Window { start: t0(), end: t0() + Duration::hours(5) };
-        let hold = Hold {
-            gpu_id: 0,
-            slice_lo: 0,
-            slice_hi: 1,
-            window: held,
-            preemptible: true,
-            driver: None,
-            tenant_id: None,
-        };
-        let holds = by_gpu(&[hold]);
+        let holds = by_gpu(&[gpu_0_held_for_five_hours(true)]);
         let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };
