@@ -791,3 +791,51 @@ store_test!(a_standard_reservations_failed_node_never_takes_preemptible_capacity
     let credits = engine.store.credits(lead.tenant_id().unwrap()).await.unwrap();
     assert!(credits[0].reason.contains("no replacement was free"), "{credits:?}");
 });
+
+store_test!(a_guaranteed_node_failing_acceptance_waits_for_its_preemptible_replacement, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let other = who(&engine, "lead@globex.example").await;
+    lift_limits(&engine, "globex", GpuModel::L40s).await;
+    let as_class = |class: &str, quantity: i64| BookingInput {
+        class: Some(class.into()),
+        ..starting_now("l40s-gpu", quantity, 3, "any")
+    };
+    // Acme takes one L40S GPU as guaranteed (job 1), Globex every other one as preemptible (job 2).
+    let sure = book_now(&engine, &lead, as_class("guaranteed", 1)).await.unwrap().detail.reservation;
+    let free = engine.quote(&other, &as_class("preemptible", 1), Utc::now()).await.unwrap().max_quantity;
+    let cheap = book_now(&engine, &other, as_class("preemptible", i64::from(free))).await.unwrap().detail.reservation;
+    // A simulated fleet where Acme's node fails acceptance and every other L40S node passes.
+    let mine: Vec<i64> = engine.store.reservation_targets(sure.id).await.unwrap().iter().map(|n| n.node_id).collect();
+    let others: Vec<i64> = engine
+        .store
+        .list_nodes()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|n| n.gpu_model == GpuModel::L40s && !mine.contains(&n.node_id))
+        .map(|n| n.node_id)
+        .collect();
+    let sim = SimConfig { failure_rate: 0.5, failure_steps: Some(vec![Step::Acceptance]), ..SimConfig::default() };
+    let sim = (0..5000)
+        .map(|seed| SimConfig { seed, ..sim.clone() })
+        .find(|c| {
+            let fails = |job, node| c.fails(Step::Acceptance, &EffectKey::new(job, Step::Acceptance, Some(node)), 1);
+            mine.iter().all(|&n| fails(1, n)) && others.iter().all(|&n| !fails(1, n) && !fails(2, n))
+        })
+        .expect("some seed does it");
+    let engine = with_sim(&engine, sim);
+    run_until(&engine, Utc::now()).await;
+    // No L40S GPU was free: the replacement is Globex's, from when Globex has had its notice.
+    let cut = engine.reservation_detail(&other, cheap.id).await.unwrap().reservation;
+    assert!(cut.end < cheap.end, "the preemptible reservation was cut: {cut:?}");
+    let timeline = engine.timeline(&lead, sure.id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Degraded, "{:?}", timeline.items);
+    assert!(engine.store.pending_jobs(sure.id).await.unwrap() >= 1, "provisioning waits for the replacement");
+    // Once the replacement starts, provisioning sets it up and hands it over.
+    run_until(&engine, cut.end + Duration::minutes(31)).await;
+    let timeline = engine.timeline(&lead, sure.id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Active, "{:?}", timeline.items);
+    assert!(timeline.nodes.iter().any(|n| n.replaced), "{:?}", timeline.nodes);
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+});
