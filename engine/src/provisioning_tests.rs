@@ -720,23 +720,28 @@ store_test!(a_release_on_a_shared_node_touches_only_what_was_the_tenants, |store
     assert!(whole.wipe_certificates[0].devices.iter().any(|d| d.contains("nvme")), "a dedicated node is formatted");
 });
 
+/// L40S GPUs from this minute for three hours, in a priority class.
+fn l40s_now(class: &str, quantity: i64) -> BookingInput {
+    BookingInput { class: Some(class.into()), ..starting_now("l40s-gpu", quantity, 3, "any") }
+}
+
+/// Acme's and Globex's leads, Globex free to hold every L40S GPU (the preemption tests fill them).
+async fn two_teams(engine: &Engine) -> (Identity, Identity) {
+    lift_limits(engine, "globex", GpuModel::L40s).await;
+    (who(engine, "lead@acme.example").await, who(engine, "lead@globex.example").await)
+}
+
 store_test!(a_guaranteed_reservations_failed_node_is_replaced_from_preemptible_capacity, |store: Store| async move {
     // Health checks find every node broken; nothing else fails.
     let sim = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::HealthCheck]), ..SimConfig::default() };
     let engine = world(store, sim).await;
-    let lead = who(&engine, "lead@acme.example").await;
-    let other = who(&engine, "lead@globex.example").await;
-    lift_limits(&engine, "globex", GpuModel::L40s).await;
-    let as_class = |class: &str, quantity: i64| BookingInput {
-        class: Some(class.into()),
-        ..starting_now("l40s-gpu", quantity, 3, "any")
-    };
-    let free = engine.quote(&other, &as_class("preemptible", 1), Utc::now()).await.unwrap().max_quantity;
+    let (lead, other) = two_teams(&engine).await;
+    let free = engine.quote(&other, &l40s_now("preemptible", 1), Utc::now()).await.unwrap().max_quantity;
     assert!(free >= 2, "the demo fleet has L40S GPUs free: {free}");
     // Globex holds every L40S GPU but one as preemptible; Acme the last one as guaranteed.
-    let cheap = book_now(&engine, &other, as_class("preemptible", i64::from(free) - 1)).await.unwrap();
+    let cheap = book_now(&engine, &other, l40s_now("preemptible", i64::from(free) - 1)).await.unwrap();
     let cheap = cheap.detail.reservation;
-    let sure = book_now(&engine, &lead, as_class("guaranteed", 1)).await.unwrap().detail.reservation;
+    let sure = book_now(&engine, &lead, l40s_now("guaranteed", 1)).await.unwrap().detail.reservation;
     run_until(&engine, Utc::now()).await;
     assert_eq!(state(&engine, &lead, sure.id).await, ReservationState::Active);
 
@@ -772,17 +777,15 @@ store_test!(a_guaranteed_reservations_failed_node_is_replaced_from_preemptible_c
 store_test!(a_standard_reservations_failed_node_never_takes_preemptible_capacity, |store: Store| async move {
     let sim = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::HealthCheck]), ..SimConfig::default() };
     let engine = world(store, sim).await;
-    let lead = who(&engine, "lead@acme.example").await;
-    let other = who(&engine, "lead@globex.example").await;
-    lift_limits(&engine, "globex", GpuModel::L40s).await;
-    let preemptible = BookingInput { class: Some("preemptible".into()), ..starting_now("l40s-gpu", 1, 3, "any") };
+    let (lead, other) = two_teams(&engine).await;
+    let preemptible = l40s_now("preemptible", 1);
     let free = engine.quote(&other, &preemptible, Utc::now()).await.unwrap().max_quantity;
     let cheap = book_now(&engine, &other, BookingInput { quantity: i64::from(free) - 1, ..preemptible })
         .await
         .unwrap()
         .detail
         .reservation;
-    let standard = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 3, "any")).await.unwrap().detail.reservation;
+    let standard = book_now(&engine, &lead, l40s_now("standard", 1)).await.unwrap().detail.reservation;
     run_until(&engine, Utc::now()).await;
     engine.request_health_check(&lead, standard.id, Utc::now()).await.unwrap();
     run_until(&engine, Utc::now()).await;
@@ -794,17 +797,11 @@ store_test!(a_standard_reservations_failed_node_never_takes_preemptible_capacity
 
 store_test!(a_guaranteed_node_failing_acceptance_waits_for_its_preemptible_replacement, |store: Store| async move {
     let engine = world(store, SimConfig::default()).await;
-    let lead = who(&engine, "lead@acme.example").await;
-    let other = who(&engine, "lead@globex.example").await;
-    lift_limits(&engine, "globex", GpuModel::L40s).await;
-    let as_class = |class: &str, quantity: i64| BookingInput {
-        class: Some(class.into()),
-        ..starting_now("l40s-gpu", quantity, 3, "any")
-    };
+    let (lead, other) = two_teams(&engine).await;
     // Acme takes one L40S GPU as guaranteed (job 1), Globex every other one as preemptible (job 2).
-    let sure = book_now(&engine, &lead, as_class("guaranteed", 1)).await.unwrap().detail.reservation;
-    let free = engine.quote(&other, &as_class("preemptible", 1), Utc::now()).await.unwrap().max_quantity;
-    let cheap = book_now(&engine, &other, as_class("preemptible", i64::from(free))).await.unwrap().detail.reservation;
+    let sure = book_now(&engine, &lead, l40s_now("guaranteed", 1)).await.unwrap().detail.reservation;
+    let free = engine.quote(&other, &l40s_now("preemptible", 1), Utc::now()).await.unwrap().max_quantity;
+    let cheap = book_now(&engine, &other, l40s_now("preemptible", i64::from(free))).await.unwrap().detail.reservation;
     // A simulated fleet where Acme's node fails acceptance and every other L40S node passes.
     let mine: Vec<i64> = engine.store.reservation_targets(sure.id).await.unwrap().iter().map(|n| n.node_id).collect();
     let others: Vec<i64> = engine
