@@ -380,7 +380,7 @@ pub async fn set_node_service(hostname: String, in_service: bool) -> Result<Node
     })
 }
 
-use tenantry_domain::fleet::{AdmitInput, PlacementInput, ReconcileReport, SyncReport};
+use tenantry_domain::fleet::{AdmitInput, PlacementInput, ReconcileReport, SyncReport, TimeSlicingInput};
 
 /// What an admin does to the fleet's enrollment from Admin → Fleet.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -393,6 +393,8 @@ pub enum FleetAction {
     /// Retire a node; `true` forces it (drain, then retire when its reservations end).
     Retire(String, bool),
     AcceptFacts(String),
+    /// Time-slice a node's GPUs into seats, or stop.
+    TimeSlice(String, TimeSlicingInput),
 }
 
 /// Runs a [`FleetAction`]; answers what happened, in a sentence for the page.
@@ -433,6 +435,14 @@ pub async fn fleet_command(command: FleetAction) -> Result<String, AppError> {
         FleetAction::AcceptFacts(host) => {
             engine.accept_node_facts(&who, &host, now).await?;
             format!("{host}: the reported facts are accepted")
+        }
+        FleetAction::TimeSlice(host, input) => {
+            let n = engine.time_slice_node(&who, &host, &input, now).await?;
+            let whole = n.gpu_count - n.mig_gpus;
+            match n.seats_per_gpu {
+                Some(seats) => format!("{host}: {whole} GPU(s) time-sliced into {seats} seats each"),
+                None => format!("{host}: time-slicing stopped; its {whole} GPU(s) are whole again"),
+            }
         }
     })
 }

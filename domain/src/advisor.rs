@@ -319,10 +319,13 @@ pub struct ChosenShape {
 }
 
 /// GPU memory of the largest single device a unit gives, GB (a MIG instance is its own device).
+/// A seat of a time-sliced GPU counts its even share of the GPU's memory: nothing stops the
+/// other seats' processes from taking the rest, so that share is all a seat can count on.
 fn device_memory_gb(o: &Offering) -> u32 {
     match (o.grain, o.mig_profile) {
         (Grain::Mig, Some(p)) => mig_memory_gb(p),
         (Grain::Mig, None) => o.gpu_model.memory_gb() / 7,
+        (Grain::Shared, _) => o.gpu_model.memory_gb() / u32::from(o.seats_per_gpu.unwrap_or(1).max(1)),
         _ => o.gpu_model.memory_gb(),
     }
 }
@@ -334,7 +337,7 @@ pub fn shape_memory_gb(o: &Offering, quantity: u32) -> u32 {
     match o.grain {
         Grain::Node => (o.gpu_model.memory_gb() * o.gpu_model.gpus_per_node()).saturating_mul(quantity),
         Grain::Gpu => o.gpu_model.memory_gb().saturating_mul(quantity),
-        Grain::Mig => device_memory_gb(o),
+        Grain::Mig | Grain::Shared => device_memory_gb(o),
     }
 }
 
@@ -369,6 +372,9 @@ fn units_for(job: &Job, o: &Offering) -> Option<u32> {
             (footprint <= per_gpu && wanted_nodes.is_none_or(|n| n <= 1) && job.kind != Workload::PreTraining)
                 .then_some(1)
         }
+        // A seat is for development only: nothing isolates its memory or faults from the other
+        // seats', so serving and training get isolated capacity.
+        Grain::Shared => (job.kind == Workload::Development && footprint <= per_gpu).then_some(1),
         Grain::Gpu => {
             if job.kind == Workload::PreTraining || wanted_nodes.is_some_and(|n| n >= 2) || gpus > f64::from(FEW_GPUS) {
                 return None;
@@ -391,7 +397,8 @@ fn allowed_grains(job: &Job) -> &'static [Grain] {
     match job.kind {
         Workload::PreTraining => &[Grain::Node],
         Workload::FineTuning => &[Grain::Gpu, Grain::Mig, Grain::Node],
-        Workload::Inference | Workload::Development => &[Grain::Mig, Grain::Gpu, Grain::Node],
+        Workload::Inference => &[Grain::Mig, Grain::Gpu, Grain::Node],
+        Workload::Development => &[Grain::Shared, Grain::Mig, Grain::Gpu, Grain::Node],
     }
 }
 
@@ -418,7 +425,7 @@ fn cheapest<'a>(job: &Job, offerings: &'a [Offering], grains: &[Grain]) -> Optio
 /// Whether `quantity` units of `o` may land on more than one node: two whole nodes do, and two
 /// GPUs may (a GPU booking is placed on any node with room).
 fn spans_nodes(o: &Offering, quantity: u32) -> bool {
-    o.grain != Grain::Mig && quantity >= 2
+    !matches!(o.grain, Grain::Mig | Grain::Shared) && quantity >= 2
 }
 
 /// The smallest storage size `o` sells that holds `need_gb`, else its largest (too small).
@@ -610,6 +617,12 @@ fn grain_reason(job: &Job, o: &Offering, quantity: u32) -> String {
         (Grain::Mig, _) => "A MIG slice holds it: a hardware-isolated part of a GPU is the cheapest way to serve or \
                             develop with a model this size."
             .to_owned(),
+        (Grain::Shared, _) => format!(
+            "A seat of a GPU time-sliced {} ways holds it: the cheapest way to develop. Its processes take turns on the \
+             GPU with the other seats' and share its memory, with no memory or fault isolation: fine for development, \
+             not for serving or training.",
+            o.seats_per_gpu.unwrap_or_default()
+        ),
     }
 }
 
@@ -696,10 +709,10 @@ pub fn check(input: &WorkloadInput, chosen: &ChosenShape, offerings: &[Offering]
     let footprint = job.footprint_gb();
     let memory = shape_memory_gb(o, quantity);
     if f64::from(memory) < footprint {
-        let why = if o.grain == Grain::Mig && quantity > 1 {
-            " (a model cannot span MIG instances: each is a device of its own)"
-        } else {
-            ""
+        let why = match o.grain {
+            Grain::Mig if quantity > 1 => " (a model cannot span MIG instances: each is a device of its own)",
+            Grain::Shared => " (a seat counts on its even share of the GPU's memory)",
+            _ => "",
         };
         warnings.push(note(
             "model_does_not_fit",
@@ -729,6 +742,16 @@ pub fn check(input: &WorkloadInput, chosen: &ChosenShape, offerings: &[Offering]
                 ));
             }
         }
+    }
+    if o.grain == Grain::Shared && job.kind != Workload::Development {
+        warnings.push(note(
+            "seat_for_development_only",
+            format!(
+                "{} is a seat of a time-sliced GPU: its processes share the GPU's memory and faults with the other \
+                 seats', with no isolation. Use it for development; {} needs a MIG slice, a GPU or a node.",
+                o.name, job.kind
+            ),
+        ));
     }
     if job.is_training() && spans_nodes(o, quantity) && placement != Placement::Compact {
         warnings.push(note(
@@ -773,6 +796,7 @@ mod tests {
             gpu_model: model,
             grain,
             mig_profile: mig,
+            seats_per_gpu: (grain == Grain::Shared).then_some(4),
             reserved_cents_per_hour: Cents(cents),
             on_demand_cents_per_hour: Cents(cents * 3 / 2),
             regions: Vec::new(),
@@ -797,6 +821,26 @@ mod tests {
             offering("a100-1g.10gb", GpuModel::A100_80, Grain::Mig, Some(MigProfile::G1_10), 22),
             offering("a100-3g.40gb", GpuModel::A100_80, Grain::Mig, Some(MigProfile::G3_40), 62),
         ]
+    }
+
+    #[test]
+    fn seats_are_recommended_for_development_only() {
+        let mut offerings = catalogue();
+        offerings.push(offering("l40s-seat", GpuModel::L40s, Grain::Shared, None, 12));
+        let advice = |workload: &str, params: f64| {
+            advise(&job(workload, params, "bf16", 0.0, None), &offerings).unwrap().recommendation.unwrap()
+        };
+        let dev = advice("development", 1.0);
+        assert_eq!((dev.offering.as_str(), dev.quantity), ("l40s-seat", 1), "the cheapest way to develop");
+        assert_eq!(advice("inference", 1.0).offering, "a100-1g.10gb", "serving gets isolated capacity");
+        // 7B in bf16 needs 16.8 GB; a seat of an L40S counts on 48 / 4 = 12 GB.
+        assert_eq!(advice("development", 7.0).offering, "a100-3g.40gb");
+        let mut input = job("inference", 1.0, "bf16", 0.0, None);
+        let chosen = ChosenShape { offering: "l40s-seat".into(), quantity: 1, placement: None, storage_tb: None };
+        input.chosen = Some(chosen.clone());
+        assert_eq!(kinds(&check(&input, &chosen, &offerings).unwrap()), ["seat_for_development_only"]);
+        input.workload = "development".into();
+        assert!(check(&input, &chosen, &offerings).unwrap().is_empty(), "a seat is right for development");
     }
 
     fn job(workload: &str, params: f64, precision: &str, dataset: f64, nodes: Option<i64>) -> WorkloadInput {

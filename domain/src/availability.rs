@@ -303,7 +303,8 @@ fn units_on_free_gpu(slot: &GpuSlot, kind: &UnitKind) -> u32 {
         Grain::Gpu => 1,
         Grain::Mig if slot.mig => mig_fits(kind.profile(), slot.full_mask()).len() as u32,
         Grain::Mig => 0,
-        Grain::Node => 0,
+        Grain::Shared if kind.seat_fits(slot) => u32::from(slot.slice_count()),
+        Grain::Shared | Grain::Node => 0,
     }
 }
 
@@ -313,7 +314,8 @@ fn units_with_mask(slot: &GpuSlot, kind: &UnitKind, busy: u8) -> u32 {
     match kind.grain {
         Grain::Gpu => u32::from(free == slot.full_mask()),
         Grain::Mig if slot.mig => mig_fits(kind.profile(), free).len() as u32,
-        Grain::Mig | Grain::Node => 0,
+        Grain::Shared if kind.seat_fits(slot) => free.count_ones(),
+        Grain::Mig | Grain::Shared | Grain::Node => 0,
     }
 }
 
@@ -399,7 +401,8 @@ pub fn free_by_bucket(
                 add_free_gaps(&mut busy, n, 1, &mut add);
             }
         }
-        Grain::Mig => {
+        // MIG slices and seats: per GPU, the units its free slices give between boundaries.
+        Grain::Mig | Grain::Shared => {
             let mut spans: Vec<(usize, usize, u8)> = Vec::new();
             let mut cuts: Vec<usize> = Vec::new();
             for slot in model_gpus {
@@ -504,7 +507,8 @@ mod tests {
     }
 
     fn kinds() -> Vec<UnitKind> {
-        let k = |grain, mig_profile| UnitKind { gpu_model: GpuModel::A100_80, grain, mig_profile };
+        let k = |grain, mig_profile| UnitKind { gpu_model: GpuModel::A100_80, grain, mig_profile, seats_per_gpu: None };
+        let seat = |seats| UnitKind { seats_per_gpu: Some(seats), ..k(Grain::Shared, None) };
         vec![
             k(Grain::Node, None),
             k(Grain::Gpu, None),
@@ -512,22 +516,26 @@ mod tests {
             k(Grain::Mig, Some(MigProfile::G2_20)),
             k(Grain::Mig, Some(MigProfile::G3_40)),
             k(Grain::Mig, Some(MigProfile::G7_80)),
+            seat(4),
+            seat(3),
         ]
     }
 
-    /// A random small fleet: nodes of 2 GPUs, some in MIG mode, some unschedulable.
+    /// A random small fleet: nodes of 2 GPUs, whole, in MIG mode or time-sliced into four seats,
+    /// some unschedulable.
     fn fleet() -> impl Strategy<Value = Vec<GpuSlot>> {
-        prop::collection::vec((any::<bool>(), prop::bool::weighted(0.9), 0i64..3), 1..5).prop_map(|nodes| {
+        prop::collection::vec((0u8..3, prop::bool::weighted(0.9), 0i64..3), 1..5).prop_map(|nodes| {
             nodes
                 .into_iter()
                 .enumerate()
-                .flat_map(|(n, (mig, schedulable, domain))| {
+                .flat_map(|(n, (mode, schedulable, domain))| {
                     (0..2).map(move |g| GpuSlot {
                         gpu_id: (n as i64) * 10 + g,
                         node_id: n as i64,
                         fabric_domain_id: domain,
                         gpu_model: GpuModel::A100_80,
-                        mig,
+                        mig: mode == 1,
+                        seats: (mode == 2).then_some(4),
                         schedulable,
                     })
                 })
@@ -537,13 +545,14 @@ mod tests {
 
     /// Random holds on those GPUs within two days, at 5-minute resolution.
     fn holds_for(gpus: &[GpuSlot]) -> impl Strategy<Value = Vec<Hold>> {
-        let ids: Vec<(i64, bool)> = gpus.iter().map(|g| (g.gpu_id, g.mig)).collect();
+        let ids: Vec<(i64, u8)> = gpus.iter().map(|g| (g.gpu_id, g.slice_count())).collect();
         let hold = (0..ids.len(), 0i64..576, 1i64..100, 0u8..7, 1u8..8, prop::bool::weighted(0.3));
         prop::collection::vec(hold, 0..12).prop_map(move |raw| {
             raw.into_iter()
                 .map(|(i, start, len, lo, width, preemptible)| {
-                    let (gpu_id, mig) = ids[i];
-                    let (slice_lo, slice_hi) = if mig { (lo, (lo + width).min(7)) } else { (0, 1) };
+                    let (gpu_id, slices) = ids[i];
+                    let lo = lo % slices;
+                    let (slice_lo, slice_hi) = (lo, (lo + width).min(slices));
                     let start = t0() + Duration::minutes(start * 5);
                     Hold {
                         gpu_id,
@@ -694,6 +703,9 @@ mod tests {
                             if kind.grain == Grain::Mig {
                                 prop_assert!(kind.profile().valid_starts().contains(&p.slice_lo));
                             }
+                            if kind.grain == Grain::Shared {
+                                prop_assert!(kind.seat_fits(slot) && p.slice_hi == p.slice_lo + 1, "{:?} on {:?}", p, slot);
+                            }
                         }
                         if compact {
                             let domains: std::collections::BTreeSet<i64> = pieces.iter()
@@ -726,6 +738,7 @@ mod tests {
                 fabric_domain_id: 1,
                 gpu_model: GpuModel::H100Sxm80,
                 mig: false,
+                seats: None,
                 schedulable: true,
             })
             .collect()
@@ -741,7 +754,8 @@ mod tests {
     fn earliest_fit_finds_the_gap_after_a_hold() {
         let gpus = two_h100_gpus();
         let holds = by_gpu(&[gpu_0_held_for_five_hours(false)]);
-        let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
+        let kind =
+            UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None, seats_per_gpu: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };
         let found = earliest_fit(
@@ -783,7 +797,8 @@ mod tests {
         let gpus = two_h100_gpus();
         // GPU 0 is held preemptibly for five hours; a booking may cut it from 2 h on.
         let holds = by_gpu(&[gpu_0_held_for_five_hours(true)]);
-        let kind = UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None };
+        let kind =
+            UnitKind { gpu_model: GpuModel::H100Sxm80, grain: Grain::Gpu, mig_profile: None, seats_per_gpu: None };
         let want = Window { start: t0() + Duration::hours(1), end: t0() + Duration::hours(3) };
         let request = Request { kind, quantity: 2, window: want, placement: Placement::Any };
         let fit = |preempt_from| {

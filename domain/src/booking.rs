@@ -166,7 +166,7 @@ pub fn default_options(offering: &Offering) -> ReservationOptions {
         workload: match offering.grain {
             Grain::Node => Workload::PreTraining,
             Grain::Gpu => Workload::FineTuning,
-            Grain::Mig => Workload::Development,
+            Grain::Mig | Grain::Shared => Workload::Development,
         },
     }
 }
@@ -322,6 +322,7 @@ mod tests {
             gpu_model: GpuModel::H100Sxm80,
             grain: Grain::Gpu,
             mig_profile: None,
+            seats_per_gpu: None,
             reserved_cents_per_hour: Cents(275),
             on_demand_cents_per_hour: Cents(399),
             regions: vec!["us-east-1".into()],

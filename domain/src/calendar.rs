@@ -10,7 +10,7 @@
 //! or failed reservation stays in the feed as `STATUS:CANCELLED` (that is how an app learns to
 //! drop it); one waiting for approval is `TENTATIVE`.
 
-use crate::offering::{GpuSevenths, Offering};
+use crate::offering::{GpuShares, Offering, GPU_SHARES};
 use crate::reservation::{Reservation, ReservationKind, ReservationState};
 use chrono::{DateTime, Utc};
 
@@ -111,12 +111,25 @@ pub fn maintenance_uid(portal: &Portal, id: i64) -> String {
     format!("maintenance-{id}@{}", portal.uid_host())
 }
 
-/// A GPU amount for people: `16 GPUs`, `1 GPU`, `3/7 GPU` (MIG slices are sevenths).
-fn gpu_amount(gpus: GpuSevenths) -> String {
-    match (gpus.0 / 7, gpus.0 % 7) {
+/// A GPU amount for people: `16 GPUs`, `1 GPU`, `3/7 GPU` (a MIG slice), `1/4 GPU` (a seat of a
+/// GPU time-sliced four ways), `1.5 GPUs`.
+fn gpu_amount(gpus: GpuShares) -> String {
+    fn gcd(a: i64, b: i64) -> i64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let (shares, whole) = (gpus.0, GPU_SHARES);
+    match (shares / whole, shares % whole) {
         (1, 0) => "1 GPU".to_owned(),
         (n, 0) => format!("{n} GPUs"),
-        _ => format!("{}/7 GPU", gpus.0),
+        (0, _) => {
+            let d = gcd(shares, whole);
+            format!("{}/{} GPU", shares / d, whole / d)
+        }
+        _ => format!("{} GPUs", (gpus.as_gpus() * 100.0).round() / 100.0),
     }
 }
 
@@ -149,7 +162,7 @@ pub fn reservation_event(
             "Shape: {} × {} ({}, {})",
             r.quantity,
             o.name,
-            gpu_amount(GpuSevenths(o.gpus_per_unit().0 * i64::from(r.quantity))),
+            gpu_amount(GpuShares(o.gpus_per_unit().0 * i64::from(r.quantity))),
             o.gpu_model
         ),
         None => format!("Shape: {} × {}", r.quantity, r.offering),
@@ -385,8 +398,11 @@ mod tests {
 
     #[test]
     fn gpu_amounts_read_naturally() {
-        assert_eq!(gpu_amount(GpuSevenths(7)), "1 GPU");
-        assert_eq!(gpu_amount(GpuSevenths(56)), "8 GPUs");
-        assert_eq!(gpu_amount(GpuSevenths(3)), "3/7 GPU");
+        assert_eq!(gpu_amount(GpuShares::whole_gpus(1)), "1 GPU");
+        assert_eq!(gpu_amount(GpuShares::whole_gpus(8)), "8 GPUs");
+        assert_eq!(gpu_amount(GpuShares::mig_slices(3)), "3/7 GPU");
+        assert_eq!(gpu_amount(GpuShares::seats(1, 4)), "1/4 GPU");
+        assert_eq!(gpu_amount(GpuShares::seats(2, 4)), "1/2 GPU");
+        assert_eq!(gpu_amount(GpuShares::seats(6, 4)), "1.5 GPUs");
     }
 }

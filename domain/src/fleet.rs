@@ -342,6 +342,16 @@ pub struct PlacementInput {
     pub rack: Option<String>,
 }
 
+/// Time-slice a node's GPUs (those not in MIG mode) into seats, or stop (`seats_per_gpu` null).
+/// Refused while anything holds those GPUs after now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TimeSlicingInput {
+    /// 2 to 7 seats per GPU; null to stop time-slicing.
+    pub seats_per_gpu: Option<i64>,
+}
+
 /// Retire a node. Without `force` it is refused while reservations hold the node in the future;
 /// with it the node drains now and retires when the last of them ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -426,6 +436,10 @@ pub struct NodeSummary {
     pub gpu_count: u32,
     /// GPUs of this node partitioned with MIG.
     pub mig_gpus: u32,
+    /// The seats its GPUs outside MIG mode are time-sliced into (an admin's setting); none when
+    /// they are not time-sliced.
+    #[serde(default)]
+    pub seats_per_gpu: Option<u8>,
     pub cpu_cores: u32,
     pub memory_gb: u32,
     pub nvme_tb: u32,

@@ -34,7 +34,7 @@
 
 use crate::booking::FieldError;
 use crate::money::div_round_half_up;
-use crate::offering::GpuSevenths;
+use crate::offering::{GpuShares, GPU_SHARES};
 use crate::page::{Page, PageRequest};
 use crate::pricing::{LockedOption, PriceBasis};
 use crate::reservation::ReservationKind;
@@ -105,7 +105,7 @@ pub struct Metered {
     pub kind: ReservationKind,
     pub offering: String,
     pub gpu_model: String,
-    pub gpus_per_unit: GpuSevenths,
+    pub gpus_per_unit: GpuShares,
     pub quantity: u32,
     /// The window as it stands now (a cancelled one keeps its booked window).
     pub window: Window,
@@ -173,9 +173,10 @@ impl Metered {
             + self.hourly_options().map(|o| Cents::per_hour_for_minutes(o.cents * q, minutes)).sum()
     }
 
-    /// GPU-hours of `minutes` of this booking, a MIG slice counting as its fraction of a GPU.
+    /// GPU-hours of `minutes` of this booking, a MIG slice or a seat counting as its fraction of
+    /// a GPU.
     pub fn gpu_hours(&self, minutes: i64) -> f64 {
-        (self.gpus_per_unit.0 * i64::from(self.quantity) * minutes) as f64 / (7.0 * 60.0)
+        (self.gpus_per_unit.0 * i64::from(self.quantity) * minutes) as f64 / (GPU_SHARES as f64 * 60.0)
     }
 
     fn line_kind(&self) -> LineKind {
@@ -851,7 +852,7 @@ pub fn forecast(month: Month, month_lines: &[Billed], budget: Option<Cents>, now
 }
 
 /// Measured use of reserved GPUs, summed over samples. Each sample covers `seconds` of a
-/// reservation's GPUs: `reserved` counts GPU-sevenths × seconds, `used` and `memory` count
+/// reservation's GPUs: `reserved` counts GPU shares ([`GPU_SHARES`] to a GPU) × seconds, `used` and `memory` count
 /// per-mille of those (1,000 = fully busy), so sums stay exact integers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -873,26 +874,26 @@ impl std::ops::Add for Usage {
 }
 
 impl Usage {
-    /// One sample: the GPUs a reservation holds (`(sevenths held, utilization %, memory %)`
-    /// each), over `seconds`.
+    /// One sample: the GPUs a reservation holds (`(shares held, utilization %, memory %)` each),
+    /// over `seconds`.
     pub fn sample(gpus: &[(i64, f64, f64)], seconds: i64) -> Usage {
         let mut u = Usage::default();
-        for &(sevenths, util, mem) in gpus {
-            u.reserved += sevenths * seconds;
-            u.used += (util.clamp(0.0, 100.0) * 10.0).round() as i64 * sevenths * seconds;
-            u.memory += (mem.clamp(0.0, 100.0) * 10.0).round() as i64 * sevenths * seconds;
+        for &(shares, util, mem) in gpus {
+            u.reserved += shares * seconds;
+            u.used += (util.clamp(0.0, 100.0) * 10.0).round() as i64 * shares * seconds;
+            u.memory += (mem.clamp(0.0, 100.0) * 10.0).round() as i64 * shares * seconds;
         }
         u
     }
 
     /// GPU-hours of reserved capacity the samples cover.
     pub fn sampled_gpu_hours(&self) -> f64 {
-        self.reserved as f64 / (7.0 * 3600.0)
+        self.reserved as f64 / (GPU_SHARES as f64 * 3600.0)
     }
 
     /// GPU-hours actually busy.
     pub fn used_gpu_hours(&self) -> f64 {
-        self.used as f64 / (1000.0 * 7.0 * 3600.0)
+        self.used as f64 / (1000.0 * GPU_SHARES as f64 * 3600.0)
     }
 
     /// The share of sampled reserved capacity that was busy, in percent; `None` without samples.
@@ -1058,7 +1059,7 @@ mod tests {
             kind,
             offering: "h100-gpu".into(),
             gpu_model: "h100".into(),
-            gpus_per_unit: GpuSevenths::whole_gpus(1),
+            gpus_per_unit: GpuShares::whole_gpus(1),
             quantity,
             window: Window { start, end },
             state: ReservationState::Scheduled,
@@ -1235,7 +1236,7 @@ mod tests {
     #[test]
     fn mig_slices_count_as_their_fraction_of_a_gpu() {
         let mut r = item(ReservationKind::Reservation, at(12, 1, 0, 0), at(12, 1, 7, 0), 60, 2);
-        r.gpus_per_unit = GpuSevenths(3);
+        r.gpus_per_unit = GpuShares::mig_slices(3);
         let l = lines(&[r], &[], Month { year: 2026, month: 12 }.window(), &POLICY, at(12, 1, 0, 0));
         // Priced per slice: 2 × 60 ¢ × 7 h; two 3g slices for 7 h are 6 GPU-hours.
         assert_eq!(l[0].amount_cents, Cents(840));
@@ -1319,7 +1320,7 @@ mod tests {
     #[test]
     fn usage_weighs_slices_and_seconds() {
         // A whole GPU at 90 % and a 1g slice idle, for an hour.
-        let u = Usage::sample(&[(7, 90.0, 50.0), (1, 0.0, 0.0)], 3600);
+        let u = Usage::sample(&[(840, 90.0, 50.0), (120, 0.0, 0.0)], 3600);
         assert!((u.sampled_gpu_hours() - 8.0 / 7.0).abs() < 1e-9);
         assert!((u.used_gpu_hours() - 0.9).abs() < 1e-9);
         assert!((u.utilization_pct().unwrap() - 90.0 * 7.0 / 8.0).abs() < 1e-9);

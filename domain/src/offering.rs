@@ -20,7 +20,22 @@ crate::coded_enum! {
         Gpu = "gpu",
         /// A Multi-Instance GPU slice range of one GPU in MIG mode.
         Mig = "mig",
+        /// A seat of a time-sliced GPU: its processes take turns on the whole GPU with the other
+        /// seats' (no memory or fault isolation between them).
+        Shared = "shared",
     }
+}
+
+/// The fewest and most seats a GPU may be time-sliced into. Seat `i` of a time-sliced GPU is
+/// its slice `[i, i + 1)`, so the slice columns and the database's exclusion guard seats as
+/// they guard MIG slices, and at most seven fit.
+pub const SEATS_PER_GPU: std::ops::RangeInclusive<u8> = 2..=7;
+
+/// Why `seats` is not a number of seats a GPU may have; `None` when it is.
+pub fn seats_problem(seats: i64) -> Option<String> {
+    let (lo, hi) = (*SEATS_PER_GPU.start(), *SEATS_PER_GPU.end());
+    (!(i64::from(lo)..=i64::from(hi)).contains(&seats))
+        .then(|| format!("{seats} seats per GPU is not possible; time-slice a GPU into {lo} to {hi} seats"))
 }
 
 crate::coded_enum! {
@@ -58,20 +73,35 @@ impl MigProfile {
     }
 }
 
-/// A GPU quantity counted exactly, in sevenths of a GPU (a MIG compute slice), so MIG fractions
-/// never go through floating point: a whole GPU is 7, a 3g.40gb slice is 3, an 8-GPU node is 56.
+/// A GPU quantity counted exactly, in [`GPU_SHARES`]ths of a GPU, so fractions never go through
+/// floating point: a whole GPU is 840, a 3g.40gb MIG slice (three sevenths) is 360, a seat of a
+/// GPU time-sliced four ways is 210, an 8-GPU node is 6,720.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct GpuSevenths(pub i64);
+pub struct GpuShares(pub i64);
 
-impl GpuSevenths {
+/// Shares in one GPU: the least common multiple of 1 to 8, so a MIG slice (a seventh) and a seat
+/// of a GPU time-sliced into 2 to 7 seats are each a whole number of shares.
+pub const GPU_SHARES: i64 = 840;
+
+impl GpuShares {
     pub fn whole_gpus(n: i64) -> Self {
-        GpuSevenths(n * i64::from(MIG_SLICES))
+        GpuShares(n * GPU_SHARES)
+    }
+
+    /// `n` MIG compute slices (sevenths of a GPU).
+    pub fn mig_slices(n: i64) -> Self {
+        GpuShares(n * (GPU_SHARES / i64::from(MIG_SLICES)))
+    }
+
+    /// `n` seats of a GPU time-sliced into `seats_per_gpu` seats.
+    pub fn seats(n: i64, seats_per_gpu: u8) -> Self {
+        GpuShares(n * (GPU_SHARES / i64::from(seats_per_gpu.max(1))))
     }
 
     /// For display and JSON only; never for money.
     pub fn as_gpus(self) -> f64 {
-        self.0 as f64 / f64::from(MIG_SLICES)
+        self.0 as f64 / GPU_SHARES as f64
     }
 }
 
@@ -87,6 +117,10 @@ pub struct Offering {
     pub grain: Grain,
     /// Set exactly when `grain` is `mig`.
     pub mig_profile: Option<MigProfile>,
+    /// Set exactly when `grain` is `shared`: the seats each GPU it books from is time-sliced
+    /// into, so one seat is that fraction of a GPU.
+    #[serde(default)]
+    pub seats_per_gpu: Option<u8>,
     /// The reserved rate in effect now, in cents per unit-hour (from the price history).
     pub reserved_cents_per_hour: Cents,
     /// The on-demand (burst) rate in effect now, in cents per unit-hour.
@@ -125,6 +159,8 @@ pub struct OfferingWire {
     pub grain: Grain,
     /// Set exactly when `grain` is `mig`.
     pub mig_profile: Option<MigProfile>,
+    /// Set exactly when `grain` is `shared`: the seats each GPU is time-sliced into.
+    pub seats_per_gpu: Option<u8>,
     /// The reserved rate in effect now, in cents per unit-hour (from the price history).
     pub reserved_cents_per_hour: Cents,
     /// The on-demand (burst) rate in effect now, in cents per unit-hour.
@@ -155,6 +191,7 @@ impl From<&Offering> for OfferingWire {
             gpu_model: o.gpu_model,
             grain: o.grain,
             mig_profile: o.mig_profile,
+            seats_per_gpu: o.seats_per_gpu,
             reserved_cents_per_hour: o.reserved_cents_per_hour,
             on_demand_cents_per_hour: o.on_demand_cents_per_hour,
             regions: o.regions.clone(),
@@ -193,12 +230,13 @@ impl Offering {
 
 impl Offering {
     /// How much GPU one unit of this offering is.
-    pub fn gpus_per_unit(&self) -> GpuSevenths {
+    pub fn gpus_per_unit(&self) -> GpuShares {
         match (self.grain, self.mig_profile) {
-            (Grain::Node, _) => GpuSevenths::whole_gpus(i64::from(self.gpu_model.gpus_per_node())),
-            (Grain::Gpu, _) => GpuSevenths::whole_gpus(1),
-            (Grain::Mig, Some(profile)) => GpuSevenths(i64::from(profile.slices())),
-            (Grain::Mig, None) => GpuSevenths(1),
+            (Grain::Node, _) => GpuShares::whole_gpus(i64::from(self.gpu_model.gpus_per_node())),
+            (Grain::Gpu, _) => GpuShares::whole_gpus(1),
+            (Grain::Mig, Some(profile)) => GpuShares::mig_slices(i64::from(profile.slices())),
+            (Grain::Mig, None) => GpuShares::mig_slices(1),
+            (Grain::Shared, _) => GpuShares::seats(1, self.seats_per_gpu.unwrap_or(*SEATS_PER_GPU.end())),
         }
     }
 
@@ -250,6 +288,9 @@ pub struct NewOffering {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<MigProfile>))]
     pub mig_profile: Option<String>,
+    /// Required with grain `shared` (2 to 7), refused otherwise.
+    #[serde(default)]
+    pub seats_per_gpu: Option<i64>,
     pub reserved_cents_per_hour: i64,
     pub on_demand_cents_per_hour: i64,
     /// Regions it is placed in; empty or absent: every region.
@@ -413,12 +454,29 @@ impl NewOffering {
             }
             (_, None) => None,
         };
+        let seats_per_gpu = match (grain, self.seats_per_gpu) {
+            (Grain::Shared, None) => {
+                return Err(field("seats_per_gpu", "a shared offering needs seats_per_gpu: how many seats a GPU has"));
+            }
+            (Grain::Shared, Some(seats)) => match seats_problem(seats) {
+                Some(problem) => return Err(field("seats_per_gpu", problem)),
+                None => u8::try_from(seats).ok(),
+            },
+            (_, Some(_)) => {
+                return Err(field(
+                    "seats_per_gpu",
+                    format!("only a shared offering has seats; leave seats_per_gpu out for grain {grain}"),
+                ));
+            }
+            (_, None) => None,
+        };
         Ok(Offering {
             id: self.id.clone(),
             name,
             gpu_model,
             grain,
             mig_profile,
+            seats_per_gpu,
             reserved_cents_per_hour: check_rate("reserved_cents_per_hour", self.reserved_cents_per_hour)?,
             on_demand_cents_per_hour: check_rate("on_demand_cents_per_hour", self.on_demand_cents_per_hour)?,
             regions: check_regions(&self.regions, known_regions)?,
@@ -482,13 +540,14 @@ mod tests {
     }
 
     #[test]
-    fn units_count_in_sevenths() {
+    fn units_count_in_shares_of_a_gpu() {
         let mut o = Offering {
             id: "a100-3g".into(),
             name: "A100 3g.40gb".into(),
             gpu_model: GpuModel::A100_80,
             grain: Grain::Mig,
             mig_profile: Some(MigProfile::G3_40),
+            seats_per_gpu: None,
             reserved_cents_per_hour: Cents(150),
             on_demand_cents_per_hour: Cents(250),
             regions: Vec::new(),
@@ -496,11 +555,14 @@ mod tests {
             retired_at: None,
             description: String::new(),
         };
-        assert_eq!(o.gpus_per_unit(), GpuSevenths(3));
+        assert_eq!(o.gpus_per_unit(), GpuShares(360), "three sevenths of 840");
         o.grain = Grain::Node;
         o.mig_profile = None;
-        assert_eq!(o.gpus_per_unit(), GpuSevenths::whole_gpus(8));
+        assert_eq!(o.gpus_per_unit(), GpuShares::whole_gpus(8));
         assert_eq!(o.gpus_per_unit().as_gpus(), 8.0);
+        o.grain = Grain::Shared;
+        o.seats_per_gpu = Some(4);
+        assert_eq!(o.gpus_per_unit(), GpuShares(210), "a seat of four is a quarter of 840");
     }
 
     #[test]
@@ -515,6 +577,7 @@ mod tests {
             gpu_model: GpuModel::H100Sxm80,
             grain: Grain::Gpu,
             mig_profile: None,
+            seats_per_gpu: None,
             reserved_cents_per_hour: Cents(275),
             on_demand_cents_per_hour: Cents(399),
             regions: vec![],
@@ -545,6 +608,7 @@ mod tests {
             grain: "gpu".into(),
             gpu_model: "H100-SXM-80GB".into(),
             mig_profile: None,
+            seats_per_gpu: None,
             reserved_cents_per_hour: 275,
             on_demand_cents_per_hour: 399,
             regions: vec!["us-east-1".into()],
@@ -589,7 +653,25 @@ mod tests {
         mig.grain = "mig".into();
         mig.gpu_model = "A100-80GB".into();
         mig.mig_profile = Some("3g.40gb".into());
-        assert_eq!(mig.checked(&known).unwrap().gpus_per_unit(), GpuSevenths(3));
+        assert_eq!(mig.checked(&known).unwrap().gpus_per_unit(), GpuShares::mig_slices(3));
+        assert_eq!(rejected(&|o| o.seats_per_gpu = Some(4)), "seats_per_gpu", "seats only on a shared offering");
+        assert_eq!(rejected(&|o| o.grain = "shared".into()), "seats_per_gpu", "a shared offering says its seats");
+        for wrong in [0, 1, 8, -4] {
+            assert_eq!(
+                rejected(&|o| {
+                    o.grain = "shared".into();
+                    o.seats_per_gpu = Some(wrong);
+                }),
+                "seats_per_gpu",
+                "{wrong} seats"
+            );
+        }
+        let mut shared = new_offering();
+        shared.grain = "shared".into();
+        shared.gpu_model = "L40S-48GB".into();
+        shared.seats_per_gpu = Some(4);
+        let shared = shared.checked(&known).unwrap();
+        assert_eq!((shared.grain, shared.seats_per_gpu), (Grain::Shared, Some(4)), "any model may be time-sliced");
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! and request always give the same answer, so a re-plan after a lost race is reproducible.
 //!
 //! Rules: a whole-node unit needs every slice of the node free; a whole GPU needs all its slices;
-//! a MIG unit needs one of NVIDIA's valid placements on a GPU in MIG mode. GPU and MIG requests
-//! fill partly used nodes (and GPUs) first, so whole nodes stay whole (best fit). `compact`
-//! requests stay inside one fabric domain.
+//! a MIG unit needs one of NVIDIA's valid placements on a GPU in MIG mode; a seat needs one free
+//! seat of a GPU time-sliced into the offering's number of seats (seat `i` is slice `i`). GPU,
+//! MIG and seat requests fill partly used nodes (and GPUs) first, so whole nodes stay whole and
+//! seats pack onto GPUs already shared (best fit). `compact` requests stay inside one fabric
+//! domain.
 
 use crate::fleet::{GpuModel, MIG_SLICES};
-use crate::offering::{Grain, MigProfile};
+use crate::offering::{GpuShares, Grain, MigProfile, GPU_SHARES};
 use crate::reservation::Placement;
 use crate::window::Window;
 use std::collections::BTreeMap;
@@ -19,24 +21,43 @@ pub struct GpuSlot {
     pub node_id: i64,
     pub fabric_domain_id: i64,
     pub gpu_model: GpuModel,
-    /// In MIG mode: 7 slices; otherwise 1.
+    /// In MIG mode: 7 slices.
     pub mig: bool,
+    /// Time-sliced into this many seats, one slice each (never with MIG). A GPU neither in MIG
+    /// mode nor time-sliced has one slice.
+    pub seats: Option<u8>,
     /// False when the node is failed, in maintenance or draining.
     pub schedulable: bool,
 }
 
 impl GpuSlot {
     pub fn slice_count(&self) -> u8 {
-        if self.mig {
-            MIG_SLICES
-        } else {
-            1
-        }
+        slice_count(self.mig, self.seats)
+    }
+
+    /// How much of the GPU slices `[lo, hi)` are.
+    pub fn shares(&self, lo: u8, hi: u8) -> GpuShares {
+        shares_of(self.mig, self.seats, lo, hi)
     }
 
     pub(crate) fn full_mask(&self) -> u8 {
         (1u16 << self.slice_count()).wrapping_sub(1) as u8
     }
+}
+
+/// Slices of a GPU: seven in MIG mode, one per seat when time-sliced, else one.
+pub fn slice_count(mig: bool, seats: Option<u8>) -> u8 {
+    match (mig, seats) {
+        (true, _) => MIG_SLICES,
+        (false, Some(seats)) => seats,
+        (false, None) => 1,
+    }
+}
+
+/// How much of a GPU (in MIG mode or time-sliced into `seats`) its slices `[lo, hi)` are.
+pub fn shares_of(mig: bool, seats: Option<u8>, lo: u8, hi: u8) -> GpuShares {
+    let count = i64::from(slice_count(mig, seats));
+    GpuShares(GPU_SHARES * i64::from(hi.saturating_sub(lo)) / count)
 }
 
 /// Slices `[slice_lo, slice_hi)` of a GPU held for a window that already includes its turnaround.
@@ -148,11 +169,24 @@ pub struct UnitKind {
     pub gpu_model: GpuModel,
     pub grain: Grain,
     pub mig_profile: Option<MigProfile>,
+    /// The seats per GPU of a `shared` unit.
+    pub seats_per_gpu: Option<u8>,
 }
 
 impl UnitKind {
     pub fn of(offering: &crate::Offering) -> Self {
-        UnitKind { gpu_model: offering.gpu_model, grain: offering.grain, mig_profile: offering.mig_profile }
+        UnitKind {
+            gpu_model: offering.gpu_model,
+            grain: offering.grain,
+            mig_profile: offering.mig_profile,
+            seats_per_gpu: offering.seats_per_gpu,
+        }
+    }
+
+    /// Whether a seat of this kind fits on `slot`: a `shared` unit needs a GPU time-sliced into
+    /// exactly its number of seats, so a seat is the fraction of a GPU it was priced as.
+    pub fn seat_fits(&self, slot: &GpuSlot) -> bool {
+        self.grain == Grain::Shared && !slot.mig && slot.seats.is_some() && slot.seats == self.seats_per_gpu
     }
 
     /// The MIG profile of a `mig` unit (1g.10gb when an offering forgot to say).
@@ -229,6 +263,7 @@ fn units(gpus: &[GpuSlot], holds: &[Hold], request: &Request, limit: u32) -> Vec
             Grain::Node => node_units(nodes, limit),
             Grain::Gpu => gpu_units(nodes, limit),
             Grain::Mig => mig_units(nodes, request.kind.profile(), limit),
+            Grain::Shared => seat_units(nodes, &request.kind, limit),
         }
     };
 
@@ -357,6 +392,27 @@ fn mig_units(nodes: &BTreeMap<i64, Vec<Candidate>>, profile: MigProfile, limit: 
     out
 }
 
+/// Free seats of GPUs time-sliced as `kind` wants: partly used nodes first, and within a node the
+/// GPU with the fewest free seats first, so seats pack onto GPUs already shared and the rest of
+/// the fleet stays whole; within a GPU the lowest seat first.
+fn seat_units(nodes: &BTreeMap<i64, Vec<Candidate>>, kind: &UnitKind, limit: u32) -> Vec<Vec<Placed>> {
+    let fits = |c: &Candidate| if kind.seat_fits(c.slot) { c.free.count_ones() } else { 0 };
+    let mut out = Vec::new();
+    for (node_id, gpus) in best_fit_nodes(nodes, fits) {
+        let mut gpus: Vec<&Candidate> = gpus.iter().filter(|c| fits(c) > 0).collect();
+        gpus.sort_by_key(|c| (c.free.count_ones(), c.slot.gpu_id));
+        for c in gpus {
+            for seat in (0..c.slot.slice_count()).filter(|s| c.free & (1 << s) != 0) {
+                if out.len() >= limit as usize {
+                    return out;
+                }
+                out.push(vec![Placed { node_id, gpu_id: c.slot.gpu_id, slice_lo: seat, slice_hi: seat + 1 }]);
+            }
+        }
+    }
+    out
+}
+
 /// Why a request cannot be placed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("only {available} of {requested} units are free for that window")]
@@ -424,6 +480,7 @@ mod tests {
                     fabric_domain_id: domain,
                     gpu_model: model,
                     mig,
+                    seats: None,
                     schedulable: true,
                 });
             }
@@ -433,7 +490,7 @@ mod tests {
 
     fn request(grain: Grain, profile: Option<MigProfile>, quantity: u32, placement: Placement) -> Request {
         Request {
-            kind: UnitKind { gpu_model: GpuModel::H100Sxm80, grain, mig_profile: profile },
+            kind: UnitKind { gpu_model: GpuModel::H100Sxm80, grain, mig_profile: profile, seats_per_gpu: None },
             quantity,
             window: window(1, 5),
             placement,
@@ -553,5 +610,99 @@ mod tests {
         assert_eq!(nodes_with_other_driver(&gpus, &holds, &window(4, 8), b570), [1].into());
         assert!(nodes_with_other_driver(&gpus, &holds, &window(4, 8), b550).is_empty(), "the same branch shares");
         assert!(nodes_with_other_driver(&gpus, &holds, &window(6, 8), b570).is_empty(), "after the hold, any branch");
+    }
+
+    fn seats(seats_per_gpu: u8, quantity: u32) -> Request {
+        Request {
+            kind: UnitKind {
+                gpu_model: GpuModel::H100Sxm80,
+                grain: Grain::Shared,
+                mig_profile: None,
+                seats_per_gpu: Some(seats_per_gpu),
+            },
+            quantity,
+            window: window(1, 5),
+            placement: Placement::Any,
+        }
+    }
+
+    fn seat_hold(gpu_id: i64, seat: u8) -> Hold {
+        Hold {
+            gpu_id,
+            slice_lo: seat,
+            slice_hi: seat + 1,
+            window: window(0, 8),
+            preemptible: false,
+            driver: None,
+            tenant_id: Some(1),
+        }
+    }
+
+    /// Node 1's first two GPUs time-sliced into four seats, the rest of the fleet whole.
+    fn two_shared_gpus() -> Vec<GpuSlot> {
+        let mut gpus = fleet(GpuModel::H100Sxm80, false, &[(1, 1), (2, 1)]);
+        gpus[0].seats = Some(4);
+        gpus[1].seats = Some(4);
+        gpus
+    }
+
+    #[test]
+    fn seats_pack_onto_gpus_already_shared_and_only_time_sliced_ones() {
+        let gpus = two_shared_gpus();
+        assert_eq!(max_quantity(&gpus, &[], &seats(4, 1)), 8, "two GPUs of four seats; whole GPUs give none");
+        assert_eq!(max_quantity(&gpus, &[], &seats(2, 1)), 0, "a seat of a half is not a seat of a quarter");
+        // GPU 101 has a seat taken: the next seats go there before GPU 100 is touched.
+        let holds = [seat_hold(101, 2)];
+        let placed = place(&gpus, &holds, &seats(4, 3)).unwrap();
+        assert_eq!(
+            placed.iter().map(|p| (p.gpu_id, p.slice_lo, p.slice_hi)).collect::<Vec<_>>(),
+            vec![(101, 0, 1), (101, 1, 2), (101, 3, 4)]
+        );
+        assert_eq!(
+            place(&gpus, &holds, &seats(4, 8)),
+            Err(NotEnoughCapacity { requested: 8, available: 7 }),
+            "the taken seat is not offered again"
+        );
+        assert_eq!(gpus[0].shares(1, 2), GpuShares(210), "a seat is a quarter of a GPU");
+    }
+
+    #[test]
+    fn a_whole_gpu_on_a_time_sliced_gpu_takes_every_seat() {
+        let gpus = two_shared_gpus();
+        let whole = request(Grain::Gpu, None, 16, Placement::Any);
+        let placed = place(&gpus, &[], &whole).unwrap();
+        assert!(placed.iter().filter(|p| p.gpu_id == 100).all(|p| (p.slice_lo, p.slice_hi) == (0, 4)));
+        // One seat held: that GPU is no longer whole, and no node is.
+        assert_eq!(max_quantity(&gpus, &[seat_hold(100, 3)], &whole), 15);
+        assert_eq!(max_quantity(&gpus, &[seat_hold(100, 3)], &request(Grain::Node, None, 1, Placement::Any)), 1);
+    }
+
+    proptest::proptest! {
+        /// Booking seats one after another, each placed against the holds before it, never puts
+        /// two holders on one seat, never uses a GPU that is not time-sliced as asked, and
+        /// finds exactly as many seats as are free.
+        #[test]
+        fn seat_bookings_never_share_a_seat(asks in proptest::collection::vec(1u32..5, 1..12), taken in proptest::collection::vec((0usize..2, 0u8..4), 0..4)) {
+            let gpus = two_shared_gpus();
+            let mut holds: Vec<Hold> = taken.iter().map(|&(g, seat)| seat_hold(gpus[g].gpu_id, seat)).collect();
+            holds.dedup_by_key(|h| (h.gpu_id, h.slice_lo));
+            let mut seen: std::collections::BTreeSet<(i64, u8)> = holds.iter().map(|h| (h.gpu_id, h.slice_lo)).collect();
+            for quantity in asks {
+                let free = 8 - seen.len() as u32;
+                proptest::prop_assert_eq!(max_quantity(&gpus, &holds, &seats(4, 1)), free);
+                match place(&gpus, &holds, &seats(4, quantity)) {
+                    Ok(placed) => {
+                        proptest::prop_assert_eq!(placed.len() as u32, quantity);
+                        for p in placed {
+                            proptest::prop_assert!(p.gpu_id == 100 || p.gpu_id == 101, "{:?}", p);
+                            proptest::prop_assert_eq!(p.slice_hi, p.slice_lo + 1);
+                            proptest::prop_assert!(seen.insert((p.gpu_id, p.slice_lo)), "seat {:?} given twice", p);
+                            holds.push(seat_hold(p.gpu_id, p.slice_lo));
+                        }
+                    }
+                    Err(e) => proptest::prop_assert!(quantity > free && e.available == free),
+                }
+            }
+        }
     }
 }

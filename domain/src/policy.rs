@@ -2,11 +2,10 @@
 //! once; past a soft limit it waits for an admin; past a hard limit it is refused. Every reason is
 //! reported, not just the first, so a user can fix everything in one go.
 //!
-//! GPU amounts are exact sevenths of a GPU (a MIG slice counts as its fraction); GPU-hours are
-//! counted as sevenths × minutes and compared without rounding.
+//! GPU amounts are exact shares of a GPU (a MIG slice or a time-sliced seat counts as its
+//! fraction); GPU-hours are counted as shares × minutes and compared without rounding.
 
-use crate::fleet::MIG_SLICES;
-use crate::offering::GpuSevenths;
+use crate::offering::{GpuShares, GPU_SHARES};
 use crate::reservation::PriorityClass;
 use crate::window::Window;
 use crate::GpuModel;
@@ -332,7 +331,7 @@ impl Policy {
 pub struct Holding {
     pub window: Window,
     pub gpu_model: GpuModel,
-    pub gpus: GpuSevenths,
+    pub gpus: GpuShares,
 }
 
 /// The request being decided.
@@ -342,7 +341,7 @@ pub struct Ask {
     pub gpu_model: GpuModel,
     pub quantity: u32,
     /// GPUs of the whole request (quantity × per unit).
-    pub gpus: GpuSevenths,
+    pub gpus: GpuShares,
     pub class: PriorityClass,
 }
 
@@ -459,8 +458,8 @@ pub fn burst_window(input: &BurstInput, now: DateTime<Utc>) -> Result<Window, cr
     Ok(Window { start, end: start + Duration::hours(input.hours) })
 }
 
-/// Sevenths of a GPU held by `holdings` (plus the ask) at their busiest moment inside `window`.
-pub fn peak_concurrency(holdings: &[Holding], model: GpuModel, window: &Window) -> GpuSevenths {
+/// Shares of a GPU held by `holdings` (plus the ask) at their busiest moment inside `window`.
+pub fn peak_concurrency(holdings: &[Holding], model: GpuModel, window: &Window) -> GpuShares {
     let mut events: Vec<(DateTime<Utc>, i64)> = Vec::new();
     for h in holdings.iter().filter(|h| h.gpu_model == model && h.window.overlaps(window)) {
         events.push((h.window.start.max(window.start), h.gpus.0));
@@ -473,7 +472,7 @@ pub fn peak_concurrency(holdings: &[Holding], model: GpuModel, window: &Window) 
         now += delta;
         peak = peak.max(now);
     }
-    GpuSevenths(peak)
+    GpuShares(peak)
 }
 
 /// The first instant of the month containing `t`, and of the next month.
@@ -484,8 +483,8 @@ fn month_bounds(t: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
     (start, next)
 }
 
-/// Sevenths × minutes of `h` inside `[from, to)`.
-fn seventh_minutes_within(window: &Window, gpus: GpuSevenths, from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
+/// Shares × minutes of `h` inside `[from, to)`.
+fn share_minutes_within(window: &Window, gpus: GpuShares, from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
     let start = window.start.max(from);
     let end = window.end.min(to);
     if end <= start {
@@ -494,16 +493,16 @@ fn seventh_minutes_within(window: &Window, gpus: GpuSevenths, from: DateTime<Utc
     (end - start).num_minutes() * gpus.0
 }
 
-const SEVENTH_MINUTES_PER_GPU_HOUR: i64 = MIG_SLICES as i64 * 60;
+const SHARE_MINUTES_PER_GPU_HOUR: i64 = GPU_SHARES * 60;
 
 /// GPU-hours per calendar month touched by `window`, counting `holdings` and the ask, as exact
-/// sevenths × minutes.
+/// shares × minutes.
 fn monthly_usage(held: &Held, ask: &Ask) -> Vec<(String, i64)> {
     months_of(&ask.window)
         .into_iter()
         .map(|(from, to)| {
-            let used = held.by_month.get(&from).copied().unwrap_or(0)
-                + seventh_minutes_within(&ask.window, ask.gpus, from, to);
+            let used =
+                held.by_month.get(&from).copied().unwrap_or(0) + share_minutes_within(&ask.window, ask.gpus, from, to);
             (from.format("%Y-%m").to_string(), used)
         })
         .collect()
@@ -522,7 +521,7 @@ pub fn months_of(window: &Window) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
 }
 
 /// What a team holds, as one decision on a window reads it: the holdings that overlap the
-/// window (its busiest moment), and the sevenths × minutes all its holdings take in each month
+/// window (its busiest moment), and the shares × minutes all its holdings take in each month
 /// the window touches, keyed by the month's first instant. The store can count the months
 /// without sending every holding of them (see `engine::policy`); [`Held::of`] counts them from
 /// a list.
@@ -536,9 +535,7 @@ impl Held {
     pub fn of(holdings: &[Holding], window: &Window) -> Held {
         let by_month = months_of(window)
             .into_iter()
-            .map(|(from, to)| {
-                (from, holdings.iter().map(|h| seventh_minutes_within(&h.window, h.gpus, from, to)).sum())
-            })
+            .map(|(from, to)| (from, holdings.iter().map(|h| share_minutes_within(&h.window, h.gpus, from, to)).sum()))
             .collect();
         let overlapping = holdings.iter().filter(|h| h.window.overlaps(window)).copied().collect();
         Held { overlapping, by_month }
@@ -561,13 +558,13 @@ impl Held {
     pub fn add(&mut self, holding: Holding) {
         for (from, used) in self.by_month.iter_mut() {
             let (_, to) = month_bounds(*from);
-            *used += seventh_minutes_within(&holding.window, holding.gpus, *from, to);
+            *used += share_minutes_within(&holding.window, holding.gpus, *from, to);
         }
         self.overlapping.push(holding);
     }
 }
 
-fn gpus_text(g: GpuSevenths) -> String {
+fn gpus_text(g: GpuShares) -> String {
     let v = g.as_gpus();
     if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
@@ -620,7 +617,7 @@ pub fn decide_held(policy: &Policy, held: &Held, ask: &Ask, now: DateTime<Utc>) 
     with_ask.push(Holding { window: ask.window, gpu_model: ask.gpu_model, gpus: ask.gpus });
     let peak = peak_concurrency(&with_ask, ask.gpu_model, &ask.window);
     let limit = policy.concurrent_gpus.get(ask.gpu_model.code()).copied().unwrap_or_default();
-    let over = |cap: Option<u32>| cap.is_some_and(|c| peak > GpuSevenths::whole_gpus(i64::from(c)));
+    let over = |cap: Option<u32>| cap.is_some_and(|c| peak > GpuShares::whole_gpus(i64::from(c)));
     if over(limit.hard) {
         refused.push(format!(
             "{} {} GPUs at once is over your team's hard limit of {}",
@@ -637,9 +634,9 @@ pub fn decide_held(policy: &Policy, held: &Held, ask: &Ask, now: DateTime<Utc>) 
         ));
     }
     let months = monthly_usage(held, ask);
-    let cap = |c: Option<u32>| c.map(|c| i64::from(c) * SEVENTH_MINUTES_PER_GPU_HOUR);
+    let cap = |c: Option<u32>| c.map(|c| i64::from(c) * SHARE_MINUTES_PER_GPU_HOUR);
     for (month, used) in &months {
-        let used_hours = *used as f64 / SEVENTH_MINUTES_PER_GPU_HOUR as f64;
+        let used_hours = *used as f64 / SHARE_MINUTES_PER_GPU_HOUR as f64;
         if cap(policy.monthly_gpu_hours.hard).is_some_and(|c| *used > c) {
             refused.push(format!(
                 "{used_hours:.1} GPU-hours in {month} is over your team's hard limit of {}",
@@ -658,7 +655,7 @@ pub fn decide_held(policy: &Policy, held: &Held, ask: &Ask, now: DateTime<Utc>) 
         concurrent_limit: limit,
         monthly_gpu_hours: months
             .into_iter()
-            .map(|(m, used)| (m, used as f64 / SEVENTH_MINUTES_PER_GPU_HOUR as f64))
+            .map(|(m, used)| (m, used as f64 / SHARE_MINUTES_PER_GPU_HOUR as f64))
             .collect(),
         monthly_limit: policy.monthly_gpu_hours,
     };
@@ -708,7 +705,7 @@ mod tests {
             window,
             gpu_model: GpuModel::H100Sxm80,
             quantity,
-            gpus: GpuSevenths::whole_gpus(gpus),
+            gpus: GpuShares::whole_gpus(gpus),
             class: PriorityClass::Standard,
         }
     }
@@ -744,16 +741,17 @@ mod tests {
     fn concurrency_counts_overlaps_only_and_mig_fractions() {
         let now = at(1, 0);
         let held = [
-            Holding { window: w(at(2, 0), at(2, 5)), gpu_model: GpuModel::H100Sxm80, gpus: GpuSevenths::whole_gpus(6) },
+            Holding { window: w(at(2, 0), at(2, 5)), gpu_model: GpuModel::H100Sxm80, gpus: GpuShares::whole_gpus(6) },
             // Touches the ask's window without overlapping it.
-            Holding { window: w(at(2, 5), at(2, 9)), gpu_model: GpuModel::H100Sxm80, gpus: GpuSevenths::whole_gpus(6) },
-            Holding { window: w(at(2, 0), at(2, 9)), gpu_model: GpuModel::A100_80, gpus: GpuSevenths::whole_gpus(2) },
+            Holding { window: w(at(2, 5), at(2, 9)), gpu_model: GpuModel::H100Sxm80, gpus: GpuShares::whole_gpus(6) },
+            Holding { window: w(at(2, 0), at(2, 9)), gpu_model: GpuModel::A100_80, gpus: GpuShares::whole_gpus(2) },
         ];
         let (d, effect) = decide(&strict(), &held, &ask(w(at(2, 3), at(2, 5)), 1, 2), now);
         assert_eq!(d, Decision::Scheduled);
         assert_eq!(effect.peak_concurrent_gpus, 8.0);
         // Three 1g slices are 3/7 of a GPU.
-        let mig = Ask { gpus: GpuSevenths(3), gpu_model: GpuModel::A100_80, ..ask(w(at(2, 0), at(2, 7)), 3, 0) };
+        let mig =
+            Ask { gpus: GpuShares::mig_slices(3), gpu_model: GpuModel::A100_80, ..ask(w(at(2, 0), at(2, 7)), 3, 0) };
         let (_, effect) = decide(&strict(), &[], &mig, now);
         assert!((effect.peak_concurrent_gpus - 3.0 / 7.0).abs() < 1e-9);
         assert!((effect.monthly_gpu_hours["2026-12"] - 3.0).abs() < 1e-9, "3/7 GPU × 7 h = 3 GPU-hours");
@@ -766,13 +764,13 @@ mod tests {
             window: w(at(31, 20), Utc.with_ymd_and_hms(2027, 1, 1, 10, 0, 0).unwrap()),
             gpu_model: GpuModel::H100Sxm80,
             quantity: 1,
-            gpus: GpuSevenths::whole_gpus(8),
+            gpus: GpuShares::whole_gpus(8),
             class: PriorityClass::Standard,
         };
         let held = [Holding {
             window: w(at(20, 0), at(21, 0)),
             gpu_model: GpuModel::H100Sxm80,
-            gpus: GpuSevenths::whole_gpus(3),
+            gpus: GpuShares::whole_gpus(3),
         }];
         let (d, effect) = decide(&strict(), &held, &ask, now);
         assert_eq!(effect.monthly_gpu_hours["2026-12"], 72.0 + 32.0);
@@ -837,7 +835,7 @@ mod tests {
             let hold = |(s, l, g): (u32, u32, i64)| Holding {
                 window: w(t0 + Duration::hours(i64::from(s)), t0 + Duration::hours(i64::from(s + l))),
                 gpu_model: GpuModel::H100Sxm80,
-                gpus: GpuSevenths::whole_gpus(g),
+                gpus: GpuShares::whole_gpus(g),
             };
             let stored: Vec<Holding> = stored.into_iter().map(hold).collect();
             let earlier: Vec<Holding> = earlier.into_iter().map(hold).collect();
@@ -860,7 +858,7 @@ mod tests {
             let hold = |(s, l, g): (u32, u32, i64)| Holding {
                 window: w(t0 + Duration::hours(i64::from(s)), t0 + Duration::hours(i64::from(s + l))),
                 gpu_model: GpuModel::H100Sxm80,
-                gpus: GpuSevenths::whole_gpus(g),
+                gpus: GpuShares::whole_gpus(g),
             };
             let held: Vec<Holding> = starts.into_iter().map(hold).collect();
             let a = ask(w(t0 + Duration::hours(i64::from(ask_start)), t0 + Duration::hours(i64::from(ask_start + ask_len))), 1, ask_gpus);

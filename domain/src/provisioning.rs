@@ -175,6 +175,15 @@ pub struct MigGpuConfig {
     pub devices: BTreeMap<String, u32>,
 }
 
+/// A seat a reservation holds on a time-sliced GPU: which GPU of the node, which seat, and how
+/// many seats the GPU is time-sliced into (its device plugin's replica count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seat {
+    pub gpu_index: u32,
+    pub seat: u8,
+    pub seats_per_gpu: u8,
+}
+
 /// The profile whose instance is exactly `width` compute slices.
 pub fn profile_for_width(width: u8) -> Option<MigProfile> {
     MigProfile::ALL.iter().copied().find(|p| p.slices() == width)

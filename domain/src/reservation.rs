@@ -152,11 +152,21 @@ pub struct AllocationView {
     /// The GPU is partitioned with MIG: the slices are MIG compute slices (a GPU without MIG has
     /// one slice, 0, which is the whole GPU).
     pub mig: bool,
+    /// The GPU is time-sliced into this many seats: each slice is a seat.
+    #[serde(default)]
+    pub seats_per_gpu: Option<u8>,
 }
 
 impl AllocationView {
-    /// What of its GPU this allocation holds, in words: "whole GPU" or a MIG slice range.
+    /// What of its GPU this allocation holds, in words: "whole GPU", a seat or a MIG slice range.
     pub fn share(&self) -> String {
+        if let Some(seats) = self.seats_per_gpu.filter(|_| !self.mig) {
+            return if (self.slice_lo, self.slice_hi) == (0, seats) {
+                "whole GPU".to_owned()
+            } else {
+                format!("seat {} of {seats} (time-sliced)", self.slice_lo + 1)
+            };
+        }
         if !self.mig || self.slice_hi - self.slice_lo == 7 {
             "whole GPU".to_owned()
         } else if self.slice_hi - self.slice_lo == 1 {

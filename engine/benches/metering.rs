@@ -11,7 +11,7 @@ use chrono::{Duration, DurationRound, Utc};
 use std::time::Instant;
 use stores::{postgres, sqlite};
 use tenantry_domain::metering::{self, CancellationPolicy, GroupBy, Metered, Month, Totals};
-use tenantry_domain::offering::GpuSevenths;
+use tenantry_domain::offering::GpuShares;
 use tenantry_domain::page::PageRequest;
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, ReservationState, Window};
@@ -109,7 +109,7 @@ fn pure() {
                 kind: if i % 5 == 0 { ReservationKind::Burst } else { ReservationKind::Reservation },
                 offering: "h100-gpu".into(),
                 gpu_model: "H100-SXM-80GB".into(),
-                gpus_per_unit: GpuSevenths::whole_gpus(1),
+                gpus_per_unit: GpuShares::whole_gpus(1),
                 quantity: 1 + (i % 8) as u32,
                 window: Window { start: s, end: s + Duration::minutes(60 + i % 5000) },
                 state: ReservationState::Completed,

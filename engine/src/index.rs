@@ -230,9 +230,10 @@ impl AvailabilityIndex {
         for hold in store.live_holds(Some(gpu_ids), now - HISTORY).await? {
             fresh.entry(hold.gpu_id).or_default().push(hold);
         }
-        // A node's state may have changed too (drained, failed, restored, admitted), and its
-        // facts (moved to another region, resized after an admin accepted its inventory).
-        let schedulable: HashMap<i64, bool> = store.gpus_schedulable(gpu_ids).await?.into_iter().collect();
+        // A node's state may have changed too (drained, failed, restored, admitted, its GPUs
+        // time-sliced), and its facts (moved to another region, resized after an admin accepted its inventory).
+        let schedulable: HashMap<i64, (bool, Option<u8>)> =
+            store.gpus_schedulable(gpu_ids).await?.into_iter().map(|(id, s, seats)| (id, (s, seats))).collect();
         if gpu_ids.iter().any(|id| !schedulable.contains_key(id)) || self.read(|s| !s.knows_all(gpu_ids)) {
             // GPUs came or went (a node enrolled, or its GPU count changed): start over.
             return self.rebuild(store, now).await;
@@ -243,8 +244,10 @@ impl AvailabilityIndex {
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             for gpu in state.gpus.iter_mut() {
-                if let Some(&s) = schedulable.get(&gpu.gpu_id) {
+                // An admin may have time-sliced the GPU into seats, or stopped it.
+                if let Some(&(s, seats)) = schedulable.get(&gpu.gpu_id) {
                     gpu.schedulable = s;
+                    gpu.seats = seats;
                 }
                 // An admin may have moved the node to another fabric domain (on this instance or
                 // another): compact placement must see where it is now.

@@ -11,11 +11,11 @@
 
 use crate::error::{EngineError, EngineResult};
 use crate::identity::require_admin;
-use crate::store::inventory::{AcceptOutcome, Actor, PlacementChange, RetireOutcome, UNPLACED};
+use crate::store::inventory::{AcceptOutcome, Actor, PlacementChange, RetireOutcome, TimeSlicingOutcome, UNPLACED};
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use tenantry_domain::fleet::{
-    AdmitInput, AdmitOutcome, MaintenanceClash, NodeSummary, PlacementInput, ReconcileReport,
+    AdmitInput, AdmitOutcome, MaintenanceClash, NodeSummary, PlacementInput, ReconcileReport, TimeSlicingInput,
 };
 use tenantry_domain::{Identity, NodeState};
 
@@ -278,6 +278,44 @@ impl Engine {
         // A move may change the node's fabric domain, which the index keeps per GPU.
         self.index.rebuild(&self.store, now).await?;
         self.fleet_node(who, hostname).await
+    }
+
+    /// Time-slices a node's GPUs outside MIG mode into seats, or stops (see
+    /// [`crate::store::Store::set_time_slicing`]). Seats are booked through offerings of grain
+    /// `shared` with the same number of seats per GPU.
+    pub async fn time_slice_node(
+        &self,
+        who: &Identity,
+        hostname: &str,
+        input: &TimeSlicingInput,
+        now: DateTime<Utc>,
+    ) -> EngineResult<NodeSummary> {
+        require_admin(who)?;
+        let seats = match input.seats_per_gpu {
+            None => None,
+            Some(seats) => match tenantry_domain::offering::seats_problem(seats) {
+                Some(problem) => return Err(EngineError::invalid("seats_per_gpu", problem)),
+                None => u8::try_from(seats).ok(),
+            },
+        };
+        match self.store.set_time_slicing(hostname, seats, actor(who), now).await? {
+            None => return Err(EngineError::NotFound("node")),
+            Some(TimeSlicingOutcome::NoWholeGpus) => {
+                return Err(EngineError::Conflict(format!(
+                    "every GPU of {hostname} is in MIG mode; time-slicing needs GPUs outside MIG mode"
+                )));
+            }
+            Some(TimeSlicingOutcome::InTheWay(holders)) => {
+                return Err(EngineError::Conflict(format!(
+                    "{hostname}'s GPUs are held after now by {}; change its seats once they end, or move them",
+                    holders.join(", ")
+                )));
+            }
+            Some(TimeSlicingOutcome::Set { .. }) => {}
+        }
+        let node = self.fleet_node(who, hostname).await?;
+        self.refresh_nodes_in_index(&[node.node_id], now).await?;
+        Ok(node)
     }
 
     /// Retires a node (see the module's documentation).

@@ -51,6 +51,8 @@ mod policy_tests;
 #[cfg(test)]
 mod provisioning_tests;
 #[cfg(test)]
+mod seats_tests;
+#[cfg(test)]
 mod setup_tests;
 #[cfg(test)]
 mod slurm_tests;

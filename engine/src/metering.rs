@@ -17,7 +17,7 @@ use tenantry_domain::metering::{
     self, Billed, Chargeback, ChargebackOverview, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow,
     ReservationCost, Statement, StatementSummary, Totals, Usage, UsageReport, WeekSpend,
 };
-use tenantry_domain::offering::GpuSevenths;
+use tenantry_domain::offering::GpuShares;
 use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, Offering, Window};
@@ -55,7 +55,7 @@ impl Engine {
                     tenant: row.tenant_slug,
                     kind: row.kind.parse().ok()?,
                     gpu_model: offering.map_or_else(|| "unknown".to_owned(), |o| o.gpu_model.code().to_owned()),
-                    gpus_per_unit: offering.map_or(GpuSevenths::whole_gpus(1), Offering::gpus_per_unit),
+                    gpus_per_unit: offering.map_or(GpuShares::whole_gpus(1), Offering::gpus_per_unit),
                     offering: row.offering_id,
                     quantity: u32::try_from(row.quantity).ok()?,
                     window: Window { start: row.start_at, end: row.end_at },
@@ -479,10 +479,8 @@ impl Engine {
                     hostname: node[0].hostname.clone(),
                     gpu_model,
                     fabric_domain: String::new(),
-                    gpus: node
-                        .iter()
-                        .map(|g| (g.gpu_index as u32, g.mig_enabled.then_some((g.slice_lo as u8, g.slice_hi as u8))))
-                        .collect(),
+                    gpus: node.iter().map(|g| (g.gpu_index as u32, g.instance())).collect(),
+                    seats: Vec::new(),
                     // Utilization is read-only; nothing node-wide is done.
                     dedicated: false,
                 };
@@ -494,11 +492,9 @@ impl Engine {
                     }
                 };
                 for g in node {
-                    let instance = g.mig_enabled.then_some((g.slice_lo as u8, g.slice_hi as u8));
-                    if let Some(m) = measured_for(&measured, g.gpu_index, instance) {
-                        // A GPU outside MIG mode is one slot: the whole GPU, seven sevenths.
-                        let sevenths = if g.mig_enabled { g.slice_hi - g.slice_lo } else { 7 };
-                        gpus.push((sevenths, m.utilization_pct, m.memory_pct));
+                    // A MIG instance or a seat is measured, and counted, as its own part of the GPU.
+                    if let Some(m) = measured_for(&measured, g.gpu_index, g.instance()) {
+                        gpus.push((g.shares(), m.utilization_pct, m.memory_pct));
                     }
                 }
             }
@@ -544,24 +540,25 @@ impl Engine {
     /// instance. (Summed in SQL, the 51,000 allocations holding now among 1.1 million took 260 ms
     /// of every scrape at 100,000 GPUs; here it is a walk over the holds in memory.)
     async fn reserved_gpus_by_tenant(&self, now: DateTime<Utc>) -> EngineResult<Vec<(String, f64)>> {
-        let sevenths: BTreeMap<i64, i64> = self.index.read(|s| {
-            let mig: HashSet<i64> = s.gpus.iter().filter(|g| g.mig).map(|g| g.gpu_id).collect();
+        let shares: BTreeMap<i64, i64> = self.index.read(|s| {
+            let slots: HashMap<i64, &tenantry_domain::placement::GpuSlot> =
+                s.gpus.iter().map(|g| (g.gpu_id, g)).collect();
             let instant = Window { start: now, end: now + Duration::seconds(1) };
             let mut by_tenant = BTreeMap::new();
             for hold in s.holds.during(&instant).filter(|h| h.window.start <= now) {
                 // Maintenance holds belong to no team.
                 if let Some(tenant) = hold.tenant_id {
-                    let held = if mig.contains(&hold.gpu_id) { hold.slice_hi - hold.slice_lo } else { 7 };
-                    *by_tenant.entry(tenant).or_insert(0) += i64::from(held);
+                    let held = slots.get(&hold.gpu_id).map_or(0, |g| g.shares(hold.slice_lo, hold.slice_hi).0);
+                    *by_tenant.entry(tenant).or_insert(0) += held;
                 }
             }
             by_tenant
         });
         let slugs: HashMap<i64, String> =
             self.store.tenants().await?.into_iter().map(|t| (t.tenant_id, t.slug)).collect();
-        let mut reserved: Vec<(String, f64)> = sevenths
+        let mut reserved: Vec<(String, f64)> = shares
             .into_iter()
-            .filter_map(|(tenant, s)| Some((slugs.get(&tenant)?.clone(), GpuSevenths(s).as_gpus())))
+            .filter_map(|(tenant, s)| Some((slugs.get(&tenant)?.clone(), GpuShares(s).as_gpus())))
             .collect();
         reserved.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(reserved)

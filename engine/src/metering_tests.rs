@@ -293,7 +293,7 @@ store_test!(old_samples_are_pruned_and_their_use_stays_billed, |store: Store| as
     let tenant_id = lead.tenant_id().unwrap();
     // A sample every hour over the last four days: the first two days are past the default
     // retention of 48 hours.
-    let one_gpu_busy = Usage { reserved: 7 * 3600, used: 7 * 3600 * 500, memory: 7 * 3600 * 250 };
+    let one_gpu_busy = Usage { reserved: 840 * 3600, used: 840 * 3600 * 500, memory: 840 * 3600 * 250 };
     let samples: Vec<NewSample> = (1..=96)
         .map(|h| NewSample {
             reservation_id: booked.id,

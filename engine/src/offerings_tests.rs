@@ -296,6 +296,7 @@ store_test!(admins_create_offerings_with_every_field_checked, |store: Store| asy
         grain: "mig".into(),
         gpu_model: "A100-80GB".into(),
         mig_profile: Some("2g.20gb".into()),
+        seats_per_gpu: None,
         reserved_cents_per_hour: 45,
         on_demand_cents_per_hour: 70,
         regions: vec![],

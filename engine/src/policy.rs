@@ -129,7 +129,7 @@ impl Engine {
     }
 
     /// What the team holds, as a decision on `window` reads it: its holdings overlapping the
-    /// window, and each touched month's GPU sevenths × minutes counted by the store.
+    /// window, and each touched month's GPU shares × minutes counted by the store.
     pub(crate) async fn held(&self, tenant_id: i64, window: &Window, except: Option<i64>) -> EngineResult<Held> {
         let kind = ReservationKind::Reservation;
         let offerings = self.offerings_by_id().await?;
@@ -593,8 +593,8 @@ impl Engine {
 }
 
 /// GPUs of `quantity` units of an offering, as policy counts them.
-pub fn policy_gpus(offering: &Offering, quantity: i64) -> tenantry_domain::offering::GpuSevenths {
-    tenantry_domain::offering::GpuSevenths(offering.gpus_per_unit().0 * quantity)
+pub fn policy_gpus(offering: &Offering, quantity: i64) -> tenantry_domain::offering::GpuShares {
+    tenantry_domain::offering::GpuShares(offering.gpus_per_unit().0 * quantity)
 }
 
 /// What an approval item says about the team asking.

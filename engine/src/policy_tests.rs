@@ -352,10 +352,11 @@ store_test!(the_store_counts_monthly_use_as_the_policy_does, |store: Store| asyn
     }
     // 2 GPUs × 3 h + 3/7 GPU × 7 h before the month's end; 2 GPUs × 2 h + 1 GPU × 9 h after.
     let held = engine.held(tenant, &window, None).await.unwrap();
-    let sevenths = |gpu_hours_times_7: i64| gpu_hours_times_7 * 60;
+    // Counted in GPU shares (840 to a GPU, 120 to a MIG slice) × minutes.
+    let share_minutes = |gpu_hours_in_sevenths: i64| gpu_hours_in_sevenths * 120 * 60;
     let mut months = held.by_month.values();
-    assert_eq!(*months.next().unwrap(), sevenths(2 * 7 * 3 + 3 * 7));
-    assert_eq!(*months.next().unwrap(), sevenths(2 * 7 * 2 + 7 * 9));
+    assert_eq!(*months.next().unwrap(), share_minutes(2 * 7 * 3 + 3 * 7));
+    assert_eq!(*months.next().unwrap(), share_minutes(2 * 7 * 2 + 7 * 9));
 });
 
 /// Every page of a list, `limit` at a time, read through `read` from the first page on.

@@ -207,10 +207,13 @@ impl Engine {
                 let hosts: Vec<&str> = nodes.iter().map(|n| n.hostname.as_str()).collect();
                 StepResult::done(format!("{} node(s): {}", hosts.len(), hosts.join(", ")))
             }
+            // How the GPUs are divided: MIG instances, and seats of time-sliced GPUs (each
+            // node's time-slicing is an effect of its own, under its own key).
             Step::MigLayout => {
                 let mig_nodes: Vec<&NodeTarget> =
                     nodes.iter().filter(|n| n.gpus.iter().any(|g| g.1.is_some())).collect();
-                if mig_nodes.is_empty() {
+                let seat_nodes: Vec<&NodeTarget> = nodes.iter().filter(|n| !n.seats.is_empty()).collect();
+                if mig_nodes.is_empty() && seat_nodes.is_empty() {
                     return Ok(StepResult::done("whole GPUs: MIG stays off"));
                 }
                 let applied = join_all(mig_nodes.iter().map(|n| {
@@ -218,7 +221,12 @@ impl Engine {
                     async move { driver.apply_mig_layout(&key(Some(n)), n, &layout).await }
                 }))
                 .await;
-                StepResult::done(joined(&applied.into_iter().collect::<Result<Vec<_>, _>>()?))
+                let sliced = join_all(seat_nodes.iter().map(|n| async move {
+                    let key = EffectKey(format!("{}:time-slicing", key(Some(n))));
+                    driver.apply_time_slicing(&key, n).await
+                }))
+                .await;
+                StepResult::done(joined(&applied.into_iter().chain(sliced).collect::<Result<Vec<_>, _>>()?))
             }
             Step::CudaDriver => {
                 let branch = &r.options.cuda_driver;

@@ -158,6 +158,7 @@ pub fn demo_offerings() -> Vec<Offering> {
         gpu_model,
         grain,
         mig_profile,
+        seats_per_gpu: (grain == Grain::Shared).then_some(DEMO_SEATS_PER_GPU),
         reserved_cents_per_hour: Cents(reserved),
         on_demand_cents_per_hour: Cents(on_demand),
         regions: Vec::new(),
@@ -227,8 +228,23 @@ pub fn demo_offerings() -> Vec<Offering> {
             sizes(0, 10, 1),
             "Three sevenths of an A100 80GB: 3 compute slices, 40 GB. For fine-tuning and inference.",
         ),
+        offering(
+            "l40s-seat",
+            "L40S development seat",
+            GpuModel::L40s,
+            Grain::Shared,
+            None,
+            (29, 45),
+            sizes(8, 64, 16),
+            sizes(0, 5, 0),
+            "A quarter of a time-sliced L40S 48GB: your processes take turns on the GPU with three other seats'. \
+             No memory or fault isolation: for notebooks and development only.",
+        ),
     ]
 }
+
+/// The seats the demo's time-sliced L40S GPUs have (its `l40s-seat` offering sells one).
+pub const DEMO_SEATS_PER_GPU: u8 = 4;
 
 struct NodeKind {
     model: GpuModel,
@@ -535,7 +551,7 @@ pub fn plan_reservations(
             Grain::Node => Workload::PreTraining,
             Grain::Gpu if rng.chance(50) => Workload::FineTuning,
             Grain::Gpu => Workload::Inference,
-            Grain::Mig => Workload::Development,
+            Grain::Mig | Grain::Shared => Workload::Development,
         };
         let options = ReservationOptions {
             orchestrator: if rng.chance(60) { Orchestrator::Kubernetes } else { Orchestrator::Slurm },
@@ -736,6 +752,18 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     let allocations = reservations.iter().map(|r| r.allocations.len()).sum();
     let ids = store.insert_reservations(&reservations, now).await?;
     store.mark_nodes_in_use(now).await?;
+    // One available L40S node that nothing holds from now on is time-sliced into seats for the
+    // `l40s-seat` offering (refused, and the next one tried, where a reservation holds it).
+    for (node, _) in
+        nodes.iter().rev().filter(|(n, _)| n.gpu_model == GpuModel::L40s && n.state == NodeState::Available)
+    {
+        let seats = tenantry_domain::fleet::TimeSlicingInput { seats_per_gpu: Some(i64::from(DEMO_SEATS_PER_GPU)) };
+        match engine.time_slice_node(&admin, &node.hostname, &seats, now).await {
+            Ok(_) => break,
+            Err(EngineError::Conflict(_)) => continue,
+            Err(other) => return Err(other),
+        }
+    }
     for (r, &id) in reservations.iter().zip(&ids) {
         if r.state == ReservationState::Active {
             let tenant = tenant_ids.iter().find(|(_, t)| *t == r.tenant_id).map_or("", |(slug, _)| slug);

@@ -74,6 +74,7 @@ fn h100_gpu() -> NewOffering {
         grain: "gpu".to_owned(),
         gpu_model: GpuModel::H100Sxm80.code().to_owned(),
         mig_profile: None,
+        seats_per_gpu: None,
         reserved_cents_per_hour: 250,
         on_demand_cents_per_hour: 400,
         regions: Vec::new(),

@@ -48,7 +48,7 @@ pub async fn run(engine: &Engine, command: AdminCommand, out: &mut impl Write) -
     let operator = command_line_operator();
     let now = chrono::Utc::now();
     match command {
-        AdminCommand::Offering { command } => crate::offering_cli::run(engine, &operator, command, out).await,
+        AdminCommand::Offering { command } => crate::offering_cli::run(engine, &operator, *command, out).await,
         AdminCommand::Grant { email } => {
             let created = engine.grant_admin(&operator, &email, now).await.map_err(|e| e.to_string())?;
             let who = if created { "new user" } else { "existing user" };

@@ -138,7 +138,8 @@ pub enum AdminCommand {
     /// Offerings and their prices: list, create, reprice, retire.
     Offering {
         #[command(subcommand)]
-        command: crate::offering_cli::OfferingCommand,
+        // Boxed: its create arguments are far larger than any other command's.
+        command: Box<crate::offering_cli::OfferingCommand>,
     },
 }
 

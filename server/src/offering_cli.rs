@@ -46,7 +46,7 @@ pub struct CreateArgs {
     pub id: String,
     #[arg(long)]
     pub name: String,
-    /// node, gpu or mig.
+    /// node, gpu, mig or shared.
     #[arg(long)]
     pub grain: String,
     /// e.g. H100-SXM-80GB, A100-80GB, L40S-48GB, H200-141GB.
@@ -55,6 +55,9 @@ pub struct CreateArgs {
     /// With grain mig: the profile (e.g. 1g.10gb).
     #[arg(long)]
     pub mig_profile: Option<String>,
+    /// With grain shared: the seats each GPU is time-sliced into (2 to 7).
+    #[arg(long)]
+    pub seats_per_gpu: Option<i64>,
     /// The reserved rate, in cents per unit-hour.
     #[arg(long)]
     pub reserved_cents: i64,
@@ -184,6 +187,7 @@ pub async fn run(
                 grain: args.grain,
                 gpu_model: args.gpu_model,
                 mig_profile: args.mig_profile,
+                seats_per_gpu: args.seats_per_gpu,
                 reserved_cents_per_hour: args.reserved_cents,
                 on_demand_cents_per_hour: args.on_demand_cents,
                 regions: args.regions,

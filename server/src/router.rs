@@ -91,6 +91,7 @@ api_table! {
     post "/admin/nodes/{hostname}/admit" Admin => api::fleet::admit_node;
     post "/admin/nodes/{hostname}/retire" Admin => api::fleet::retire_node;
     post "/admin/nodes/{hostname}/accept-facts" Admin => api::fleet::accept_facts;
+    put "/admin/nodes/{hostname}/time-slicing" Admin => api::fleet::time_slicing;
     post "/admin/nodes/admit" Admin => api::fleet::admit_nodes;
     get "/admin/fleet/reconcile" Admin => api::fleet::last_reconcile;
     post "/admin/fleet/reconcile" Admin => api::fleet::reconcile;

@@ -383,8 +383,29 @@ fn OfferingSummary(offering: Offering) -> impl IntoView {
         Grain::Node => "node",
         Grain::Gpu => "GPU",
         Grain::Mig => "slice",
+        Grain::Shared => "seat",
     };
+    // What a seat does not give, said before anyone books one.
+    let seat_notice = (offering.grain == Grain::Shared).then(|| {
+        let seats = offering.seats_per_gpu.unwrap_or_default();
+        view! {
+            <p
+                role="note"
+                class="mb-3 rounded-md border border-amber-300 bg-amber-50 p-3 text-sm text-amber-900 dark:border-amber-700 dark:bg-amber-950 dark:text-amber-200"
+                data-testid="seat-isolation-notice"
+            >
+                <strong>"A seat is not isolated. "</strong>
+                {format!(
+                    "Each GPU is time-sliced into {seats} seats: your processes take turns on the whole GPU with the \
+                     other seats' and share its memory. Nothing stops another seat from using more than its share of \
+                     memory, and a fault in one seat's process can end the others'. Book a seat for development; \
+                     for serving or training book a MIG slice, a GPU or a node.",
+                )}
+            </p>
+        }
+    });
     view! {
+        {seat_notice}
         <p class="mb-3 text-sm text-slate-600 dark:text-slate-400" data-testid="offering-summary">
             {offering.description.clone()}
             " Reserved "

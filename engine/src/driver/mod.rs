@@ -10,7 +10,7 @@ pub mod slurm;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig};
+use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig, Seat};
 use tenantry_domain::reservation::{ReservationOptions, Workload};
 use tenantry_domain::GpuModel;
 
@@ -43,8 +43,13 @@ pub struct NodeTarget {
     pub hostname: String,
     pub gpu_model: GpuModel,
     pub fabric_domain: String,
-    /// (GPU index, MIG slice range when the GPU is in MIG mode).
+    /// (GPU index, MIG slice range when the GPU is in MIG mode). A seat of a time-sliced GPU is
+    /// a whole GPU here (MIG stays off on it) and is listed in `seats`, except when utilization
+    /// is read: then its slice range is given, so each seat is measured on its own.
     pub gpus: Vec<(u32, Option<(u8, u8)>)>,
+    /// The seats of time-sliced GPUs the reservation holds on the node.
+    #[serde(default)]
+    pub seats: Vec<Seat>,
     /// The reservation holds every slice of every GPU of the node: the node is its alone, so
     /// node-wide operations (formatting its NVMe) are its to do. Otherwise the node is shared
     /// with other tenants and only what was this reservation's may be touched.
@@ -140,6 +145,10 @@ pub trait FleetDriver: std::any::Any + Send + Sync {
         node: &NodeTarget,
         layout: &[MigGpuConfig],
     ) -> DriverResult<String>;
+
+    /// Time-slices the GPUs of `node.seats` into their number of seats (the device plugin's
+    /// replicas) and lets the tenant's workloads use the seats it holds.
+    async fn apply_time_slicing(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<String>;
 
     /// Installs a CUDA driver branch (e.g. `550`) on the node.
     async fn install_driver(&self, key: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String>;

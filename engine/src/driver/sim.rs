@@ -298,6 +298,14 @@ impl FleetDriver for SimDriver {
         .await
     }
 
+    async fn apply_time_slicing(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<String> {
+        let seconds = real_seconds(Step::MigLayout, None, None);
+        self.effect(key, Step::MigLayout, Some(node.node_id), seconds, Fault::Error, |_| {
+            format!("device plugin time-slicing on {}: {}", node.hostname, seats_text(&node.seats))
+        })
+        .await
+    }
+
     async fn install_driver(&self, key: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String> {
         // The hardware, not the database's copy of it, decides: a node whose driver cannot run
         // the branch fails the step for good, loudly.
@@ -430,6 +438,11 @@ impl FleetDriver for SimDriver {
             let scratch = format!("{}:/scratch/{}-r{}", node.hostname, tenant.tenant, tenant.reservation_id);
             let gpus = node.gpus.iter().map(|(gpu, slices)| match slices {
                 Some((lo, hi)) => format!("{}:GPU {gpu} MIG instances on slices {lo}-{}", node.hostname, hi - 1),
+                // A seat's processes share the GPU's memory with the other seats': what is
+                // cleared is theirs (their contexts ended), not the GPU the others still use.
+                None if node.seats.iter().any(|s| s.gpu_index == *gpu) => {
+                    format!("{}:GPU {gpu} seat processes ended and their memory freed", node.hostname)
+                }
                 None => format!("{}:GPU {gpu} memory", node.hostname),
             });
             (
@@ -479,6 +492,19 @@ impl FleetDriver for SimDriver {
             })
             .collect())
     }
+}
+
+/// `GPU 0: 4 replicas, seats 1, 2 held; GPU 3: …` for the seats a node's reservation holds.
+fn seats_text(seats: &[tenantry_domain::provisioning::Seat]) -> String {
+    let mut by_gpu: std::collections::BTreeMap<u32, (u8, Vec<String>)> = std::collections::BTreeMap::new();
+    for s in seats {
+        by_gpu.entry(s.gpu_index).or_insert((s.seats_per_gpu, Vec::new())).1.push(s.seat.to_string());
+    }
+    by_gpu
+        .into_iter()
+        .map(|(gpu, (replicas, held))| format!("GPU {gpu}: {replicas} replicas, seat {} held", held.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ struct NodeRow {
     gpu_model: String,
     gpu_count: i64,
     mig_gpus: i64,
+    seats_per_gpu: Option<i64>,
     cpu_cores: i64,
     memory_gb: i64,
     nvme_tb: i64,
@@ -80,6 +81,7 @@ impl NodeRow {
             gpu_model: self.gpu_model.parse::<GpuModel>().ok()?,
             gpu_count: u32::try_from(self.gpu_count).ok()?,
             mig_gpus: u32::try_from(self.mig_gpus).ok()?,
+            seats_per_gpu: self.seats_per_gpu.and_then(|s| u8::try_from(s).ok()),
             cpu_cores: u32::try_from(self.cpu_cores).ok()?,
             memory_gb: u32::try_from(self.memory_gb).ok()?,
             nvme_tb: u32::try_from(self.nvme_tb).ok()?,
@@ -101,6 +103,7 @@ struct GpuSlotRow {
     fabric_domain_id: i64,
     gpu_model: String,
     mig_enabled: bool,
+    seats: Option<i64>,
     state: String,
     missing: bool,
     region: String,
@@ -170,7 +173,7 @@ impl Store {
                 "select n.node_id, n.hostname, r.name as region, f.name as fabric_domain,
                         k.name as rack, n.gpu_model,
                         coalesce(gc.gpu_count, 0) as gpu_count, coalesce(gc.mig_gpus, 0) as mig_gpus,
-                        n.cpu_cores, n.memory_gb, n.nvme_tb, ",
+                        gc.seats_per_gpu, n.cpu_cores, n.memory_gb, n.nvme_tb, ",
                 node_state_sql!(),
                 " as state, n.health, n.health_reason,
                         n.driver_branches, n.missing_since, n.reported_facts, n.placement_pins, n.retire_requested_at
@@ -179,7 +182,8 @@ impl Store {
                  join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
                  join region r on r.region_id = f.region_id
                  left join (select g.node_id, count(*) as gpu_count,
-                                   sum(case when g.mig_enabled then 1 else 0 end) as mig_gpus
+                                   sum(case when g.mig_enabled then 1 else 0 end) as mig_gpus,
+                                   max(g.seats) as seats_per_gpu
                             from gpu g{} where g.removed_at is null group by g.node_id) gc on gc.node_id = n.node_id{}
                  order by r.name, f.name, k.name, n.hostname"
             ),
@@ -199,7 +203,7 @@ impl Store {
     pub async fn list_gpu_slots(&self) -> EngineResult<Vec<(GpuSlot, String)>> {
         let rows = on_pool!(self, |pool| {
             sqlx::query_as::<_, GpuSlotRow>(concat!(
-                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, ",
+                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, g.seats, ",
                 node_state_sql!(),
                 " as state, n.missing_since is not null as missing, r.name as region
                  from gpu g
@@ -222,6 +226,7 @@ impl Store {
                     fabric_domain_id: r.fabric_domain_id,
                     gpu_model: r.gpu_model.parse().ok()?,
                     mig: r.mig_enabled,
+                    seats: r.seats.and_then(|s| u8::try_from(s).ok()),
                     schedulable: takes_new_work(&r.state, r.missing),
                 };
                 Some((slot, r.region))
@@ -297,13 +302,13 @@ impl Store {
 
 impl Store {
     /// Whether each of some GPUs may take new bookings now (its node's state and missing flag;
-    /// a removed GPU takes none).
-    pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<(i64, bool)>> {
-        let rows: Vec<(i64, String, bool)> = on_pool!(self, |pool| {
+    /// a removed GPU takes none), and the seats it is time-sliced into.
+    pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<(i64, bool, Option<u8>)>> {
+        let rows: Vec<(i64, String, bool, Option<i64>)> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(concat!(
                 "select g.gpu_id, ",
                 node_state_sql!(),
-                ", n.missing_since is not null or g.removed_at is not null
+                ", n.missing_since is not null or g.removed_at is not null, g.seats
                  from gpu g join node n on n.node_id = g.node_id where g.gpu_id in ("
             ));
             let mut list = q.separated(", ");
@@ -313,7 +318,12 @@ impl Store {
             q.push(")");
             q.build_query_as().fetch_all(pool).await?
         });
-        Ok(rows.into_iter().map(|(id, state, gone)| (id, takes_new_work(&state, gone))).collect())
+        Ok(rows
+            .into_iter()
+            .map(|(id, state, gone, seats)| {
+                (id, takes_new_work(&state, gone), seats.and_then(|s| u8::try_from(s).ok()))
+            })
+            .collect())
     }
 
     /// Marks available nodes that hold a live allocation at `now` as in use.

@@ -71,6 +71,18 @@ pub enum RetireOutcome {
     AlreadyRetired,
 }
 
+/// What time-slicing a node's GPUs (or stopping it) did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimeSlicingOutcome {
+    /// This many GPUs (every one of the node not in MIG mode) now have the seats asked for.
+    Set { gpus: usize },
+    /// Every GPU of the node is in MIG mode: none can be time-sliced.
+    NoWholeGpus,
+    /// Refused: these hold the node's GPUs after now (reservations as `#id`, maintenance windows
+    /// as `maintenance #id`); a change of seats would change what they hold.
+    InTheWay(Vec<String>),
+}
+
 /// What accepting a node's reported facts did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AcceptOutcome {
@@ -729,6 +741,70 @@ impl Store {
         Ok(outcome)
     }
 
+    /// Time-slices every GPU of a node that is not in MIG mode into `seats` seats, or stops
+    /// time-slicing them (`None`); `None` when the node is unknown. Refused while anything holds
+    /// those GPUs after `now`: seat `i` is slice `i`, so a change would change what each holder
+    /// holds. On PostgreSQL the node's row is locked first, as a booking's check locks it, so a
+    /// booking that committed first is seen here, and one that comes after sees the new seats
+    /// (see `layout_changed!` in the reservations store).
+    pub async fn set_time_slicing(
+        &self,
+        hostname: &str,
+        seats: Option<u8>,
+        actor: Actor<'_>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Option<TimeSlicingOutcome>> {
+        let outcome = write_tx!(self, |tx| {
+            let lock = if self.backend() == super::Backend::Postgres { " for update" } else { "" };
+            let node_id: Option<i64> = sqlx::query_scalar(&format!(
+                "select node_id from node where hostname = $1 and admission <> 'retired'{lock}"
+            ))
+            .bind(hostname)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(node_id) = node_id else { return Ok(None) };
+            let in_the_way: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(
+                "select distinct a.reservation_id, a.maintenance_window_id from allocation a join gpu g on g.gpu_id = a.gpu_id
+                 where a.live and a.node_id = $1 and a.hold_until > $2 and not g.mig_enabled
+                 order by a.reservation_id, a.maintenance_window_id",
+            )
+            .bind(node_id)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?;
+            if !in_the_way.is_empty() {
+                let names = in_the_way
+                    .into_iter()
+                    .map(|(r, m)| match (r, m) {
+                        (Some(r), _) => format!("#{r}"),
+                        (None, Some(m)) => format!("maintenance #{m}"),
+                        (None, None) => "an allocation".to_owned(),
+                    })
+                    .collect();
+                return Ok(Some(TimeSlicingOutcome::InTheWay(names)));
+            }
+            let changed =
+                sqlx::query("update gpu set seats = $1 where node_id = $2 and removed_at is null and not mig_enabled")
+                    .bind(seats.map(i64::from))
+                    .bind(node_id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected() as usize;
+            if changed == 0 {
+                return Ok(Some(TimeSlicingOutcome::NoWholeGpus));
+            }
+            let detail = match seats {
+                Some(seats) => format!("{changed} GPU(s) time-sliced into {seats} seats each"),
+                None => format!("time-slicing stopped on {changed} GPU(s)"),
+            };
+            let audit = [AuditRow { action: "node.time_sliced", hostname: hostname.to_owned(), detail }];
+            audit_rows!(tx, actor, now, &audit);
+            allocations_changed!(self, tx, node = node_id);
+            Some(TimeSlicingOutcome::Set { gpus: changed })
+        });
+        Ok(outcome)
+    }
+
     /// Applies a node's reported facts: sizes, driver branches, GPU model, where it sits (the
     /// fields the driver reports) and its GPUs: rows added for new ones, removed ones marked
     /// (history refers to them), MIG mode set on the first `mig`. Refused while a reservation or
@@ -840,7 +916,8 @@ impl Store {
             for index in 0..reported.gpu_count {
                 let mig = index < reported.mig;
                 let updated = sqlx::query(
-                    "update gpu set mig_enabled = $1, removed_at = null where node_id = $2 and gpu_index = $3",
+                    "update gpu set mig_enabled = $1, seats = case when $1 then null else seats end, removed_at = null
+                     where node_id = $2 and gpu_index = $3",
                 )
                 .bind(mig)
                 .bind(row.node_id)

@@ -42,8 +42,8 @@ impl Store {
     /// A node's id and its GPUs (id, slices) by hostname.
     pub async fn node_gpus(&self, hostname: &str) -> EngineResult<Option<(i64, Vec<(i64, u8)>)>> {
         let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, i64, bool)>(
-                "select n.node_id, g.gpu_id, g.mig_enabled from node n join gpu g on g.node_id = n.node_id
+            sqlx::query_as::<_, (i64, i64, bool, Option<i64>)>(
+                "select n.node_id, g.gpu_id, g.mig_enabled, g.seats from node n join gpu g on g.node_id = n.node_id
                  where n.hostname = $1 order by g.gpu_index",
             )
             .bind(hostname)
@@ -54,7 +54,9 @@ impl Store {
         Ok(Some((
             node_id,
             rows.into_iter()
-                .map(|(_, gpu, mig)| (gpu, if mig { tenantry_domain::fleet::MIG_SLICES } else { 1 }))
+                .map(|(_, gpu, mig, seats)| {
+                    (gpu, tenantry_domain::placement::slice_count(mig, seats.and_then(|s| u8::try_from(s).ok())))
+                })
                 .collect(),
         )))
     }

@@ -8,6 +8,7 @@ use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::metering::{CreditRecord, Cut, Usage};
+use tenantry_domain::offering::GpuShares;
 use tenantry_domain::{Cents, Window};
 
 /// A reservation's row as metering reads it; the engine adds what the offering says.
@@ -47,10 +48,33 @@ pub struct HeldGpu {
     pub gpu_model: String,
     pub gpu_index: i64,
     pub mig_enabled: bool,
+    /// The seats per GPU of the reservation's offering, when it books seats. The offering's,
+    /// not the GPU's: an admin may time-slice a GPU differently once its past holders are gone,
+    /// and their history must still count what they held.
+    pub seats_per_gpu: Option<i64>,
     pub slice_lo: i64,
     pub slice_hi: i64,
     pub start_at: DateTime<Utc>,
     pub end_at: DateTime<Utc>,
+}
+
+impl HeldGpu {
+    /// The instance it holds: its slice range of a GPU in MIG mode, or its seat (a MIG instance
+    /// or a seat is metered on its own); none for a whole GPU out of MIG mode.
+    pub fn instance(&self) -> Option<(u8, u8)> {
+        (self.mig_enabled || self.seats_per_gpu.is_some()).then_some((self.slice_lo as u8, self.slice_hi as u8))
+    }
+
+    /// How much of its GPU it holds: its seats' share, its MIG slices' share, or the whole GPU
+    /// (whatever slices that took: one, seven in MIG mode, or every seat of a time-sliced GPU).
+    pub fn shares(&self) -> i64 {
+        let width = self.slice_hi - self.slice_lo;
+        match self.seats_per_gpu {
+            Some(seats) => GpuShares::seats(width, u8::try_from(seats).unwrap_or(1)).0,
+            None if self.mig_enabled => GpuShares::mig_slices(width).0,
+            None => GpuShares::whole_gpus(1).0,
+        }
+    }
 }
 
 /// A usage sample to write.
@@ -211,9 +235,10 @@ impl Store {
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select r.reservation_id, r.tenant_id, r.workload, n.node_id, n.hostname, n.gpu_model, g.gpu_index,
-                        g.mig_enabled, a.slice_lo, a.slice_hi, a.start_at,
+                        g.mig_enabled, o.seats_per_gpu, a.slice_lo, a.slice_hi, a.start_at,
                         coalesce(a.replaced_at, a.end_at) as end_at
                  from allocation a join reservation r on r.reservation_id = a.reservation_id
+                 join offering o on o.offering_id = r.offering_id
                  join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
                  where a.kind = 'reservation' and a.start_at < ",
             );
@@ -354,7 +379,7 @@ impl Store {
     }
 
     /// GPUs busy per tenant by slug, from each running reservation's latest sample taken since
-    /// `since` (a sample's `used / seconds` is per-mille × sevenths, exactly).
+    /// `since` (a sample's `used / seconds` is per-mille × GPU shares, exactly).
     pub async fn used_gpus_by_tenant(&self, since: DateTime<Utc>) -> EngineResult<Vec<(String, f64)>> {
         let rows = on_pool!(self, |pool| {
             sqlx::query_as::<_, (String, i64)>(

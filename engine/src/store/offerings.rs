@@ -20,6 +20,7 @@ struct OfferingRow {
     gpu_model: String,
     grain: String,
     mig_profile: Option<String>,
+    seats_per_gpu: Option<i64>,
     description: String,
     retired_at: Option<DateTime<Utc>>,
     revision: i64,
@@ -141,7 +142,7 @@ impl Store {
         let (rows, prices, regions, options) = on_pool!(self, |pool| {
             let filter = if only.is_some() { "where offering_id = $1" } else { "" };
             let rows_sql = format!(
-                "select offering_id, name, gpu_model, grain, mig_profile, description, retired_at, revision
+                "select offering_id, name, gpu_model, grain, mig_profile, seats_per_gpu, description, retired_at, revision
                  from offering {filter} order by sort_order, offering_id"
             );
             let prices_sql = format!(
@@ -231,6 +232,7 @@ impl Catalog {
                         Some(p) => Some(p.parse().ok()?),
                         None => None,
                     },
+                    seats_per_gpu: row.seats_per_gpu.and_then(|s| u8::try_from(s).ok()),
                     reserved_cents_per_hour: current.reserved_cents_per_hour,
                     on_demand_cents_per_hour: current.on_demand_cents_per_hour,
                     regions: region_map.remove(&row.offering_id).unwrap_or_default(),
@@ -287,14 +289,15 @@ impl Store {
         let result: Result<(), sqlx::Error> = async {
             crate::write_tx!(self, |tx| {
                 sqlx::query(
-                    "insert into offering (offering_id, name, gpu_model, grain, mig_profile, description, sort_order)
-                     values ($1, $2, $3, $4, $5, $6, (select coalesce(max(sort_order) + 1, 0) from offering))",
+                    "insert into offering (offering_id, name, gpu_model, grain, mig_profile, seats_per_gpu, description, sort_order)
+                     values ($1, $2, $3, $4, $5, $6, $7, (select coalesce(max(sort_order) + 1, 0) from offering))",
                 )
                 .bind(&offering.id)
                 .bind(&offering.name)
                 .bind(offering.gpu_model.code())
                 .bind(offering.grain.code())
                 .bind(offering.mig_profile.map(|p| p.code()))
+                .bind(offering.seats_per_gpu.map(i64::from))
                 .bind(&offering.description)
                 .execute(&mut *tx)
                 .await?;

@@ -8,9 +8,8 @@ use crate::driver::{IssuedCredential, NodeTarget, WipeReport};
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
-use tenantry_domain::fleet::MIG_SLICES;
-use tenantry_domain::placement::Placed;
-use tenantry_domain::provisioning::{CredentialView, CreditView, ReservationNode, WipeCertificate};
+use tenantry_domain::placement::{slice_count, Placed};
+use tenantry_domain::provisioning::{CredentialView, CreditView, ReservationNode, Seat, WipeCertificate};
 use tenantry_domain::{Cents, GpuModel};
 
 #[derive(sqlx::FromRow)]
@@ -21,6 +20,7 @@ struct TargetRow {
     fabric_domain: String,
     gpu_index: i64,
     mig_enabled: bool,
+    seats: Option<i64>,
     slice_lo: i64,
     slice_hi: i64,
     /// How many GPUs the node has, to tell a dedicated node from a shared one.
@@ -34,7 +34,7 @@ impl Store {
         let rows: Vec<TargetRow> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "select n.node_id, n.hostname, n.gpu_model, f.name as fabric_domain, g.gpu_index, g.mig_enabled,
-                        a.slice_lo, a.slice_hi, (select count(*) from gpu n_g where n_g.node_id = n.node_id) as node_gpus
+                        g.seats, a.slice_lo, a.slice_hi, (select count(*) from gpu n_g where n_g.node_id = n.node_id) as node_gpus
                  from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
                  join rack k on k.rack_id = n.rack_id join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
                  where a.reservation_id = $1 and a.replaced_at is null
@@ -57,13 +57,20 @@ impl Store {
                     gpu_model,
                     fabric_domain: r.fabric_domain,
                     gpus: Vec::new(),
+                    seats: Vec::new(),
                     dedicated: true,
                 });
             }
-            let range = r.mig_enabled.then_some((r.slice_lo as u8, r.slice_hi as u8));
+            let (lo, hi) = (r.slice_lo as u8, r.slice_hi as u8);
+            let range = r.mig_enabled.then_some((lo, hi));
+            let seats = r.seats.and_then(|s| u8::try_from(s).ok()).filter(|_| !r.mig_enabled);
             if let Some(node) = nodes.last_mut() {
-                node.dedicated &= range.is_none_or(|whole| whole == (0, MIG_SLICES));
+                // Each GPU held whole: all its MIG slices, or all its seats.
+                node.dedicated &= (lo, hi) == (0, slice_count(r.mig_enabled, seats));
                 node.gpus.push((r.gpu_index as u32, range));
+                if let Some(seats_per_gpu) = seats.filter(|&n| (lo, hi) != (0, n)) {
+                    node.seats.extend((lo..hi).map(|seat| Seat { gpu_index: r.gpu_index as u32, seat, seats_per_gpu }));
+                }
             }
         }
         // Dedicated: each GPU held whole (above), and every GPU of the node held.

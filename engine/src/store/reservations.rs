@@ -333,6 +333,37 @@ macro_rules! driver_clash {
     }};
 }
 
+/// What a write answers when a booking's slices were planned against GPUs that an admin has
+/// since time-sliced into other seats (or stopped time-slicing); [`is_overlap`] treats it like an
+/// overlap, so the booking re-plans on the fleet as it is now.
+const LAYOUT_CHANGED: &str = "GPU time-slicing changed";
+
+/// Inside the write transaction of reservation `$id`, after [`driver_clash!`] has locked its
+/// nodes: whether any of its allocations no longer fits its GPU as the GPU is divided now. A seat
+/// needs a GPU time-sliced into the offering's seats; a whole GPU (or node) needs slices `[0, n)`
+/// of all the GPU's `n` slices; a MIG slice needs MIG mode. Placement planned on the index, which
+/// may not have heard yet of an admin's time-slicing; this is where the database, which has, says
+/// so (an admin's change locks the node's row as the driver check does, so one of the two sees
+/// the other's commit).
+macro_rules! layout_changed {
+    ($tx:ident, $id:expr) => {{
+        let stale: i64 = sqlx::query_scalar(
+            "select count(*) from allocation a join gpu g on g.gpu_id = a.gpu_id
+             join reservation r on r.reservation_id = a.reservation_id
+             join offering o on o.offering_id = r.offering_id
+             where a.reservation_id = $1 and not (case
+                 when o.grain = 'shared' then g.seats is not null and g.seats = o.seats_per_gpu
+                 when o.grain = 'mig' then g.mig_enabled
+                 else a.slice_lo = 0 and a.slice_hi = case when g.mig_enabled then 7 else coalesce(g.seats, 1) end
+             end)",
+        )
+        .bind($id)
+        .fetch_one(&mut *$tx)
+        .await?;
+        stale > 0
+    }};
+}
+
 /// Pushes ` and <allocation a overlaps [start, hold_until) in time>` onto a query, written so that
 /// each database's index answers it per GPU. On PostgreSQL that is the exclusion constraint's GiST
 /// index, which serves only its own range expression: written in columns, the condition went to
@@ -358,9 +389,10 @@ fn push_overlaps_in_time<'q, DB: sqlx::Database>(
 
 /// Whether an error is the database refusing an overlapping allocation (PostgreSQL's exclusion
 /// violation, a deadlock between two such inserts, or SQLite's trigger), or a write refusing a
-/// second CUDA driver branch on a node: either way another booking got there first.
+/// second CUDA driver branch on a node: either way another booking got there first. Or a GPU's
+/// seats changed under the plan: either way the booking re-plans.
 pub fn is_overlap(err: &sqlx::Error) -> bool {
-    if matches!(err, sqlx::Error::Protocol(m) if m == DRIVER_CLASH) {
+    if matches!(err, sqlx::Error::Protocol(m) if m == DRIVER_CLASH || m == LAYOUT_CHANGED) {
         return true;
     }
     match err {
@@ -470,9 +502,14 @@ pub(crate) const RESERVATION_SELECT: &str =
     join app_user u on u.user_id = r.requested_by";
 
 /// An allocation as its reservation shows it: node, GPU and slices (see [`AllocationViewRow`]).
+/// A seat is known by its offering's seats per GPU, which never change, rather than by how its
+/// GPU is divided now, which an admin may change once the reservation is over.
 const ALLOCATION_VIEW_SELECT: &str =
-    "select a.reservation_id, a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, g.mig_enabled
-     from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id";
+    "select a.reservation_id, a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, g.mig_enabled,
+        o.seats_per_gpu as seats
+     from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
+     left join reservation r on r.reservation_id = a.reservation_id
+     left join offering o on o.offering_id = r.offering_id";
 
 #[derive(sqlx::FromRow)]
 struct AllocationViewRow {
@@ -483,6 +520,7 @@ struct AllocationViewRow {
     slice_lo: i64,
     slice_hi: i64,
     mig_enabled: bool,
+    seats: Option<i64>,
 }
 
 impl AllocationViewRow {
@@ -494,6 +532,7 @@ impl AllocationViewRow {
             slice_lo: self.slice_lo as u8,
             slice_hi: self.slice_hi as u8,
             mig: self.mig_enabled,
+            seats_per_gpu: self.seats.and_then(|s| u8::try_from(s).ok()),
         };
         (self.gpu_id, view)
     }
@@ -608,6 +647,9 @@ impl Store {
                     let nodes = r.allocations.iter().map(|p| p.node_id).collect();
                     if driver_clash!(self, sp, id, nodes, r.window.start, r.hold_until, &r.options.cuda_driver) {
                         return Err(sqlx::Error::Protocol(DRIVER_CLASH.to_owned()));
+                    }
+                    if layout_changed!(sp, id) {
+                        return Err(sqlx::Error::Protocol(LAYOUT_CHANGED.to_owned()));
                     }
                     if let Some((kind, run_at)) = r.first_job {
                         sqlx::query(INSERT_JOB)

@@ -8,6 +8,7 @@ use crate::driver::slurm::SyncReport;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
+use tenantry_domain::offering::GPU_SHARES;
 
 /// Reservation states whose window Slurm holds: approved and not yet over.
 pub const HELD_IN_SLURM: &[&str] = &["scheduled", "provisioning", "active", "degraded"];
@@ -26,9 +27,9 @@ pub struct SlurmHeld {
     pub hostname: String,
     /// GPUs (or MIG slice ranges) the reservation holds on the node.
     pub held: i64,
-    /// Its share of the node's GPU capacity in sevenths (a whole GPU is seven, a MIG slice
-    /// range its width).
-    pub sevenths: i64,
+    /// Its share of the node's GPU capacity in GPU shares (840 to a GPU: a MIG slice is 120, a
+    /// seat of a GPU time-sliced four ways 210).
+    pub shares: i64,
     /// GPUs the node has.
     pub node_gpus: i64,
     pub cpu_cores: i64,
@@ -37,7 +38,7 @@ pub struct SlurmHeld {
 impl SlurmHeld {
     /// Whether the reservation holds the whole node: every GPU, each whole.
     pub fn whole_node(&self) -> bool {
-        self.held == self.node_gpus && self.sevenths == 7 * self.node_gpus
+        self.held == self.node_gpus && self.shares == GPU_SHARES * self.node_gpus
     }
 }
 
@@ -64,9 +65,11 @@ impl Store {
             // reservation read on PostgreSQL, 50 ms this way).
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname,
-                        h.held, h.sevenths, c.node_gpus, n.cpu_cores
+                        h.held, h.shares, c.node_gpus, n.cpu_cores
                  from (select a.reservation_id, a.node_id, count(*) as held,
-                              cast(sum(case when g.mig_enabled then a.slice_hi - a.slice_lo else 7 end) as bigint) as sevenths
+                              cast(sum(case when g.mig_enabled then (a.slice_hi - a.slice_lo) * 120
+                                            when g.seats is not null then (a.slice_hi - a.slice_lo) * 840 / g.seats
+                                            else 840 end) as bigint) as shares
                        from allocation a join reservation r on r.reservation_id = a.reservation_id
                        join gpu g on g.gpu_id = a.gpu_id
                        where a.kind = 'reservation' and a.live and a.replaced_at is null and r.end_at > ",

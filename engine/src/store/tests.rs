@@ -69,7 +69,13 @@ store_test!(seed_creates_the_demo_world, |store: Store| async move {
     assert_eq!(regions.len(), 2);
     let offerings = engine.store.list_offerings(Utc::now()).await.unwrap();
     let ids: Vec<_> = offerings.iter().map(|o| o.id.as_str()).collect();
-    assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb"]);
+    assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb", "l40s-seat"]);
+    let shared: Vec<_> = nodes.iter().filter(|n| n.seats_per_gpu.is_some()).collect();
+    assert_eq!(shared.len(), 1, "one L40S node is time-sliced into seats");
+    assert_eq!(
+        (shared[0].gpu_model, shared[0].seats_per_gpu),
+        (tenantry_domain::GpuModel::L40s, Some(crate::seed::DEMO_SEATS_PER_GPU))
+    );
     for user in DEMO_USERS {
         let found = engine.store.identity_by_email(user.email).await.unwrap().expect(user.email);
         assert_eq!(found.is_admin, user.is_admin);
@@ -191,11 +197,11 @@ store_test!(
         let theirs = created(store.insert_booking(&theirs, None, None, now()).await.unwrap());
 
         let all = store.slurm_held(now(), None).await.unwrap();
-        let rows: Vec<_> = all.iter().map(|h| (h.reservation_id, h.node_gpus > 0, h.held, h.sevenths)).collect();
+        let rows: Vec<_> = all.iter().map(|h| (h.reservation_id, h.node_gpus > 0, h.held, h.shares)).collect();
         let node_gpus = all[0].node_gpus;
         assert_eq!(rows.len(), 3, "one row per reservation and node: {all:?}");
-        assert!(rows.contains(&(mine, true, 2, 14)) && rows.contains(&(mine, true, 1, 7)), "{all:?}");
-        assert!(rows.contains(&(theirs, true, 1, 7)), "{all:?}");
+        assert!(rows.contains(&(mine, true, 2, 1680)) && rows.contains(&(mine, true, 1, 840)), "{all:?}");
+        assert!(rows.contains(&(theirs, true, 1, 840)), "{all:?}");
         assert!(all.iter().all(|h| !h.whole_node()), "a GPU or two of {node_gpus} is not the node");
         let only_acme = store.slurm_held(now(), Some(&[t])).await.unwrap();
         assert!(only_acme.len() == 2 && only_acme.iter().all(|h| h.reservation_id == mine), "{only_acme:?}");

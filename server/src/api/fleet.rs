@@ -15,7 +15,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use tenantry_domain::fleet::{
     AdmitInput, AdmitOutcome, MaintenanceClash, MaintenanceInput, MaintenanceWindow, NodeSummary, PlacementInput,
-    QueueOverview, ReconcileReport, RetireInput, SyncReport,
+    QueueOverview, ReconcileReport, RetireInput, SyncReport, TimeSlicingInput,
 };
 use tenantry_domain::NodeState;
 
@@ -132,6 +132,36 @@ pub async fn admit_nodes(
     ApiJson(body): ApiJson<AdmitInput>,
 ) -> ApiResult<Json<Items<AdmitOutcome>>> {
     Ok(Json(state.engine.admit_nodes(&who, &body, Utc::now()).await?.into()))
+}
+
+/// Time-slice a node's GPUs (those not in MIG mode) into 2 to 7 seats, or stop (admins)
+///
+/// Seats are booked through offerings of grain `shared` with the same `seats_per_gpu`. Refused
+/// (409) while any reservation or maintenance window holds the node's GPUs after now.
+#[utoipa::path(
+    put,
+    path = "/admin/nodes/{hostname}/time-slicing",
+    tag = "fleet",
+    params(("hostname" = String, Path, description = "The node's hostname")),
+    request_body = TimeSlicingInput,
+    responses(
+        (status = 200, description = "The node", body = NodeSummary),
+        (status = 401, response = Unauthenticated),
+        (status = 403, description = "Not a platform admin, or a cross-site request", body = ErrorBody),
+        (status = 404, response = NotFound),
+        (status = 409, description = "The node's GPUs are held after now, or all are in MIG mode", body = ErrorBody),
+        (status = 415, response = UnsupportedMediaType),
+        (status = 422, response = Invalid),
+        (status = "5XX", response = ServerError),
+    )
+)]
+pub async fn time_slicing(
+    State(state): State<AppState>,
+    Admin(who): Admin,
+    ApiPath(hostname): ApiPath<String>,
+    ApiJson(body): ApiJson<TimeSlicingInput>,
+) -> ApiResult<Json<NodeSummary>> {
+    Ok(Json(state.engine.time_slice_node(&who, &hostname, &body, Utc::now()).await?))
 }
 
 /// Set where a node sits: region, fabric domain, rack (created on first use) (admins)

@@ -176,6 +176,7 @@ impl Modify for SecuritySchemes {
         fleet::admit_node,
         fleet::retire_node,
         fleet::accept_facts,
+        fleet::time_slicing,
         fleet::admit_nodes,
         fleet::last_reconcile,
         fleet::reconcile,

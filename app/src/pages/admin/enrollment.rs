@@ -13,7 +13,7 @@ use crate::error::AppError;
 use crate::pages::CARD;
 use leptos::prelude::*;
 use std::collections::BTreeSet;
-use tenantry_domain::fleet::{AdmitInput, NodeSummary, PlacementInput, ReconcileReport};
+use tenantry_domain::fleet::{AdmitInput, NodeSummary, PlacementInput, ReconcileReport, TimeSlicingInput};
 use tenantry_domain::NodeState;
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
@@ -36,6 +36,8 @@ pub struct Enrollment {
     rack: RwSignal<String>,
     retire_host: RwSignal<String>,
     force: RwSignal<bool>,
+    slice_host: RwSignal<String>,
+    slice_seats: RwSignal<String>,
 }
 
 impl Enrollment {
@@ -57,6 +59,8 @@ impl Enrollment {
             rack: RwSignal::new(String::new()),
             retire_host: RwSignal::new(String::new()),
             force: RwSignal::new(false),
+            slice_host: RwSignal::new(String::new()),
+            slice_seats: RwSignal::new(String::new()),
         }
     }
 
@@ -71,6 +75,12 @@ impl Enrollment {
     /// Puts a node in the retire form.
     pub fn retire(self, hostname: &str) {
         self.retire_host.set(hostname.to_owned());
+    }
+
+    /// Puts a node and its seats per GPU (blank when not time-sliced) in the time-slicing form.
+    pub fn time_slice(self, node: &NodeSummary) {
+        self.slice_host.set(node.hostname.clone());
+        self.slice_seats.set(node.seats_per_gpu.map(|s| s.to_string()).unwrap_or_default());
     }
 }
 
@@ -460,8 +470,18 @@ pub fn NodeForms(enrollment: Enrollment) -> impl IntoView {
         e.command
             .dispatch(FleetAction::Retire(e.retire_host.get_untracked().trim().to_owned(), e.force.get_untracked()));
     };
+    let time_slice = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let seats = e.slice_seats.get_untracked();
+        // Blank stops time-slicing; anything else goes to the server, which names a wrong number.
+        let seats_per_gpu = (!seats.trim().is_empty()).then(|| seats.trim().parse().unwrap_or(0));
+        e.command.dispatch(FleetAction::TimeSlice(
+            e.slice_host.get_untracked().trim().to_owned(),
+            TimeSlicingInput { seats_per_gpu },
+        ));
+    };
     view! {
-        <div class="mb-6 grid gap-4 md:grid-cols-2">
+        <div class="mb-6 grid gap-4 md:grid-cols-3">
             <form class=CARD on:submit=save aria-labelledby="place-heading" data-testid="place-form">
                 <h2 id="place-heading" class="mb-2 text-lg font-semibold">
                     "Place a node"
@@ -500,6 +520,21 @@ pub fn NodeForms(enrollment: Enrollment) -> impl IntoView {
                     data-testid="retire-submit"
                 >
                     "Retire"
+                </button>
+            </form>
+            <form class=CARD on:submit=time_slice aria-labelledby="slice-heading" data-testid="time-slice-form">
+                <h2 id="slice-heading" class="mb-2 text-lg font-semibold">
+                    "Time-slice a node's GPUs"
+                </h2>
+                <p class="mb-2 text-sm text-slate-600 dark:text-slate-400">
+                    "Its GPUs outside MIG mode become 2 to 7 seats each, booked through shared offerings with as many seats. \
+                     Seats share a GPU's memory and faults. Leave the seats blank to stop. Refused while anything holds the node's GPUs."
+                </p>
+                <div class="grid gap-2 sm:grid-cols-2">
+                    {field("Node", e.slice_host, "slice-host")} {field("Seats per GPU", e.slice_seats, "slice-seats")}
+                </div>
+                <button type="submit" class=format!("{BUTTON} mt-3") data-testid="slice-submit">
+                    "Save seats"
                 </button>
             </form>
         </div>

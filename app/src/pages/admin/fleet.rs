@@ -401,6 +401,7 @@ fn DomainTable(
                         .into_iter()
                         .map(|n| {
                             let mig = (n.mig_gpus > 0).then(|| format!(" · MIG on {}", n.mig_gpus));
+                            let seats = n.seats_per_gpu.map(|s| format!(" · {s} seats each"));
                             view! {
                                 <tr data-testid="fleet-node">
                                     <th scope="row" class="px-4 py-2 font-mono font-medium">
@@ -408,7 +409,7 @@ fn DomainTable(
                                     </th>
                                     <td class="hidden px-4 py-2 sm:table-cell">{n.rack.clone()}</td>
                                     <td class="px-4 py-2 whitespace-nowrap">
-                                        {format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}
+                                        {format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}{seats}
                                     </td>
                                     <td class="hidden px-4 py-2 md:table-cell">
                                         {format!("{} cores / {} GB / {} TB", n.cpu_cores, n.memory_gb, n.nvme_tb)}
@@ -505,12 +506,21 @@ fn NodeActions(node: NodeSummary, service: ServiceAction, enrollment: Enrollment
     };
     let more = (node.state != NodeState::Retired).then(|| {
         let retire = host.clone();
+        let sliced = node.clone();
         view! {
             <button type="button" class=format!("{small} ml-2") on:click=move |_| enrollment.edit(&node)>
                 "Edit place"
             </button>
             <button type="button" class=format!("{small} ml-2") on:click=move |_| enrollment.retire(&retire)>
                 "Retire…"
+            </button>
+            <button
+                type="button"
+                class=format!("{small} ml-2")
+                data-testid="time-slice-node"
+                on:click=move |_| enrollment.time_slice(&sliced)
+            >
+                "Seats…"
             </button>
         }
     });
@@ -535,6 +545,7 @@ mod tests {
             gpu_model: model,
             gpu_count: 8,
             mig_gpus: 0,
+            seats_per_gpu: None,
             cpu_cores: 1,
             memory_gb: 1,
             nvme_tb: 1,

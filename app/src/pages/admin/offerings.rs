@@ -523,6 +523,7 @@ fn CreateForm(regions: Vec<String>, actions: Actions) -> impl IntoView {
     let grain = RwSignal::new(Grain::Gpu.code().to_owned());
     let model = RwSignal::new(GpuModel::H100Sxm80.code().to_owned());
     let profile = RwSignal::new(MigProfile::G1_10.code().to_owned());
+    let seats = RwSignal::new("4".to_owned());
     let reserved = RwSignal::new(String::new());
     let on_demand = RwSignal::new(String::new());
     let description = RwSignal::new(String::new());
@@ -530,12 +531,15 @@ fn CreateForm(regions: Vec<String>, actions: Actions) -> impl IntoView {
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let mig = grain.get_untracked() == Grain::Mig.code();
+        let shared = grain.get_untracked() == Grain::Shared.code();
         actions.create(NewOffering {
             id: id.get_untracked().trim().to_owned(),
             name: name.get_untracked(),
             grain: grain.get_untracked(),
             gpu_model: model.get_untracked(),
             mig_profile: mig.then(|| profile.get_untracked()),
+            // A number the server checks (2 to 7); anything else is sent as 0, which it names.
+            seats_per_gpu: shared.then(|| seats.get_untracked().trim().parse().unwrap_or(0)),
             reserved_cents_per_hour: reserved.get_untracked().trim().parse().unwrap_or(-1),
             on_demand_cents_per_hour: on_demand.get_untracked().trim().parse().unwrap_or(-1),
             regions: chosen.get_untracked(),
@@ -616,7 +620,11 @@ fn CreateForm(regions: Vec<String>, actions: Actions) -> impl IntoView {
                         "offering-profile",
                         MigProfile::ALL.iter().map(|p| p.code()).collect(),
                     )}
-                </div> {text("Reserved (cents per unit-hour)", reserved, "offering-reserved", "number")}
+                </div>
+                <div class:hidden=move || {
+                    grain.get() != Grain::Shared.code()
+                }>{text("Seats per GPU (2 to 7)", seats, "offering-seats", "number")}</div>
+                {text("Reserved (cents per unit-hour)", reserved, "offering-reserved", "number")}
                 {text("On demand (cents per unit-hour)", on_demand, "offering-on-demand", "number")}
                 {text("Description", description, "offering-description", "text")}
             </div>

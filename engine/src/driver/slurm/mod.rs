@@ -40,6 +40,7 @@ use futures::StreamExt;
 use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Desired, Names, ReservationSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use tenantry_domain::fleet::{InventoryNode, NodeState};
+use tenantry_domain::offering::GPU_SHARES;
 use tenantry_domain::provisioning::{fabric_of, AcceptanceReport, AcceptanceRules, MigGpuConfig};
 use tenantry_domain::reservation::{Orchestrator, Workload};
 use tenantry_domain::GpuModel;
@@ -754,8 +755,8 @@ fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32) {
     let mut partial = false;
     for n in rows {
         let whole = n.whole_node();
-        // The node's cores in the share of its GPU capacity (in sevenths) this booking holds.
-        let share = (n.cpu_cores * n.sevenths / (n.node_gpus.max(1) * 7)).max(1);
+        // The node's cores in the share of its GPU capacity this booking holds.
+        let share = (n.cpu_cores * n.shares / (n.node_gpus.max(1) * GPU_SHARES)).max(1);
         partial |= !whole;
         nodes.push(n.hostname.clone());
         cores.push(if whole { n.cpu_cores } else { share } as u32);
@@ -800,6 +801,16 @@ fn gpus_of(gres: &str, types: &[(String, GpuModel)]) -> Option<(GpuModel, u32, u
     }
     let mig = mig_instances.div_ceil(7);
     model.map(|m| (m, whole + mig, mig))
+}
+
+/// Shards a node's GRES declares (`shard:32` or `shard:l40s:32`, Slurm 22.05's GPU sharing):
+/// the seats of its time-sliced GPUs, all of them together.
+fn shards_of(gres: &str) -> u32 {
+    gres.split(',')
+        .map(|entry| entry.split('(').next().unwrap_or(entry))
+        .filter(|entry| entry.starts_with("shard:"))
+        .filter_map(|entry| entry.rsplit(':').next()?.parse::<u32>().ok())
+        .sum()
 }
 
 /// A node's inventory entry from `scontrol show node`; `None` for nodes without a known GPU
@@ -849,6 +860,33 @@ impl FleetDriver for SlurmDriver {
 
     async fn apply_mig_layout(&self, _: &EffectKey, node: &NodeTarget, _: &[MigGpuConfig]) -> DriverResult<String> {
         Ok(format!("{}: MIG instances are the node's Slurm GRES configuration; nothing to change", node.hostname))
+    }
+
+    /// Slurm time-slices a GPU through its `shard` GRES, which the site declares in gres.conf
+    /// (`Name=shard Count=…`) and Tenantry cannot change: this checks the node declares enough
+    /// shards for its GPUs' seats, and says how the team's jobs use a seat.
+    async fn apply_time_slicing(&self, _: &EffectKey, node: &NodeTarget) -> DriverResult<String> {
+        let record = self.node_record(&node.hostname).await?;
+        let gres = record.get("Gres").cloned().unwrap_or_default();
+        let shards = shards_of(&gres);
+        let gpus = gpus_of(&gres, &self.config.gpu_types).map_or(0, |(_, count, _)| count);
+        let per_gpu = node.seats.iter().map(|s| u32::from(s.seats_per_gpu)).max().unwrap_or(0);
+        if shards == 0 || shards < gpus * per_gpu {
+            return Err(DriverError {
+                message: format!(
+                    "{} declares {shards} gres/shard for {gpus} GPU(s) time-sliced into {per_gpu} seats each; add \
+                     GresTypes=gpu,shard to slurm.conf and Name=shard Count={} to its gres.conf",
+                    node.hostname,
+                    gpus * per_gpu
+                ),
+                transient: false,
+            });
+        }
+        Ok(format!(
+            "{}: gres/shard:{shards} ({per_gpu} per GPU); the team's jobs ask --gres=shard:1 for each seat held ({})",
+            node.hostname,
+            node.seats.len()
+        ))
     }
 
     async fn install_driver(&self, _: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String> {
@@ -1100,7 +1138,7 @@ mod tests {
             end_at: Utc::now() + Duration::hours(1),
             hostname: host.into(),
             held: gpus,
-            sevenths: mig.map_or(7 * gpus, |(lo, hi)| hi - lo),
+            shares: mig.map_or(GPU_SHARES * gpus, |(lo, hi)| (hi - lo) * 120),
             node_gpus: 8,
             cpu_cores: 16,
         }
@@ -1120,7 +1158,7 @@ mod tests {
         assert_eq!(reservation_spec(&slice).0.cores, Some(vec![1]));
         // Every GPU of the node, one of them as MIG slices short of the whole: not the node.
         let mut almost = row(4, "gpu004", 8, None);
-        almost.sevenths -= 1;
+        almost.shares -= 120;
         assert_eq!(reservation_spec(&[almost]).0.cores, Some(vec![15]));
     }
 

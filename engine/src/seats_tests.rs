@@ -1,0 +1,239 @@
+//! Time-sliced seats on SQLite and PostgreSQL: an admin time-slices a node's GPUs; seats are
+//! booked through a `shared` offering, packed onto GPUs already shared, counted as their
+//! fraction of a GPU, never given twice under a race, and re-planned when a booking was planned
+//! before the GPUs were time-sliced.
+
+use crate::error::EngineError;
+use crate::seed::{seed_demo, SeedOptions, DEMO_SEATS_PER_GPU};
+use crate::store::Store;
+use crate::test_helpers::{ask, lift_limits};
+use crate::{store_test, Engine, EngineConfig};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use tenantry_domain::fleet::{NodeSummary, TimeSlicingInput};
+use tenantry_domain::{Cents, GpuModel, Identity};
+
+/// The demo fleet's 16 nodes (four L40S, one of them time-sliced into four seats a GPU) with no
+/// reservations; Acme's lead, Globex's lead, the admin.
+async fn setup(store: Store) -> (Engine, Identity, Identity, Identity) {
+    let engine = Engine::new(store, EngineConfig::default());
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
+    let who = |email: &'static str| {
+        let engine = engine.clone();
+        async move { engine.store.identity_by_email(email).await.unwrap().unwrap() }
+    };
+    let (acme, globex, admin) =
+        (who("lead@acme.example").await, who("lead@globex.example").await, who("admin@tenantry.example").await);
+    for team in ["acme", "globex"] {
+        lift_limits(&engine, team, GpuModel::L40s).await;
+    }
+    (engine, acme, globex, admin)
+}
+
+/// `h` hours after the current hour began, so a window's bookings never depend on the minute.
+fn hour(h: i64) -> DateTime<Utc> {
+    Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(h)
+}
+
+/// The L40S nodes, the time-sliced one first.
+async fn l40s_nodes(engine: &Engine, admin: &Identity) -> Vec<NodeSummary> {
+    let mut nodes: Vec<NodeSummary> =
+        engine.fleet_nodes(admin).await.unwrap().into_iter().filter(|n| n.gpu_model == GpuModel::L40s).collect();
+    nodes.sort_by_key(|n| (n.seats_per_gpu.is_none(), n.hostname.clone()));
+    nodes
+}
+
+fn seats(n: Option<i64>) -> TimeSlicingInput {
+    TimeSlicingInput { seats_per_gpu: n }
+}
+
+store_test!(seats_pack_onto_shared_gpus_and_count_as_a_quarter_of_a_gpu, |store: Store| async move {
+    let (engine, acme, globex, admin) = setup(store).await;
+    let nodes = l40s_nodes(&engine, &admin).await;
+    let shared = &nodes[0];
+    assert_eq!(shared.seats_per_gpu, Some(DEMO_SEATS_PER_GPU), "the demo time-slices one L40S node");
+    assert!(nodes[1..].iter().all(|n| n.seats_per_gpu.is_none()));
+    let now = Utc::now();
+    let start = hour(3);
+
+    // Only the time-sliced node's GPUs have seats: 8 GPUs × 4.
+    let quote = engine.quote(&acme, &ask("l40s-seat", 3, start, 4), now).await.unwrap();
+    assert_eq!(quote.max_quantity, 8 * 4);
+    assert_eq!(quote.price_cents, Cents(3 * 29 * 4), "seats are priced per seat-hour");
+    let quota = quote.quota.expect("the quote says what the booking does to the quota");
+    assert!((quota.peak_concurrent_gpus - 0.75).abs() < 1e-9, "three seats of four are 3/4 GPU: {quota:?}");
+    assert!((quota.monthly_gpu_hours.values().sum::<f64>() - 3.0).abs() < 1e-9, "3/4 GPU for 4 hours");
+
+    let mine = engine.book(&acme, &ask("l40s-seat", 3, start, 4), None, now).await.unwrap().detail;
+    assert!(mine.allocations.iter().all(|a| a.node == shared.hostname && a.slice_hi == a.slice_lo + 1));
+    assert!(mine.allocations.iter().all(|a| a.seats_per_gpu == Some(DEMO_SEATS_PER_GPU)));
+    assert_eq!(mine.allocations[0].share(), format!("seat {} of 4 (time-sliced)", mine.allocations[0].slice_lo + 1));
+    let gpu = mine.allocations[0].gpu_index;
+    assert!(mine.allocations.iter().all(|a| a.gpu_index == gpu), "three seats fit on one GPU: {mine:?}");
+
+    // Another team's seat goes on the GPU already shared, not on a fresh one.
+    let theirs = engine.book(&globex, &ask("l40s-seat", 1, start, 4), None, now).await.unwrap().detail;
+    assert_eq!((theirs.allocations[0].node.as_str(), theirs.allocations[0].gpu_index), (shared.hostname.as_str(), gpu));
+    let mut taken: Vec<u8> = mine.allocations.iter().chain(&theirs.allocations).map(|a| a.slice_lo).collect();
+    taken.sort();
+    assert_eq!(taken, [0, 1, 2, 3], "four teams' worth of seats, none twice");
+
+    // That GPU is full now: a whole-GPU booking of every L40S GPU leaves it out.
+    let whole = engine.quote(&acme, &ask("l40s-gpu", 1, start, 4), now).await.unwrap().max_quantity;
+    assert_eq!(whole, 4 * 8 - 1, "every L40S GPU but the one whose seats are all taken");
+    assert_eq!(engine.quote(&acme, &ask("l40s-seat", 1, start, 4), now).await.unwrap().max_quantity, 7 * 4);
+});
+
+store_test!(time_slicing_is_for_admins_checked_and_refused_while_the_gpus_are_held, |store: Store| async move {
+    let (engine, acme, _, admin) = setup(store).await;
+    let nodes = l40s_nodes(&engine, &admin).await;
+    let (shared, whole) = (&nodes[0].hostname, &nodes[1].hostname);
+    let now = Utc::now();
+    let forbidden = engine.time_slice_node(&acme, whole, &seats(Some(4)), now).await;
+    assert!(matches!(forbidden, Err(EngineError::Forbidden(_))), "{forbidden:?}");
+    for wrong in [1, 8, 0] {
+        match engine.time_slice_node(&admin, whole, &seats(Some(wrong)), now).await {
+            Err(EngineError::Invalid { field, message }) => {
+                assert_eq!(field, "seats_per_gpu");
+                assert!(message.contains("2 to 7"), "{message}");
+            }
+            other => panic!("{wrong} seats: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        engine.time_slice_node(&admin, "no-such-node", &seats(Some(4)), now).await,
+        Err(EngineError::NotFound("node"))
+    ));
+    let a100 = engine.fleet_nodes(&admin).await.unwrap().into_iter().find(|n| n.mig_gpus == n.gpu_count).unwrap();
+    match engine.time_slice_node(&admin, &a100.hostname, &seats(Some(4)), now).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("MIG"), "{m}"),
+        other => panic!("a node all in MIG mode: {other:?}"),
+    }
+
+    // A seat held later on the shared node: its seats cannot change, nor can it stop.
+    let held = engine.book(&acme, &ask("l40s-seat", 1, hour(30), 2), None, now).await.unwrap().detail.reservation.id;
+    for change in [Some(3), None] {
+        match engine.time_slice_node(&admin, shared, &seats(change), now).await {
+            Err(EngineError::Conflict(m)) => assert!(m.contains(&format!("#{held}")), "{m}"),
+            other => panic!("{change:?} while a seat is held: {other:?}"),
+        }
+    }
+    // A free node is time-sliced, and its seats are bookable at once; stopped, they are gone.
+    let node = engine.time_slice_node(&admin, whole, &seats(Some(2)), now).await.unwrap();
+    assert_eq!(node.seats_per_gpu, Some(2));
+    let quote = engine.quote(&acme, &ask("l40s-seat", 1, hour(3), 2), now).await.unwrap();
+    assert_eq!(quote.max_quantity, 8 * 4, "a seat of two is not a seat of four: only the demo node's count");
+    let stopped = engine.time_slice_node(&admin, whole, &seats(None), now).await.unwrap();
+    assert_eq!(stopped.seats_per_gpu, None);
+    let events = engine.audit_log(&admin, &tenantry_domain::audit::AuditFilter::default()).await.unwrap();
+    assert!(events.iter().any(|e| e.action == "node.time_sliced" && e.detail.contains("2 seats each")), "audited");
+});
+
+store_test!(a_booking_planned_before_its_gpus_were_time_sliced_plans_again, |store: Store| async move {
+    let (engine, acme, _, admin) = setup(store).await;
+    let nodes = l40s_nodes(&engine, &admin).await;
+    // A second instance whose index has not heard of what the admin does next (on SQLite no
+    // other instance hears: this is the race a stale index runs into).
+    let stale = Engine::new(engine.store.clone(), engine.config.clone());
+    stale.load_index().await.unwrap();
+    let now = Utc::now();
+    for node in &nodes[1..] {
+        engine.time_slice_node(&admin, &node.hostname, &seats(Some(4)), now).await.unwrap();
+    }
+    // Every L40S GPU, whole: the stale plan takes slice 0 of GPUs that now have four seats.
+    let every = 4 * 8;
+    let booked = stale.book(&acme, &ask("l40s-gpu", every, hour(3), 2), None, now).await.unwrap().detail;
+    assert_eq!(booked.allocations.len(), every as usize);
+    assert!(
+        booked.allocations.iter().all(|a| (a.slice_lo, a.slice_hi) == (0, 4) && a.share() == "whole GPU"),
+        "each GPU held whole, all four seats: {booked:?}"
+    );
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    engine.load_index().await.unwrap();
+    assert_eq!(engine.quote(&acme, &ask("l40s-seat", 1, hour(3), 2), now).await.unwrap().max_quantity, 0);
+});
+
+store_test!(racing_for_the_last_seats_never_gives_one_twice, |store: Store| async move {
+    let (engine, acme, globex, _) = setup(store).await;
+    let (start, now) = (hour(5), Utc::now());
+    // All but five seats go first.
+    engine.book(&globex, &ask("l40s-seat", 27, start, 3), None, now).await.unwrap();
+    let mut instances = Vec::new();
+    for _ in 0..4 {
+        let e = Engine::new(engine.store.clone(), engine.config.clone());
+        e.load_index().await.unwrap();
+        instances.push(e);
+    }
+    let attempts = 16;
+    let mut tasks = Vec::new();
+    for i in 0..attempts {
+        let e = instances[i % instances.len()].clone();
+        let who = if i % 2 == 0 { acme.clone() } else { globex.clone() };
+        tasks.push(tokio::spawn(async move { e.book(&who, &ask("l40s-seat", 1, start, 3), None, Utc::now()).await }));
+    }
+    let (mut won, mut lost) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(EngineError::Conflict(_)) => lost += 1,
+            Err(other) => panic!("a loser must get a conflict, not {other:?}"),
+        }
+    }
+    assert_eq!((won, lost), (5, attempts - 5), "exactly the five free seats were booked");
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty(), "no seat is held twice");
+});
+
+store_test!(each_seat_is_set_up_and_metered_for_its_own_use, |store: Store| async move {
+    use tenantry_domain::provisioning::{Step, StepStatus};
+    let (engine, acme, globex, _) = setup(store).await;
+    let booked = |who: Identity| {
+        let engine = engine.clone();
+        async move {
+            let input = crate::test_helpers::starting_now("l40s-seat", 1, 2, "any");
+            engine.book(&who, &input, None, Utc::now()).await.unwrap().detail
+        }
+    };
+    let (mine, theirs) = (booked(acme.clone()).await, booked(globex.clone()).await);
+    let (a, b) = (&mine.allocations[0], &theirs.allocations[0]);
+    assert_eq!((&a.node, a.gpu_index), (&b.node, b.gpu_index), "two teams' seats on one GPU");
+    let ids = [mine.reservation.id, theirs.reservation.id];
+    for _ in 0..30 {
+        engine.run_due_jobs(Utc::now()).await.unwrap();
+        let active = engine.store.reservation(acme.tenant_id().unwrap(), ids[0]).await.unwrap().unwrap().state
+            == tenantry_domain::ReservationState::Active
+            && engine.store.reservation(globex.tenant_id().unwrap(), ids[1]).await.unwrap().unwrap().state
+                == tenantry_domain::ReservationState::Active;
+        if active {
+            break;
+        }
+    }
+    // Provisioning time-sliced the GPU for the seat, leaving MIG off.
+    let events = engine.store.reservation_events(ids[0], 0).await.unwrap();
+    let layout = events.iter().find(|e| e.step == Step::MigLayout && e.status == StepStatus::Done).unwrap();
+    assert!(layout.detail.contains("4 replicas") && layout.detail.contains("held"), "{}", layout.detail);
+
+    // Sampled for a minute: each holds a quarter of the GPU, measured on its own seat.
+    let at = mine.reservation.start + Duration::minutes(1);
+    assert_eq!(engine.sample_usage(at, 60).await.unwrap(), 2);
+    let use_of = |who: Identity, id: i64| {
+        let engine = engine.clone();
+        async move {
+            let overview = engine.chargeback_overview(&who, &Default::default(), at).await.unwrap();
+            overview.reservations.into_iter().find(|r| r.reservation_id == id).unwrap().usage
+        }
+    };
+    let (mine_used, theirs_used) = (use_of(acme, ids[0]).await, use_of(globex, ids[1]).await);
+    for usage in [mine_used, theirs_used] {
+        assert!((usage.sampled_gpu_hours() - 0.25 / 60.0).abs() < 1e-12, "a quarter GPU for a minute: {usage:?}");
+    }
+    assert_ne!(mine_used.utilization_pct(), theirs_used.utilization_pct(), "each seat is measured on its own");
+    let gauges = engine.gauges(at).await.unwrap();
+    for team in ["acme", "globex"] {
+        assert!(
+            gauges.reserved_gpus_by_tenant.iter().any(|(t, g)| t == team && (*g - 0.25).abs() < 1e-9),
+            "{:?}",
+            gauges.reserved_gpus_by_tenant
+        );
+    }
+});
