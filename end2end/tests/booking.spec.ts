@@ -141,3 +141,34 @@ test('a lead books a preemptible GPU cheaper, told first what it risks', async (
   await expect(page.getByTestId('reservation-class')).toHaveText('preemptible');
   await expect(page.getByTestId('reservation-price')).toHaveText('$2.28');
 });
+
+test('a lead takes a development seat, told first what a seat does not isolate, and sees its own use', async ({ page }) => {
+  // Its use is sampled once a minute once it runs.
+  test.setTimeout(180_000);
+  await signIn(page, 'lead@acme.example');
+  await page.goto('/availability?offering=l40s-seat');
+  await hydrated(page);
+  const notice = page.getByTestId('seat-isolation-notice');
+  await expect(notice).toContainText('A seat is not isolated');
+  await expect(notice).toContainText('time-sliced into 4 seats');
+  await expect(notice).toContainText('for serving or training book a MIG slice, a GPU or a node');
+  await expect(page.getByTestId('offering-summary')).toContainText('per seat-hour');
+  // A seat now, on demand: 1 seat × 2 h × $0.45.
+  await page.getByTestId('burst-quantity').fill('1');
+  await page.getByTestId('burst-hours').fill('2');
+  await page.getByRole('button', { name: 'Burst now' }).click();
+  await expect(page).toHaveURL(/\/reservations\/\d+$/);
+  const id = page.url().split('/').pop();
+  await expect(page.getByTestId('reservation-state')).toHaveText('active', { timeout: 30_000 });
+  await expect(page.getByTestId('reservation-price')).toHaveText('$0.90');
+  await expect(page.getByTestId('allocations')).toContainText(/seat \d of 4 \(time-sliced\)/);
+
+  // Its own use, measured on its seat, shows on the Chargeback page once sampled.
+  await expect(async () => {
+    // Every reservation of the month on one page: later ones come first.
+    await page.goto('/chargeback?limit=1000');
+    const row = page.getByTestId('reservation-costs').locator('tbody tr', { hasText: `#${id} ` });
+    await expect(row).toContainText(/\d+\.\d %/, { timeout: 2_000 });
+  }).toPass({ timeout: 120_000, intervals: [5_000] });
+});
+

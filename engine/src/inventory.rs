@@ -298,6 +298,15 @@ impl Engine {
                 None => u8::try_from(seats).ok(),
             },
         };
+        if seats.is_some() && self.driver.as_slurm().is_some() {
+            // Slurm would need each seat capped as `gres/shard` in its reservation's account;
+            // until the Slurm driver sets that up, a seat there would not be confined to itself.
+            return Err(EngineError::Conflict(
+                "this fleet runs on Slurm, and Tenantry does not yet confine a seat's jobs to their shards there; \
+                 time-slice GPUs on a simulated fleet, or book whole GPUs or MIG slices"
+                    .to_owned(),
+            ));
+        }
         match self.store.set_time_slicing(hostname, seats, actor(who), now).await? {
             None => return Err(EngineError::NotFound("node")),
             Some(TimeSlicingOutcome::NoWholeGpus) => {

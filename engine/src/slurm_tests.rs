@@ -286,6 +286,19 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(reservation(&w.name(second)).await.is_none());
 });
 
+store_test!(time_slicing_is_refused_on_slurm_until_seats_are_confined_there, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let admin = who(&w.engine, "admin@tenantry.example").await;
+    let node = w.engine.fleet_nodes(&admin).await.unwrap().into_iter().next().unwrap();
+    let seats = tenantry_domain::fleet::TimeSlicingInput { seats_per_gpu: Some(4) };
+    match w.engine.time_slice_node(&admin, &node.hostname, &seats, Utc::now()).await {
+        Err(crate::error::EngineError::Conflict(m)) => assert!(m.contains("Slurm"), "{m}"),
+        other => panic!("time-slicing on Slurm: {other:?}"),
+    }
+    let after = w.engine.fleet_node(&admin, &node.hostname).await.unwrap();
+    assert_eq!(after.seats_per_gpu, None, "nothing changed");
+});
+
 store_test!(a_preemptible_reservation_cut_by_a_standard_booking_ends_early_in_slurm, |store: Store| async move {
     let Some(w) = world(store).await else { return };
     let lead = who(&w.engine, "lead@acme.example").await;

@@ -27,7 +27,13 @@ app_test!(offerings_need_a_token_and_list_the_catalogue, |app: TestApp| async mo
     assert_eq!(status, StatusCode::OK);
     let items = json(&body)["items"].as_array().unwrap().clone();
     let ids: Vec<&str> = items.iter().map(|o| o["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb"]);
+    assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb", "l40s-seat"]);
+    let seat = &items[5];
+    assert_eq!(
+        (&seat["grain"], &seat["seats_per_gpu"], &seat["gpus_per_unit"]),
+        (&json!("shared"), &json!(4), &json!(0.25))
+    );
+    assert_eq!(items[0]["seats_per_gpu"], serde_json::Value::Null, "only a shared offering has seats");
     let node = &items[0];
     assert_eq!(node["grain"], "node");
     assert_eq!(node["gpu_model"], "H100-SXM-80GB");
@@ -472,7 +478,7 @@ fn the_document_carries_the_constraints_the_handlers_enforce() {
     assert_eq!(schemas["GroupBy"]["enum"], codes(GroupBy::ALL.iter().map(|g| g.code()).collect()));
     assert_eq!(schemas["ReservationState"]["enum"], codes(ReservationState::ALL.iter().map(|s| s.code()).collect()));
     assert_eq!(schemas["Orchestrator"]["enum"], codes(Orchestrator::ALL.iter().map(|o| o.code()).collect()));
-    assert_eq!(schemas["Grain"]["enum"], json!(["node", "gpu", "mig"]));
+    assert_eq!(schemas["Grain"]["enum"], json!(["node", "gpu", "mig", "shared"]));
     let param = |path: &str, name: &str| {
         let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap().clone();
         params.into_iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{path} has no `{name}`"))

@@ -202,6 +202,52 @@ app_test_with!(retiring_over_http_names_the_reservations_in_the_way, |app: TestA
     assert_eq!(call(&app, "POST", "/admin/nodes/nope/retire", &admin, Some(json!({}))).await.0, StatusCode::NOT_FOUND);
 });
 
+app_test_with!(admins_time_slice_gpus_over_http_and_leads_book_seats, |app: TestApp| async move {
+    let admin = app.token("admin@tenantry.example").await;
+    let lead = app.token("lead@acme.example").await;
+    use chrono::{Duration, DurationRound, Utc};
+    let (_, nodes) = call(&app, "GET", "/admin/nodes?state=available", &admin, None).await;
+    let l40s: Vec<&Value> =
+        nodes["items"].as_array().unwrap().iter().filter(|n| n["gpu_model"] == "L40S-48GB").collect();
+    let shared = l40s.iter().find(|n| n["seats_per_gpu"] == 4).expect("the demo time-slices an L40S node");
+    let whole = l40s.iter().find(|n| n["seats_per_gpu"].is_null()).expect("and leaves the others whole");
+    let (shared, whole) = (shared["hostname"].as_str().unwrap(), whole["hostname"].as_str().unwrap());
+    let path = |host: &str| format!("/admin/nodes/{host}/time-slicing");
+
+    assert_eq!(
+        call(&app, "PUT", &path(whole), &lead, Some(json!({"seats_per_gpu": 4}))).await.0,
+        StatusCode::FORBIDDEN
+    );
+    for bad in
+        [json!({"seats_per_gpu": 9}), json!({"seats_per_gpu": 1}), json!({"seats": 4}), json!({"seats_per_gpu": "4"})]
+    {
+        let (code, body) = call(&app, "PUT", &path(whole), &admin, Some(bad.clone())).await;
+        assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+    }
+    let (code, body) = call(&app, "PUT", &path(whole), &admin, Some(json!({"seats_per_gpu": 8}))).await;
+    assert!(message(&body).contains("2 to 7 seats"), "{code}: {body}");
+    let nope = call(&app, "PUT", &path("nope"), &admin, Some(json!({"seats_per_gpu": 4}))).await;
+    assert_eq!(nope.0, StatusCode::NOT_FOUND);
+
+    // A lead books a seat; its node's seats cannot change while it is held.
+    let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(2);
+    let booking = json!({"offering": "l40s-seat", "quantity": 2, "start": start, "end": start + Duration::hours(2)});
+    let (code, booked) = call(&app, "POST", "/reservations", &lead, Some(booking)).await;
+    assert_eq!(code, StatusCode::CREATED, "{booked}");
+    assert_eq!(booked["allocations"][0]["node"], shared);
+    assert_eq!(booked["allocations"][0]["seats_per_gpu"], 4);
+    let id = booked["id"].as_i64().unwrap();
+    let (code, body) = call(&app, "PUT", &path(shared), &admin, Some(json!({"seats_per_gpu": null}))).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert!(message(&body).contains(&format!("#{id}")), "{body}");
+
+    // A free node is time-sliced, then made whole again.
+    let (code, node) = call(&app, "PUT", &path(whole), &admin, Some(json!({"seats_per_gpu": 3}))).await;
+    assert_eq!((code, node["seats_per_gpu"].as_i64()), (StatusCode::OK, Some(3)), "{node}");
+    let (code, node) = call(&app, "PUT", &path(whole), &admin, Some(json!({"seats_per_gpu": null}))).await;
+    assert_eq!((code, node["seats_per_gpu"].is_null()), (StatusCode::OK, true), "{node}");
+});
+
 app_test_with!(the_admin_page_shows_enrollment, |app: TestApp| async move {
     app.engine.reconcile_fleet(None, chrono::Utc::now()).await.unwrap();
     let session = app.demo_session("admin@tenantry.example").await;

@@ -1082,6 +1082,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shards_are_counted_whatever_their_type_and_socket() {
+        assert_eq!(shards_of("gpu:l40s:8(S:0-1),shard:32(S:0-1)"), 32);
+        assert_eq!(shards_of("gpu:l40s:8,shard:l40s:16,shard:l40s:16"), 32);
+        assert_eq!(shards_of("gpu:h100:8"), 0, "no shards declared");
+    }
+
+    #[test]
     fn gres_reads_models_whole_gpus_and_mig() {
         let types = default_gpu_types();
         assert_eq!(gpus_of("gpu:h100:8(S:0-1)", &types), Some((GpuModel::H100Sxm80, 8, 0)));
