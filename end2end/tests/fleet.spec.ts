@@ -126,3 +126,26 @@ test('the fleet comes a page at a time, and its links work before and after the 
   expect(await p.getByTestId('fleet-node').locator('th').allTextContents()).toEqual(seen.slice(15, 30));
   await plain.close();
 });
+
+test('an admin time-slices a node into seats on the Fleet page, and a wrong count is named', async ({ page }) => {
+  // The demo's failed H100 node: nothing holds it, so its seats may change.
+  const host = 'h100-use1-0001';
+  await signIn(page, 'admin@tenantry.example');
+  await page.goto(`/admin/fleet?q=${host}`);
+  await hydrated(page);
+  const row = page.getByTestId('fleet-node').filter({ hasText: host });
+  await row.getByTestId('time-slice-node').click();
+  await expect(page.getByTestId('slice-host')).toHaveValue(host);
+  await page.getByTestId('slice-seats').fill('9');
+  await page.getByTestId('slice-submit').click();
+  await expect(page.getByTestId('fleet-command-error')).toContainText('time-slice a GPU into 2 to 7 seats');
+  await page.getByTestId('slice-seats').fill('4');
+  await page.getByTestId('slice-submit').click();
+  await expect(page.getByTestId('fleet-command-outcome')).toContainText('8 GPU(s) time-sliced into 4 seats each');
+  await expect(row).toContainText('4 seats each');
+  // Blank stops it: the GPUs are whole again.
+  await page.getByTestId('slice-seats').fill('');
+  await page.getByTestId('slice-submit').click();
+  await expect(page.getByTestId('fleet-command-outcome')).toContainText('time-slicing stopped');
+  await expect(row).not.toContainText('seats each');
+});

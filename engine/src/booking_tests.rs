@@ -4,7 +4,7 @@
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
-use crate::test_helpers::who;
+use crate::test_helpers::{race, who};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use tenantry_domain::availability::Grid;
@@ -52,29 +52,10 @@ store_test!(concurrent_bookings_never_double_book, |store: Store| async move {
     let free = free_nodes(&engine, &lead, 10, 14).await;
     assert!(free >= 3, "the seed leaves several H100 nodes free: {free}");
     // Four instances with their own (soon stale) indexes race for the same window.
-    let mut instances = Vec::new();
-    for _ in 0..4 {
-        let e = Engine::new(engine.store.clone(), engine.config.clone());
-        e.load_index().await.unwrap();
-        instances.push(e);
-    }
     let attempts = 48;
-    let mut tasks = Vec::new();
-    for i in 0..attempts {
-        let e = instances[i % instances.len()].clone();
-        let lead = lead.clone();
-        tasks.push(tokio::spawn(async move { e.book(&lead, &input("h100-node", 1, 10, 14), None, Utc::now()).await }));
-    }
-    let (mut won, mut lost) = (0, 0);
-    for t in tasks {
-        match t.await.unwrap() {
-            Ok(_) => won += 1,
-            Err(EngineError::Conflict(_)) => lost += 1,
-            Err(other) => panic!("a loser must get a conflict, not {other:?}"),
-        }
-    }
-    assert_eq!(won, free, "exactly as many bookings as there were free nodes");
-    assert_eq!(lost, attempts as u32 - free);
+    let (won, lost) = race(&engine, attempts, |_| lead.clone(), &input("h100-node", 1, 10, 14)).await;
+    assert_eq!(won as u32, free, "exactly as many bookings as there were free nodes");
+    assert_eq!(lost as u32, attempts as u32 - free);
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
     engine.load_index().await.unwrap();
     assert_eq!(free_nodes(&engine, &lead, 10, 14).await, 0);

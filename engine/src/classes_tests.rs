@@ -3,11 +3,10 @@
 //! bookings with notice, told, audited, and not charged for the part lost.
 
 use crate::error::EngineError;
-use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
-use crate::test_helpers::{ask, ask_as, lift_limits};
-use crate::{store_test, Engine, EngineConfig};
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use crate::test_helpers::{ask, ask_as, hour, two_teams_free_on};
+use crate::{store_test, Engine};
+use chrono::{Duration, DurationRound, Utc};
 use tenantry_domain::audit::AuditFilter;
 use tenantry_domain::availability::Grid;
 use tenantry_domain::metering::LineKind;
@@ -18,25 +17,7 @@ use tenantry_domain::{Cents, GpuModel, Identity, ReservationState, Window};
 /// The demo fleet's 16 nodes with no reservations; Acme and Globex may hold any number of H100
 /// GPUs without approval. Acme's lead, Globex's lead, the admin.
 async fn setup(store: Store) -> (Engine, Identity, Identity, Identity) {
-    let engine = Engine::new(store, EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
-        .await
-        .unwrap();
-    let who = |email: &'static str| {
-        let engine = engine.clone();
-        async move { engine.store.identity_by_email(email).await.unwrap().unwrap() }
-    };
-    let (acme, globex, admin) =
-        (who("lead@acme.example").await, who("lead@globex.example").await, who("admin@tenantry.example").await);
-    for team in ["acme", "globex"] {
-        lift_limits(&engine, team, GpuModel::H100Sxm80).await;
-    }
-    (engine, acme, globex, admin)
-}
-
-/// `h` hours after the current hour began.
-fn hour(h: i64) -> DateTime<Utc> {
-    Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(h)
+    two_teams_free_on(store, GpuModel::H100Sxm80).await
 }
 
 /// The demo's H100 GPU rate at the platform's preemptible terms: 60 % of $2.75.

@@ -4,36 +4,18 @@
 //! before the GPUs were time-sliced.
 
 use crate::error::EngineError;
-use crate::seed::{seed_demo, SeedOptions, DEMO_SEATS_PER_GPU};
+use crate::seed::DEMO_SEATS_PER_GPU;
 use crate::store::Store;
-use crate::test_helpers::{ask, lift_limits};
-use crate::{store_test, Engine, EngineConfig};
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use crate::test_helpers::{ask, hour, race, two_teams_free_on};
+use crate::{store_test, Engine};
+use chrono::{Duration, Utc};
 use tenantry_domain::fleet::{NodeSummary, TimeSlicingInput};
 use tenantry_domain::{Cents, GpuModel, Identity};
 
 /// The demo fleet's 16 nodes (four L40S, one of them time-sliced into four seats a GPU) with no
-/// reservations; Acme's lead, Globex's lead, the admin.
+/// reservations, L40S limits lifted; Acme's lead, Globex's lead, the admin.
 async fn setup(store: Store) -> (Engine, Identity, Identity, Identity) {
-    let engine = Engine::new(store, EngineConfig::default());
-    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
-        .await
-        .unwrap();
-    let who = |email: &'static str| {
-        let engine = engine.clone();
-        async move { engine.store.identity_by_email(email).await.unwrap().unwrap() }
-    };
-    let (acme, globex, admin) =
-        (who("lead@acme.example").await, who("lead@globex.example").await, who("admin@tenantry.example").await);
-    for team in ["acme", "globex"] {
-        lift_limits(&engine, team, GpuModel::L40s).await;
-    }
-    (engine, acme, globex, admin)
-}
-
-/// `h` hours after the current hour began, so a window's bookings never depend on the minute.
-fn hour(h: i64) -> DateTime<Utc> {
-    Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(h)
+    two_teams_free_on(store, GpuModel::L40s).await
 }
 
 /// The L40S nodes, the time-sliced one first.
@@ -159,27 +141,9 @@ store_test!(racing_for_the_last_seats_never_gives_one_twice, |store: Store| asyn
     let (start, now) = (hour(5), Utc::now());
     // All but five seats go first.
     engine.book(&globex, &ask("l40s-seat", 27, start, 3), None, now).await.unwrap();
-    let mut instances = Vec::new();
-    for _ in 0..4 {
-        let e = Engine::new(engine.store.clone(), engine.config.clone());
-        e.load_index().await.unwrap();
-        instances.push(e);
-    }
     let attempts = 16;
-    let mut tasks = Vec::new();
-    for i in 0..attempts {
-        let e = instances[i % instances.len()].clone();
-        let who = if i % 2 == 0 { acme.clone() } else { globex.clone() };
-        tasks.push(tokio::spawn(async move { e.book(&who, &ask("l40s-seat", 1, start, 3), None, Utc::now()).await }));
-    }
-    let (mut won, mut lost) = (0, 0);
-    for t in tasks {
-        match t.await.unwrap() {
-            Ok(_) => won += 1,
-            Err(EngineError::Conflict(_)) => lost += 1,
-            Err(other) => panic!("a loser must get a conflict, not {other:?}"),
-        }
-    }
+    let who = |i: usize| if i % 2 == 0 { acme.clone() } else { globex.clone() };
+    let (won, lost) = race(&engine, attempts, who, &ask("l40s-seat", 1, start, 3)).await;
     assert_eq!((won, lost), (5, attempts - 5), "exactly the five free seats were booked");
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty(), "no seat is held twice");
 });

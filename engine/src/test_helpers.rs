@@ -6,6 +6,65 @@ use tenantry_domain::booking::{BookingInput, OptionsInput};
 use tenantry_domain::window::floor_minute;
 use tenantry_domain::Identity;
 
+/// The demo fleet's 16 nodes with no reservations, where Acme and Globex may hold any number of
+/// `model` GPUs without approval: Acme's lead, Globex's lead and the admin.
+pub async fn two_teams_free_on(
+    store: crate::store::Store,
+    model: tenantry_domain::GpuModel,
+) -> (Engine, Identity, Identity, Identity) {
+    use crate::seed::{seed_demo, SeedOptions};
+    let engine = Engine::new(store, crate::EngineConfig::default());
+    seed_demo(&engine, &SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }, Utc::now())
+        .await
+        .unwrap();
+    let (acme, globex, admin) = (
+        who(&engine, "lead@acme.example").await,
+        who(&engine, "lead@globex.example").await,
+        who(&engine, "admin@tenantry.example").await,
+    );
+    for team in ["acme", "globex"] {
+        lift_limits(&engine, team, model).await;
+    }
+    (engine, acme, globex, admin)
+}
+
+/// `h` hours after the current hour began, so a test's windows never depend on the minute.
+pub fn hour(h: i64) -> DateTime<Utc> {
+    use chrono::DurationRound;
+    Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(h)
+}
+
+/// Books `input` as `who(i)`, `attempts` times at once, on four instances over `engine`'s store,
+/// each with its own (soon stale) index; answers how many were booked and how many lost with a
+/// conflict (anything else fails the test).
+pub async fn race(
+    engine: &Engine,
+    attempts: usize,
+    who: impl Fn(usize) -> Identity,
+    input: &BookingInput,
+) -> (usize, usize) {
+    let mut instances = Vec::new();
+    for _ in 0..4 {
+        let e = Engine::new(engine.store.clone(), engine.config.clone());
+        e.load_index().await.unwrap();
+        instances.push(e);
+    }
+    let mut tasks = Vec::new();
+    for i in 0..attempts {
+        let (e, who, input) = (instances[i % instances.len()].clone(), who(i), input.clone());
+        tasks.push(tokio::spawn(async move { e.book(&who, &input, None, Utc::now()).await }));
+    }
+    let (mut won, mut lost) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(crate::error::EngineError::Conflict(_)) => lost += 1,
+            Err(other) => panic!("a loser must get a conflict, not {other:?}"),
+        }
+    }
+    (won, lost)
+}
+
 /// The seeded user with this e-mail.
 pub async fn who(engine: &Engine, email: &str) -> Identity {
     engine.store.identity_by_email(email).await.unwrap().unwrap()

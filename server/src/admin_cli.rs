@@ -29,6 +29,9 @@ pub fn node_line(n: &NodeSummary) -> String {
         n.memory_gb,
         n.nvme_tb
     );
+    if let Some(seats) = n.seats_per_gpu {
+        text.push_str(&format!("\ttime-sliced into {seats} seats a GPU"));
+    }
     if let Some(since) = n.missing_since {
         text.push_str(&format!("\tmissing since {}", since.format("%Y-%m-%d %H:%M UTC")));
     }

@@ -364,6 +364,10 @@ mod cli {
         let (result, _) =
             run(&engine, AdminCommand::Node { command: NodeCommand::List { state: Some("nope".into()) } }).await;
         assert!(result.unwrap_err().contains("--state"));
+        let available = NodeCommand::List { state: Some("available".into()) };
+        let (_, out) = run(&engine, AdminCommand::Node { command: available }).await;
+        let seats: Vec<&str> = out.lines().filter(|l| l.contains("time-sliced into 4 seats a GPU")).collect();
+        assert!(seats.len() == 1 && seats[0].contains("L40S"), "the demo's time-sliced node says so: {out}");
         let admit = NodeCommand::Admit { hostnames: vec!["new-h100-1".into()], all: false };
         let (result, out) = run(&engine, AdminCommand::Node { command: admit }).await;
         assert!(result.is_ok(), "{result:?}");
