@@ -142,7 +142,7 @@ store_test!(racing_for_the_last_seats_never_gives_one_twice, |store: Store| asyn
     // All but five seats go first.
     engine.book(&globex, &ask("l40s-seat", 27, start, 3), None, now).await.unwrap();
     let attempts = 16;
-    let who = |i: usize| if i % 2 == 0 { acme.clone() } else { globex.clone() };
+    let who = |i: usize| if i.is_multiple_of(2) { acme.clone() } else { globex.clone() };
     let (won, lost) = race(&engine, attempts, who, &ask("l40s-seat", 1, start, 3)).await;
     assert_eq!((won, lost), (5, attempts - 5), "exactly the five free seats were booked");
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty(), "no seat is held twice");
