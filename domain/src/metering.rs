@@ -852,8 +852,10 @@ pub fn forecast(month: Month, month_lines: &[Billed], budget: Option<Cents>, now
 }
 
 /// Measured use of reserved GPUs, summed over samples. Each sample covers `seconds` of a
-/// reservation's GPUs: `reserved` counts GPU shares ([`GPU_SHARES`] to a GPU) × seconds, `used` and `memory` count
-/// per-mille of those (1,000 = fully busy), so sums stay exact integers.
+/// reservation's GPUs: `reserved` counts GPU shares × seconds, 840 shares to a GPU (a MIG slice
+/// is 120, a seat of four 210; sevenths before migration 0016), and `used` and `memory` count
+/// per-mille of those (1,000 = fully busy), so sums stay exact integers. GPU-hours are
+/// `reserved / (840 × 3600)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {

@@ -53,6 +53,10 @@ store_test!(seats_pack_onto_shared_gpus_and_count_as_a_quarter_of_a_gpu, |store:
     assert_eq!(mine.allocations[0].share(), format!("seat {} of 4 (time-sliced)", mine.allocations[0].slice_lo + 1));
     let gpu = mine.allocations[0].gpu_index;
     assert!(mine.allocations.iter().all(|a| a.gpu_index == gpu), "three seats fit on one GPU: {mine:?}");
+    // Provisioning sees one GPU with three of its seats, on a node it shares.
+    let targets = engine.store.reservation_targets(mine.reservation.id).await.unwrap();
+    assert_eq!((targets.len(), targets[0].gpus.len(), targets[0].seats.len()), (1, 1, 3), "{targets:?}");
+    assert!(!targets[0].dedicated, "three seats are not the node");
 
     // Another team's seat goes on the GPU already shared, not on a fresh one.
     let theirs = engine.book(&globex, &ask("l40s-seat", 1, start, 4), None, now).await.unwrap().detail;

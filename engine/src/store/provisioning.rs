@@ -67,7 +67,11 @@ impl Store {
             if let Some(node) = nodes.last_mut() {
                 // Each GPU held whole: all its MIG slices, or all its seats.
                 node.dedicated &= (lo, hi) == (0, slice_count(r.mig_enabled, seats));
-                node.gpus.push((r.gpu_index as u32, range));
+                // Several seats of one GPU are one GPU to set up and wipe, listed once.
+                let gpu = (r.gpu_index as u32, range);
+                if range.is_some() || !node.gpus.contains(&gpu) {
+                    node.gpus.push(gpu);
+                }
                 if let Some(seats_per_gpu) = seats.filter(|&n| (lo, hi) != (0, n)) {
                     node.seats.extend((lo..hi).map(|seat| Seat { gpu_index: r.gpu_index as u32, seat, seats_per_gpu }));
                 }
