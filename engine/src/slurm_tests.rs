@@ -324,7 +324,7 @@ store_test!(a_preemptible_reservation_cut_by_a_standard_booking_ends_early_in_sl
     let report = w.sync().await;
     assert!(report.updated.contains(&w.name(cheap)) || report.recreated.contains(&w.name(cheap)), "{report:?}");
     assert_eq!(minute(&reservation(&w.name(cheap)).await.unwrap()["EndTime"]), cut.end);
-    assert!(reservation(&w.name(standard)).await.is_some(), "the standard booking is a Slurm reservation");
+    assert!(reservation(&w.name(standard)).await.is_some(), "the standard booking is a Slurm reservation: {report:?}");
 });
 
 store_test!(a_failing_check_quarantines_the_node_drains_it_in_slurm_and_replaces_it, |store: Store| async move {

@@ -430,15 +430,25 @@ impl SlurmDriver {
                 }
             }
         }
-        // Reservations, several Slurm calls at once.
-        let outcomes: Vec<(Action, DriverResult<()>)> = futures::stream::iter(reservation_work)
-            .map(|action| async move {
-                let result = self.reservation_change(&action, now).await;
-                (action, result)
-            })
-            .buffer_unordered(8)
-            .collect()
-            .await;
+        // Reservations, several Slurm calls at once, in two rounds: deletions and changes first,
+        // since they may free the cores a new reservation needs (a preemptible reservation cut
+        // short for the booking that cut it); run together, the new one was refused whenever
+        // its call happened to reach Slurm first, and waited for the next sync.
+        let (frees, takes): (Vec<Action>, Vec<Action>) = reservation_work
+            .into_iter()
+            .partition(|a| matches!(a, Action::DeleteReservation { .. } | Action::UpdateReservation { .. }));
+        let mut outcomes: Vec<(Action, DriverResult<()>)> = Vec::new();
+        for round in [frees, takes] {
+            let done: Vec<(Action, DriverResult<()>)> = futures::stream::iter(round)
+                .map(|action| async move {
+                    let result = self.reservation_change(&action, now).await;
+                    (action, result)
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+            outcomes.extend(done);
+        }
         let mut unreachable = None;
         for (action, result) in outcomes {
             let (bucket, name) = match &action {
