@@ -44,7 +44,22 @@ npm_deps() {
   (cd "$dir" && env "$@" npm ci --no-audit --no-fund --loglevel=error)
 }
 
+# Every clone on this machine builds into one shared directory, so a fresh clone (CI's) compiles
+# only Tenantry's own crates rather than its ~600 dependencies again. Cargo keys each artifact by
+# its package's source, version, features and flags, so clones at other paths or commits never
+# pick up each other's crates; only the uplifted binaries and the site (target/debug/tenantry,
+# target/site) are the last build's, and every script builds before it uses them.
+# TENANTRY_SHARED_TARGET= (set and empty) keeps a clone's own target/.
+share_build_dir() {
+  local shared=${TENANTRY_SHARED_TARGET-$HOME/.cache/tenantry/target}
+  [[ -n $shared && ! -e $ROOT/target && ! -L $ROOT/target ]] || return 0
+  say "building into $shared, shared by this machine's clones (TENANTRY_SHARED_TARGET= opts out)"
+  mkdir -p "$shared"
+  ln -s "$shared" "$ROOT/target"
+}
+
 bootstrap_build() {
+  share_build_dir
   command -v cargo >/dev/null || die "Rust is missing: install it with rustup (https://rustup.rs)"
   command -v npm >/dev/null || die "Node.js and npm are missing: apt-get install nodejs npm"
   if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
