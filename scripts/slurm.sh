@@ -10,7 +10,9 @@
 #
 # Settings (environment):
 #   TENANTRY_SLURM_DIR     scratch directory (default: .tmp/slurm in the repository)
-#   TENANTRY_SLURM_NODES   emulated nodes that run jobs, gpu001… (default 4; 8 GPUs, 16 cores each;
+#   TENANTRY_SLURM_NODES   emulated nodes that run jobs, gpu001… (default 4; 8 GPUs, 16 cores each,
+#                          the last also declaring 16 gres/shard, 2 seats a GPU, for time-slicing
+#                          (each booking that shares a node holds at least one of its cores);
 #                          0: none, for a cluster of CLOUD nodes only)
 #   TENANTRY_SLURM_CLOUD   extra powered-down (CLOUD) nodes for scale, cloud0001… (default 0): they
 #                          hold reservations but never run jobs
@@ -40,6 +42,8 @@ CTLD_PORT=$((PORT_BASE + 17))
 DBD_PORT=$((PORT_BASE + 19))
 # slurmd ports: one per emulated node, from here up.
 SLURMD_PORT0=$((PORT_BASE + 100))
+# The last emulated node also shares its GPUs as seats: gres/shard, 2 to a GPU (one a core).
+SHARDS=16
 
 say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -98,14 +102,14 @@ SlurmdLogFile=$A/log/slurmd-%n.log
 SlurmdParameters=config_overrides
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-GresTypes=gpu
+GresTypes=gpu,shard
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
-AccountingStorageTRES=gres/gpu
+AccountingStorageTRES=gres/gpu,gres/shard
 AccountingStorageEnforce=associations,limits
 JobCompType=jobcomp/none
 MpiDefault=none
@@ -125,7 +129,9 @@ ResumeTimeout=3600
 TreeWidth=65533
 CONF
     for n in $(seq 1 "$NODES"); do
-      echo "NodeName=$(node_name "$n") NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + n)) CPUs=16 RealMemory=2200000 TmpDisk=110000000 Gres=gpu:h100:8 Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
+      local gres=gpu:h100:8
+      (( n == NODES )) && gres+=",shard:$SHARDS"
+      echo "NodeName=$(node_name "$n") NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + n)) CPUs=16 RealMemory=2200000 TmpDisk=110000000 Gres=$gres Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
     done
     if (( CLOUD > 0 )); then
       # Without it Slurm hides powered-down CLOUD nodes from `scontrol show node`, the inventory.
@@ -137,7 +143,10 @@ CONF
   } >"$A/etc/slurm.conf.new"
   mv "$A/etc/slurm.conf.new" "$A/etc/slurm.conf"
   if (( NODES > 0 )); then
-    echo "NodeName=gpu[001-$(printf '%03d' "$NODES")] Name=gpu Type=h100 File=$A/dev/nvidia[0-7]" >"$A/etc/gres.conf"
+    {
+      echo "NodeName=gpu[001-$(printf '%03d' "$NODES")] Name=gpu Type=h100 File=$A/dev/nvidia[0-7]"
+      echo "NodeName=$(node_name "$NODES") Name=shard Count=$SHARDS"
+    } >"$A/etc/gres.conf"
   else
     : >"$A/etc/gres.conf"
   fi

@@ -298,14 +298,17 @@ impl Engine {
                 None => u8::try_from(seats).ok(),
             },
         };
-        if seats.is_some() && self.driver.as_slurm().is_some() {
-            // Slurm would need each seat capped as `gres/shard` in its reservation's account;
-            // until the Slurm driver sets that up, a seat there would not be confined to itself.
-            return Err(EngineError::Conflict(
-                "this fleet runs on Slurm, and Tenantry does not yet confine a seat's jobs to their shards there; \
-                 time-slice GPUs on a simulated fleet, or book whole GPUs or MIG slices"
-                    .to_owned(),
-            ));
+        // An unknown node is a 404 before the fleet is asked anything about it.
+        self.fleet_node(who, hostname).await?;
+        if let Some(seats) = seats {
+            // Refused now rather than at a team's hand-over: the fleet must be able to confine
+            // each seat (on Slurm, the node must declare its shards).
+            let problem = self.driver.time_slicing_problem(hostname, seats).await.map_err(|e| {
+                EngineError::Conflict(format!("cannot ask the fleet whether {hostname} can be time-sliced: {e}"))
+            })?;
+            if let Some(problem) = problem {
+                return Err(EngineError::Conflict(problem));
+            }
         }
         match self.store.set_time_slicing(hostname, seats, actor(who), now).await? {
             None => return Err(EngineError::NotFound("node")),

@@ -196,7 +196,8 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     let cap = slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={name}"), "format=user,grptres"])
         .await
         .unwrap();
-    assert!(cap.lines().any(|l| l == "|gres/gpu=2"), "{cap}");
+    // Two GPUs, and no seat: this cluster counts shards, which its jobs could otherwise take.
+    assert!(cap.lines().any(|l| l == "|gres/gpu=2,gres/shard=0"), "{cap}");
 
     // Longer, then shorter: Slurm follows at the next sync.
     for end in [detail.end + Duration::hours(1), detail.end - Duration::minutes(30)] {
@@ -286,17 +287,130 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(reservation(&w.name(second)).await.is_none());
 });
 
-store_test!(time_slicing_is_refused_on_slurm_until_seats_are_confined_there, |store: Store| async move {
+store_test!(seats_of_a_time_sliced_node_are_capped_at_their_shards_in_slurm, |store: Store| async move {
+    use crate::error::EngineError;
+    use tenantry_domain::fleet::TimeSlicingInput;
     let Some(w) = world(store).await else { return };
     let admin = who(&w.engine, "admin@tenantry.example").await;
-    let node = w.engine.fleet_nodes(&admin).await.unwrap().into_iter().next().unwrap();
-    let seats = tenantry_domain::fleet::TimeSlicingInput { seats_per_gpu: Some(4) };
-    match w.engine.time_slice_node(&admin, &node.hostname, &seats, Utc::now()).await {
-        Err(crate::error::EngineError::Conflict(m)) => assert!(m.contains("Slurm"), "{m}"),
-        other => panic!("time-slicing on Slurm: {other:?}"),
+    let now = Utc::now();
+    // scripts/slurm.sh declares 16 shards (two a GPU) on its last node only. A node without
+    // shards, or more seats than it declares, is refused at once, saying what to change.
+    let seats = |n| TimeSlicingInput { seats_per_gpu: Some(n) };
+    for (node, n, says) in [("gpu001", 2, "declares 0 gres/shard"), ("gpu004", 4, "Name=shard Count=32")] {
+        match w.engine.time_slice_node(&admin, node, &seats(n), now).await {
+            Err(EngineError::Conflict(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("time-slicing {node} into {n}: {other:?}"),
+        }
+        assert_eq!(w.engine.fleet_node(&admin, node).await.unwrap().seats_per_gpu, None, "nothing changed");
     }
-    let after = w.engine.fleet_node(&admin, &node.hostname).await.unwrap();
-    assert_eq!(after.seats_per_gpu, None, "nothing changed");
+    w.engine.time_slice_node(&admin, "gpu004", &seats(2), now).await.unwrap();
+    let offering = tenantry_domain::offering::NewOffering {
+        id: "h100-seat".into(),
+        name: "H100 seat (half a GPU, time-sliced)".into(),
+        grain: "shared".into(),
+        gpu_model: tenantry_domain::GpuModel::H100Sxm80.code().into(),
+        mig_profile: None,
+        seats_per_gpu: Some(2),
+        reserved_cents_per_hour: 150,
+        on_demand_cents_per_hour: 220,
+        regions: vec![],
+        description: String::new(),
+        options: Default::default(),
+    };
+    w.engine.create_offering(&admin, &offering, now).await.unwrap();
+
+    // Two teams' seats on the one node: three for Acme, one for Globex.
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let other = who(&w.engine, "lead@globex.example").await;
+    let ours =
+        book(&w, &lead, crate::test_helpers::ask("h100-seat", 3, tenantry_domain::window::floor_minute(Utc::now()), 2))
+            .await;
+    let theirs = book(
+        &w,
+        &other,
+        crate::test_helpers::ask("h100-seat", 1, tenantry_domain::window::floor_minute(Utc::now()), 2),
+    )
+    .await;
+    assert_eq!(hosts(&w, ours).await, ["gpu004"]);
+    assert_eq!(hosts(&w, theirs).await, ["gpu004"]);
+    w.sync().await;
+    for (id, cap, cores) in [(ours, "gres/gpu=0,gres/shard=3", "3"), (theirs, "gres/gpu=0,gres/shard=1", "1")] {
+        let name = w.name(id);
+        let assoc =
+            slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={name}"), "format=user,grptres"])
+                .await
+                .unwrap();
+        assert!(assoc.lines().any(|l| l == format!("|{cap}")), "{name}: {assoc}");
+        assert_eq!(reservation(&name).await.expect("Slurm holds it")["CoreCnt"], cores, "a core a seat");
+    }
+
+    // Handed over: the check ran on the seats, and the credentials say how to use one.
+    until_active(&w, &lead, ours).await;
+    let credential = w.engine.store.credential(ours).await.unwrap().unwrap();
+    assert!(credential.secret.contains("--gres=shard:1"), "{}", credential.secret);
+    assert!(credential.secret.contains("up to 3 seat(s)"), "{}", credential.secret);
+
+    // Acme's job runs on its seat; a fourth seat, or a whole GPU, is more than it booked.
+    let account = format!("--account={}", w.name(ours));
+    let resv = format!("--reservation={}", w.name(ours));
+    let script = "echo $SLURMD_NODENAME $SLURM_SHARDS_ON_NODE";
+    let out =
+        as_user("ada", &["srun", &account, &resv, "--gres=shard:1", "-n1", "-t1", "bash", "-c", script]).await.unwrap();
+    assert_eq!(out.trim(), "gpu004 1");
+    for more in ["--gres=shard:4", "--gres=gpu:1"] {
+        let job = as_user("ada", &["sbatch", "--parsable", &account, &resv, more, "-n1", "-t1", "--wrap", "true"])
+            .await
+            .unwrap();
+        let mut why = String::new();
+        for _ in 0..20 {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            why = slurm(&["squeue", "-h", "-j", job.trim(), "-o", "%T %r"]).await.unwrap();
+            if why.contains("AssocGrpGRES") {
+                break;
+            }
+        }
+        assert_eq!(why.trim(), "PENDING AssocGrpGRES", "{more}");
+        slurm(&["scancel", job.trim()]).await.unwrap();
+    }
+    // Globex's people cannot use Acme's seats.
+    let refused =
+        as_user("grace", &["sbatch", &account, &resv, "--gres=shard:1", "-n1", "-t1", "--wrap", "true"]).await;
+    assert!(refused.unwrap_err().contains("Invalid account"));
+
+    // A seat that is busy reads busy, on its own: Acme's three seats with one job holding one
+    // (its output goes nowhere: the team's user may not write where the tests run).
+    let job = as_user(
+        "ada",
+        &["sbatch", "--parsable", &account, &resv, "--gres=shard:1", "-n1", "-t5", "-o/dev/null", "--wrap", "sleep 60"],
+    )
+    .await
+    .unwrap();
+    let mut busy = Vec::new();
+    for _ in 0..120 {
+        let state = slurm(&["squeue", "-h", "-j", job.trim(), "-o", "%T"]).await.unwrap();
+        if state.starts_with("RUNNING") {
+            let target = crate::driver::NodeTarget {
+                reservation_id: ours,
+                node_id: w.engine.fleet_node(&admin, "gpu004").await.unwrap().node_id,
+                hostname: "gpu004".into(),
+                gpu_model: tenantry_domain::GpuModel::H100Sxm80,
+                fabric_domain: String::new(),
+                gpus: vec![(0, Some((0, 2))), (1, Some((0, 1)))],
+                seats: [(0, 0), (0, 1), (1, 0)]
+                    .map(|(gpu_index, seat)| tenantry_domain::provisioning::Seat { gpu_index, seat, seats_per_gpu: 2 })
+                    .to_vec(),
+                dedicated: false,
+            };
+            let workload = tenantry_domain::reservation::Workload::FineTuning;
+            use crate::driver::FleetDriver;
+            busy = w.driver().utilization(&target, workload, Utc::now()).await.unwrap();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    slurm(&["scancel", job.trim()]).await.unwrap();
+    let pct: Vec<f64> = busy.iter().map(|s| s.utilization_pct).collect();
+    assert_eq!(pct, [50.0, 0.0], "one seat of the two on GPU 0 busy, GPU 1's seat idle");
 });
 
 store_test!(a_preemptible_reservation_cut_by_a_standard_booking_ends_early_in_slurm, |store: Store| async move {

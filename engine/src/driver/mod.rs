@@ -150,6 +150,13 @@ pub trait FleetDriver: std::any::Any + Send + Sync {
     /// replicas) and lets the tenant's workloads use the seats it holds.
     async fn apply_time_slicing(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<String>;
 
+    /// Why this fleet cannot time-slice `hostname`'s GPUs into `seats_per_gpu` seats each (say,
+    /// the node does not declare the shards), asked before an admin's change is taken so it is
+    /// refused at once, not at a team's hand-over; `None`: it can.
+    async fn time_slicing_problem(&self, _hostname: &str, _seats_per_gpu: u8) -> DriverResult<Option<String>> {
+        Ok(None)
+    }
+
     /// Installs a CUDA driver branch (e.g. `550`) on the node.
     async fn install_driver(&self, key: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String>;
 

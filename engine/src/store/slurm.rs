@@ -25,8 +25,10 @@ pub struct SlurmHeld {
     pub start_at: DateTime<Utc>,
     pub end_at: DateTime<Utc>,
     pub hostname: String,
-    /// GPUs (or MIG slice ranges) the reservation holds on the node.
+    /// GPUs (or MIG slice ranges) the reservation holds on the node, not counting seats.
     pub held: i64,
+    /// Seats of time-sliced GPUs the reservation holds on the node.
+    pub seats: i64,
     /// Its share of the node's GPU capacity in GPU shares (840 to a GPU: a MIG slice is 120, a
     /// seat of a GPU time-sliced four ways 210).
     pub shares: i64,
@@ -51,6 +53,12 @@ pub struct SlurmMember {
     pub username: Option<String>,
 }
 
+/// Over allocation rows `a` joined to their GPUs `g`: the GPUs (or MIG instances) held, one a
+/// row, and the seats of time-sliced GPUs held (a row holds a range of seats of one GPU).
+const HELD_GPUS: &str = "cast(sum(case when g.mig_enabled or g.seats is null then 1 else 0 end) as bigint)";
+const HELD_SEATS: &str =
+    "cast(sum(case when g.mig_enabled or g.seats is null then 0 else a.slice_hi - a.slice_lo end) as bigint)";
+
 impl Store {
     /// What each reservation Slurm should hold at `now` or later holds on each node, ordered
     /// by reservation and node; only `teams`' when given.
@@ -63,17 +71,18 @@ impl Store {
             // the 5,000 groups meet the wider columns: grouping the 40,000 joined rows by
             // reservation, host name, team and node sorted them on disk (110 ms of a 5,000
             // reservation read on PostgreSQL, 50 ms this way).
-            let mut q = sqlx::QueryBuilder::<Db>::new(
+            let mut q = sqlx::QueryBuilder::<Db>::new(format!(
                 "select r.reservation_id, r.tenant_id, r.state, t.slug, r.start_at, r.end_at, n.hostname,
-                        h.held, h.shares, c.node_gpus, n.cpu_cores
-                 from (select a.reservation_id, a.node_id, count(*) as held,
+                        h.held, h.seats, h.shares, c.node_gpus, n.cpu_cores
+                 from (select a.reservation_id, a.node_id,
+                              {HELD_GPUS} as held, {HELD_SEATS} as seats,
                               cast(sum(case when g.mig_enabled then (a.slice_hi - a.slice_lo) * 120
                                             when g.seats is not null then (a.slice_hi - a.slice_lo) * 840 / g.seats
                                             else 840 end) as bigint) as shares
                        from allocation a join reservation r on r.reservation_id = a.reservation_id
                        join gpu g on g.gpu_id = a.gpu_id
-                       where a.kind = 'reservation' and a.live and a.replaced_at is null and r.end_at > ",
-            );
+                       where a.kind = 'reservation' and a.live and a.replaced_at is null and r.end_at > "
+            ));
             q.push_bind(now).push(" and r.state in (");
             let mut list = q.separated(", ");
             for s in HELD_IN_SLURM {
@@ -122,17 +131,18 @@ impl Store {
         Ok(rows)
     }
 
-    /// How many GPUs (or MIG instances) a reservation holds now.
-    pub async fn slurm_gpus_of(&self, reservation_id: i64) -> EngineResult<i64> {
-        let n = on_pool!(self, |pool| {
-            sqlx::query_scalar::<_, i64>(
-                "select count(*) from allocation where reservation_id = $1 and live and replaced_at is null",
-            )
+    /// How many GPUs (or MIG instances) and seats of time-sliced GPUs a reservation holds now.
+    pub async fn slurm_holding(&self, reservation_id: i64) -> EngineResult<(i64, i64)> {
+        let held = on_pool!(self, |pool| {
+            sqlx::query_as::<_, (Option<i64>, Option<i64>)>(&format!(
+                "select {HELD_GPUS}, {HELD_SEATS} from allocation a join gpu g on g.gpu_id = a.gpu_id
+                 where a.reservation_id = $1 and a.live and a.replaced_at is null"
+            ))
             .bind(reservation_id)
             .fetch_one(pool)
             .await?
         });
-        Ok(n)
+        Ok((held.0.unwrap_or(0), held.1.unwrap_or(0)))
     }
 
     /// Enabled people in a team, oldest first.

@@ -201,10 +201,16 @@ pub fn parse_elapsed(text: &str) -> Option<i64> {
     Some(days * 86_400 + secs)
 }
 
-/// The GPUs in a TRES list such as `billing=1,cpu=1,gres/gpu=2,node=1` (any GPU type counts:
-/// `gres/gpu:h100=2` is part of `gres/gpu=2`, so only the untyped total is read).
-pub fn tres_gpus(tres: &str) -> Option<u32> {
-    tres.split(',').find_map(|item| item.strip_prefix("gres/gpu=")).and_then(|n| n.parse().ok())
+/// GPUs (whole, or MIG instances) as a TRES.
+pub const GPU_TRES: &str = "gres/gpu";
+/// Seats of time-sliced GPUs as a TRES (Slurm 22.05's GPU sharing).
+pub const SHARD_TRES: &str = "gres/shard";
+
+/// How many of `name` (`gres/gpu`) a TRES list such as `billing=1,cpu=1,gres/gpu=2,node=1`
+/// holds (any GPU type counts: `gres/gpu:h100=2` is part of `gres/gpu=2`, so only the untyped
+/// total is read).
+pub fn tres_count(tres: &str, name: &str) -> Option<u32> {
+    tres.split(',').find_map(|item| item.strip_prefix(name)?.strip_prefix('=')).and_then(|n| n.parse().ok())
 }
 
 #[cfg(test)]
@@ -237,8 +243,11 @@ mod tests {
         assert_eq!(parse_elapsed("1-02:03:04"), Some(93_784));
         assert_eq!(parse_elapsed("03:04"), Some(184));
         assert_eq!(parse_elapsed("x"), None);
-        assert_eq!(tres_gpus("billing=1,cpu=1,gres/gpu=2,node=1"), Some(2));
-        assert_eq!(tres_gpus("cpu=1"), None);
+        assert_eq!(tres_count("billing=1,cpu=1,gres/gpu=2,node=1", GPU_TRES), Some(2));
+        assert_eq!(tres_count("billing=1,cpu=1,gres/shard=3,node=1", SHARD_TRES), Some(3));
+        assert_eq!(tres_count("billing=1,cpu=1,gres/shard=3,node=1", GPU_TRES), None, "a seat is not a GPU");
+        assert_eq!(tres_count("gres/gpu:h100=2,gres/gpu=2", GPU_TRES), Some(2));
+        assert_eq!(tres_count("cpu=1", GPU_TRES), None);
     }
 
     #[test]

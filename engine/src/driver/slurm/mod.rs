@@ -11,7 +11,10 @@
 //!   Tenantry's operations account. A booking of whole nodes lets the team's account in (the
 //!   nodes confine its jobs); one that shares a node with other bookings holds its share of
 //!   the node's cores and lets in an account of its own, capped at the GPUs it booked
-//!   (`GrpTRES=gres/gpu=N`), since Slurm 22.05 reserves cores, not GPUs. Node drains follow
+//!   (`GrpTRES=gres/gpu=N`), since Slurm 22.05 reserves cores, not GPUs. A booking of seats of
+//!   time-sliced GPUs is capped the same way at its seats, as `gres/shard` (the node declares
+//!   its shards; Tenantry checks it declares enough before an admin's time-slicing is taken,
+//!   and the cluster must count `gres/shard` in `AccountingStorageTRES`). Node drains follow
 //!   quarantine, maintenance and retirement. The partition requires a reservation
 //!   (`ReqResv=YES`), so no job gets a GPU outside one. Sync runs at every allocation change
 //!   and every minute; Slurm down makes it back off, and it catches up when Slurm returns
@@ -19,8 +22,8 @@
 //! - **Lifecycle steps** run on Slurm: acceptance and health checks are jobs (`srun`) inside
 //!   the reservation running `TENANTRY_SLURM_CHECK`; credentials say how to submit; release
 //!   cancels the jobs in the reservation and the sync removes it (and its account, if any).
-//! - **Metering** reads accounting (`sacct`): the GPUs a team's jobs hold inside a reservation
-//!   at each sample are its busy GPUs.
+//! - **Metering** reads accounting (`sacct`): the GPUs (or shards) a team's jobs hold inside a
+//!   reservation at each sample are its busy GPUs (or seats).
 
 pub mod cli;
 pub mod plan;
@@ -35,9 +38,9 @@ use super::{
 use crate::store::slurm::{SlurmHeld, SlurmMember};
 use crate::store::Store;
 use chrono::{DateTime, Duration, Utc};
-use cli::{format_time, parse_records, parse_time, tres_gpus, SlurmCli};
+use cli::{format_time, parse_records, parse_time, tres_count, SlurmCli, GPU_TRES, SHARD_TRES};
 use futures::StreamExt;
-use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Desired, Names, ReservationSpec};
+use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Cap, Desired, Names, ReservationSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use tenantry_domain::fleet::{InventoryNode, NodeState};
 use tenantry_domain::offering::GPU_SHARES;
@@ -132,6 +135,8 @@ struct JobUse {
     reservation: String,
     nodes: Vec<String>,
     gpus: u32,
+    /// Seats of time-sliced GPUs (`gres/shard`).
+    shards: u32,
 }
 
 /// How often a sync reads every team's holdings rather than only those of the teams whose
@@ -166,6 +171,8 @@ pub struct SlurmDriver {
     known: std::sync::Mutex<BTreeSet<String>>,
     /// The last `sacct` answer (its instant and the jobs running then): one call per sample.
     usage: tokio::sync::Mutex<Option<(DateTime<Utc>, Vec<JobUse>)>>,
+    /// Whether the cluster counts `gres/shard` (read once, see [`SlurmDriver::counts_shards`]).
+    counts_shards: tokio::sync::OnceCell<bool>,
 }
 
 /// Valid Slurm (Unix) user names: lower case, starting with a letter or `_`, at most 32.
@@ -188,7 +195,26 @@ impl SlurmDriver {
             held: Default::default(),
             known: Default::default(),
             usage: Default::default(),
+            counts_shards: Default::default(),
         }
+    }
+
+    /// Whether the cluster counts seats of time-sliced GPUs (`gres/shard` in its
+    /// `AccountingStorageTRES`): only then can an account's jobs be capped at their seats, and
+    /// only then are GPU bookings' accounts capped at no seats. Read once per process: a site
+    /// that starts counting shards restarts Tenantry with its Slurm configuration.
+    async fn counts_shards(&self) -> DriverResult<bool> {
+        self.counts_shards
+            .get_or_try_init(|| async {
+                let config = self.run("scontrol", &["show", "config"]).await?;
+                Ok(config
+                    .lines()
+                    .filter_map(|l| l.split_once('='))
+                    .find(|(key, _)| key.trim() == "AccountingStorageTRES")
+                    .is_some_and(|(_, tres)| tres.split(',').any(|t| t.trim() == SHARD_TRES)))
+            })
+            .await
+            .copied()
     }
 
     fn cli(&self) -> &SlurmCli {
@@ -220,10 +246,11 @@ impl SlurmDriver {
         let names = &self.names;
         let mut d = Desired::default();
         let ops = names.ops_account();
-        d.accounts.insert(ops.clone(), AccountSpec { parent: "root".to_owned(), gpus: None });
+        d.accounts.insert(ops.clone(), AccountSpec { parent: "root".to_owned(), cap: Cap::default() });
         d.users.insert((self.config.ops_user.clone(), ops.clone()));
         for t in self.store.tenants().await.map_err(store_error)? {
-            d.accounts.insert(names.team_account(&t.slug), AccountSpec { parent: "root".to_owned(), gpus: None });
+            d.accounts
+                .insert(names.team_account(&t.slug), AccountSpec { parent: "root".to_owned(), cap: Cap::default() });
         }
         let mut unmapped = Vec::new();
         let mut owner: BTreeMap<String, String> = BTreeMap::new();
@@ -248,9 +275,10 @@ impl SlurmDriver {
             }
         }
         let held = self.held(now).await.map_err(store_error)?;
+        let counts_shards = self.counts_shards().await?;
         for rows in held.chunk_by(|a, b| a.reservation_id == b.reservation_id) {
             let people = members.get(&rows[0].slug).map_or(&[][..], Vec::as_slice);
-            want_reservation(&mut d, rows, names, people);
+            want_reservation(&mut d, rows, names, people, counts_shards);
         }
         let nodes = self.store.list_nodes().await.map_err(store_error)?;
         for n in nodes.into_iter().filter(|n| n.state != NodeState::Enrolled) {
@@ -315,8 +343,10 @@ impl SlurmDriver {
                 continue;
             }
             if user.is_empty() {
-                a.accounts
-                    .insert((*account).to_owned(), AccountSpec { parent: (*parent).to_owned(), gpus: tres_gpus(tres) });
+                a.accounts.insert(
+                    (*account).to_owned(),
+                    AccountSpec { parent: (*parent).to_owned(), cap: Cap::from_tres(tres) },
+                );
             } else {
                 a.users.insert(((*user).to_owned(), (*account).to_owned()));
             }
@@ -378,7 +408,7 @@ impl SlurmDriver {
     /// refusal is recorded and the rest goes on; Slurm not answering stops the sync.
     async fn apply(&self, actions: Vec<Action>, now: DateTime<Utc>, report: &mut SyncReport) -> DriverResult<()> {
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut adds: BTreeMap<(String, Option<u32>), Vec<String>> = BTreeMap::new();
+        let mut adds: BTreeMap<(String, Cap), Vec<String>> = BTreeMap::new();
         let mut user_adds: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut user_removals: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut account_deletes = Vec::new();
@@ -387,8 +417,8 @@ impl SlurmDriver {
         let mut caps = Vec::new();
         for action in actions {
             match action {
-                Action::AddAccount { name, spec } => adds.entry((spec.parent, spec.gpus)).or_default().push(name),
-                Action::SetAccountGpus { name, gpus } => caps.push((name, gpus)),
+                Action::AddAccount { name, spec } => adds.entry((spec.parent, spec.cap)).or_default().push(name),
+                Action::SetAccountCap { name, cap, had } => caps.push((name, cap, had)),
                 Action::AddUser { user, account } => user_adds.entry(user).or_default().push(account),
                 Action::RemoveUser { user, account } => user_removals.entry(user).or_default().push(account),
                 Action::DeleteAccount { name } => account_deletes.push(name),
@@ -399,12 +429,12 @@ impl SlurmDriver {
         // Parents before children: the team accounts (parent root) first.
         let mut adds: Vec<_> = adds.into_iter().collect();
         adds.sort_by_key(|((parent, _), _)| parent != "root");
-        for ((parent, gpus), names) in adds {
+        for ((parent, cap), names) in adds {
             for chunk in names.chunks(200) {
                 let list = chunk.join(",");
                 let parent_arg = format!("parent={parent}");
                 let mut args = vec!["-i", "add", "account", list.as_str(), parent_arg.as_str()];
-                let cap = gpus.map(|n| format!("GrpTRES=gres/gpu={n}"));
+                let cap = cap.grptres(Cap::default()).map(|tres| format!("GrpTRES={tres}"));
                 if let Some(cap) = &cap {
                     args.push(cap);
                 }
@@ -414,8 +444,10 @@ impl SlurmDriver {
                 }
             }
         }
-        for (name, gpus) in caps {
-            let cap = format!("GrpTRES=gres/gpu={}", gpus.map_or(-1, i64::from));
+        for (name, cap, had) in caps {
+            // A change always has something to set or lift.
+            let Some(tres) = cap.grptres(had) else { continue };
+            let cap = format!("GrpTRES={tres}");
             let which = format!("name={name}");
             if let Err(e) = self.run("sacctmgr", &["-i", "modify", "account", "where", &which, "set", &cap]).await {
                 self.refused(report, &name, e)?;
@@ -621,8 +653,9 @@ impl SlurmDriver {
     }
 
     /// Runs the node check as a job on `node` inside its reservation, as Tenantry's operations
-    /// account: `Ok(None)` when it passed, `Ok(Some(output))` when it failed.
-    async fn run_check(&self, node: &NodeTarget, gpus: usize) -> DriverResult<Option<String>> {
+    /// account, holding `gres` (`gpu:8`, `shard:2`; none when empty): `Ok(None)` when it
+    /// passed, `Ok(Some(output))` when it failed.
+    async fn run_check(&self, node: &NodeTarget, gres: &str) -> DriverResult<Option<String>> {
         let holds_node = |r: &BTreeMap<String, String>| {
             r.get("Nodes").is_some_and(|n| cli::expand_hostlist(n).contains(&node.hostname))
         };
@@ -658,8 +691,8 @@ impl SlurmDriver {
             "--job-name=tenantry-check".to_owned(),
             "--quiet".to_owned(),
         ];
-        if gpus > 0 {
-            args.push(format!("--gres=gpu:{gpus}"));
+        if !gres.is_empty() {
+            args.push(format!("--gres={gres}"));
         }
         args.extend(["bash".to_owned(), "-c".to_owned(), script]);
         let cli = SlurmCli {
@@ -693,13 +726,16 @@ impl SlurmDriver {
         }
         let mut seen = BTreeSet::new();
         let mut jobs = Vec::new();
-        let mut add = |id: &str, account: &str, reservation: &str, nodes: &str, gpus: u32| {
-            if self.names.owns(account) && gpus > 0 && seen.insert(id.to_owned()) {
+        let mut add = |id: &str, account: &str, reservation: &str, nodes: &str, tres: &str| {
+            let gpus = tres_count(tres, GPU_TRES).unwrap_or(0);
+            let shards = tres_count(tres, SHARD_TRES).unwrap_or(0);
+            if self.names.owns(account) && gpus + shards > 0 && seen.insert(id.to_owned()) {
                 jobs.push(JobUse {
                     account: account.to_owned(),
                     reservation: reservation.to_owned(),
                     nodes: cli::expand_hostlist(nodes),
                     gpus,
+                    shards,
                 });
             }
         };
@@ -709,7 +745,7 @@ impl SlurmDriver {
             for line in running.lines() {
                 let f: Vec<&str> = line.split('|').map(str::trim).collect();
                 let [id, account, reservation, nodes, tres, ..] = f.as_slice() else { continue };
-                add(id, account, reservation, nodes, tres_gpus(tres).unwrap_or(0));
+                add(id, account, reservation, nodes, tres);
             }
         }
         let t = format_time(at);
@@ -723,7 +759,7 @@ impl SlurmDriver {
             if start > at || parse_time(end).is_some_and(|e| e <= at) {
                 continue;
             }
-            add(id, account, reservation, nodes, tres_gpus(tres).unwrap_or(0));
+            add(id, account, reservation, nodes, tres);
         }
         *cache = Some((at, jobs.clone()));
         Ok(jobs)
@@ -734,16 +770,21 @@ impl SlurmDriver {
 /// Whole nodes confine the team's jobs by themselves, so the reservation lets the team's own
 /// account in and needs nothing else. A booking that shares a node needs a cap on GPUs (Slurm
 /// 22.05 reserves cores, not GPUs): an account of its own under the team's with
-/// `GrpTRES=gres/gpu=N`, and the team's people (`members`) as its users. Per-reservation
-/// accounts cost slurmdbd dearly at scale (docs/PERFORMANCE.md, "Slurm"), so only sharing
-/// bookings have one.
-fn want_reservation(d: &mut Desired, rows: &[SlurmHeld], names: &Names, members: &[String]) {
+/// `GrpTRES=gres/gpu=N` (a booking of seats: `gres/gpu=0,gres/shard=S`; see [`Cap`]), and
+/// the team's people (`members`) as its users. Per-reservation accounts cost slurmdbd dearly
+/// at scale (docs/PERFORMANCE.md, "Slurm"), so only sharing bookings have one.
+fn want_reservation(d: &mut Desired, rows: &[SlurmHeld], names: &Names, members: &[String], counts_shards: bool) {
     let first = &rows[0];
-    let (mut spec, units) = reservation_spec(rows);
+    let (mut spec, units, seats) = reservation_spec(rows);
     let team = names.team_account(&first.slug);
     let account = if spec.cores.is_some() {
         let account = names.reservation_account(first.reservation_id);
-        d.accounts.insert(account.clone(), AccountSpec { parent: team, gpus: Some(units) });
+        let cap = if seats > 0 {
+            Cap { gpus: Some(0), shards: Some(seats) }
+        } else {
+            Cap { gpus: Some(units), shards: counts_shards.then_some(0) }
+        };
+        d.accounts.insert(account.clone(), AccountSpec { parent: team, cap });
         for user in members {
             d.users.insert((user.clone(), account.clone()));
         }
@@ -756,9 +797,9 @@ fn want_reservation(d: &mut Desired, rows: &[SlurmHeld], names: &Names, members:
     d.reservations.insert(names.reservation(first.reservation_id), spec);
 }
 
-/// A reservation's spec (without the accounts let in) and the GPUs (or MIG instances) it
-/// holds, from its held rows (one reservation, one row per node).
-fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32) {
+/// A reservation's spec (without the accounts let in), the GPUs (or MIG instances) and the
+/// seats it holds, from its held rows (one reservation, one row per node).
+fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32, u32) {
     let first = &rows[0];
     let mut nodes = Vec::new();
     let mut cores = Vec::new();
@@ -778,7 +819,8 @@ fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32) {
         cores: partial.then_some(cores),
         accounts: Vec::new(),
     };
-    (spec, rows.iter().map(|n| n.held).sum::<i64>() as u32)
+    let sum = |of: fn(&SlurmHeld) -> i64| rows.iter().map(of).sum::<i64>() as u32;
+    (spec, sum(|n| n.held), sum(|n| n.seats))
 }
 
 /// GPUs of a node from its GRES (`gpu:h100:8(S:0-1),gpu:1g.10gb:14`): the model, whole GPUs
@@ -873,30 +915,51 @@ impl FleetDriver for SlurmDriver {
     }
 
     /// Slurm time-slices a GPU through its `shard` GRES, which the site declares in gres.conf
-    /// (`Name=shard Count=…`) and Tenantry cannot change: this checks the node declares enough
-    /// shards for its GPUs' seats, and says how the team's jobs use a seat.
+    /// (`Name=shard Count=…`) and Tenantry cannot change: this checks the node still declares
+    /// enough shards for its GPUs' seats, and says how the team's jobs use a seat.
     async fn apply_time_slicing(&self, _: &EffectKey, node: &NodeTarget) -> DriverResult<String> {
-        let record = self.node_record(&node.hostname).await?;
-        let gres = record.get("Gres").cloned().unwrap_or_default();
-        let shards = shards_of(&gres);
-        let gpus = gpus_of(&gres, &self.config.gpu_types).map_or(0, |(_, count, _)| count);
-        let per_gpu = node.seats.iter().map(|s| u32::from(s.seats_per_gpu)).max().unwrap_or(0);
-        if shards == 0 || shards < gpus * per_gpu {
-            return Err(DriverError {
-                message: format!(
-                    "{} declares {shards} gres/shard for {gpus} GPU(s) time-sliced into {per_gpu} seats each; add \
-                     GresTypes=gpu,shard to slurm.conf and Name=shard Count={} to its gres.conf",
-                    node.hostname,
-                    gpus * per_gpu
-                ),
-                transient: false,
-            });
+        let per_gpu = node.seats.iter().map(|s| s.seats_per_gpu).max().unwrap_or(0);
+        if let Some(problem) = self.time_slicing_problem(&node.hostname, per_gpu).await? {
+            return Err(DriverError { message: problem, transient: false });
         }
         Ok(format!(
-            "{}: gres/shard:{shards} ({per_gpu} per GPU); the team's jobs ask --gres=shard:1 for each seat held ({})",
+            "{}: {per_gpu} gres/shard a GPU; the team's jobs ask --gres=shard:1 for each seat held ({})",
             node.hostname,
             node.seats.len()
         ))
+    }
+
+    /// A node can be time-sliced when it declares a shard for every seat of its GPUs and the
+    /// cluster counts shards, so each booking's account can be capped at its seats.
+    async fn time_slicing_problem(&self, hostname: &str, seats_per_gpu: u8) -> DriverResult<Option<String>> {
+        let record = self.node_record(hostname).await?;
+        let gres = record.get("Gres").cloned().unwrap_or_default();
+        let shards = shards_of(&gres);
+        let gpus = gpus_of(&gres, &self.config.gpu_types).map_or(0, |(_, count, _)| count);
+        let needed = gpus * u32::from(seats_per_gpu);
+        if shards == 0 || shards < needed {
+            return Ok(Some(format!(
+                "{hostname} declares {shards} gres/shard in Slurm for {gpus} GPU(s) time-sliced into {seats_per_gpu} \
+                 seats each; add shard to GresTypes in slurm.conf and Name=shard Count={needed} for {hostname} in \
+                 gres.conf, then reconfigure Slurm"
+            )));
+        }
+        let cores = record.get("CPUTot").and_then(|c| c.parse::<u32>().ok()).unwrap_or(0);
+        if cores < needed {
+            return Ok(Some(format!(
+                "{hostname} has {cores} cores for {needed} seats: in Slurm every booking that shares a node holds at \
+                 least one of its cores, so time-slice it into at most {} seats a GPU",
+                cores / gpus.max(1)
+            )));
+        }
+        if !self.counts_shards().await? {
+            return Ok(Some(format!(
+                "this Slurm cluster does not count gres/shard, so a seat's jobs cannot be capped at their seats; add \
+                 gres/shard to AccountingStorageTRES in slurm.conf, then restart slurmctld and Tenantry (seen \
+                 {shards} shards on {hostname})"
+            )));
+        }
+        Ok(None)
     }
 
     async fn install_driver(&self, _: &EffectKey, node: &NodeTarget, branch: &str) -> DriverResult<String> {
@@ -970,7 +1033,11 @@ impl FleetDriver for SlurmDriver {
         }
         // Bandwidth as the check measured it, else the threshold (the check did not measure it).
         let least = rules.min_busbw_gbps.get(fabric_of(node.gpu_model)).copied().unwrap_or(0.0);
-        match self.run_check(node, node.gpus.len()).await? {
+        // The reservation's own GPUs, or one of its seats: a whole GPU of a time-sliced node
+        // would wait for every other seat's job on it to end, and Slurm 22.05 gives a job the
+        // shards of one GPU only, so more seats than a GPU has would never start.
+        let gres = if node.seats.is_empty() { format!("gpu:{}", node.gpus.len()) } else { "shard:1".to_owned() };
+        match self.run_check(node, &gres).await? {
             None => Ok(AcceptanceReport { failed_gpus: Vec::new(), busbw_gbps: least }),
             Some(problem) => Ok(AcceptanceReport { failed_gpus: vec![(gpu, problem)], busbw_gbps: least }),
         }
@@ -978,24 +1045,34 @@ impl FleetDriver for SlurmDriver {
 
     async fn issue_credentials(&self, _: &EffectKey, tenant: &TenantTarget) -> DriverResult<IssuedCredential> {
         let reservation = self.names.reservation(tenant.reservation_id);
-        let gpus = match self.store.slurm_gpus_of(tenant.reservation_id).await {
-            Ok(n) => n,
+        let (gpus, seats) = match self.store.slurm_holding(tenant.reservation_id).await {
+            Ok(held) => held,
             Err(e) => return Err(DriverError::transient(format!("cannot read the store: {e}"))),
         };
         let record = self.reservation_record(tenant.reservation_id).await?;
         let Some(account) = record.as_ref().and_then(|r| self.account_let_in(r)) else {
             return Err(DriverError::transient(format!("Slurm does not hold reservation {reservation} yet")));
         };
-        let limit = if account == reservation {
-            format!("Your jobs may hold up to {gpus} GPU(s) at once inside this reservation")
+        // A seat is a shard: the GPU's time and memory are shared with other seats' jobs.
+        let (gres, limit) = if seats > 0 {
+            (
+                "shard",
+                format!(
+                    "Your jobs may hold up to {seats} seat(s) at once inside this reservation, one shard each (a \
+                     job's shards come from one GPU); a seat shares its GPU's memory and faults with the other \
+                     seats' jobs"
+                ),
+            )
+        } else if account == reservation {
+            ("gpu", format!("Your jobs may hold up to {gpus} GPU(s) at once inside this reservation"))
         } else {
-            format!("The reservation holds its nodes whole: your jobs may use all {gpus} of their GPUs")
+            ("gpu", format!("The reservation holds its nodes whole: your jobs may use all {gpus} of their GPUs"))
         };
         let host = &self.config.login_host;
         let secret = format!(
             "# On {host}, as your own user (members of team {team} are allowed in):\n\
-             sbatch -A {account} --reservation={reservation} --gres=gpu:<n> job.sh\n\
-             srun -A {account} --reservation={reservation} --gres=gpu:1 nvidia-smi\n\
+             sbatch -A {account} --reservation={reservation} --gres={gres}:<n> job.sh\n\
+             srun -A {account} --reservation={reservation} --gres={gres}:1 nvidia-smi\n\
              # {limit}; they end when its window ends.\n",
             team = tenant.tenant
         );
@@ -1055,25 +1132,38 @@ impl FleetDriver for SlurmDriver {
         if !live {
             return Ok(HealthReport { problem: None });
         }
-        Ok(HealthReport { problem: self.run_check(node, 0).await? })
+        Ok(HealthReport { problem: self.run_check(node, "").await? })
     }
 
     async fn utilization(&self, node: &NodeTarget, _: Workload, at: DateTime<Utc>) -> DriverResult<Vec<GpuSample>> {
         let reservation = self.names.reservation(node.reservation_id);
         let ops = self.names.ops_account();
         let jobs = self.jobs_at(at).await?;
-        // The team's jobs inside the reservation (Tenantry's own check jobs are not the team's use).
-        let busy: u32 = jobs
+        // The team's jobs inside the reservation (Tenantry's own check jobs are not the team's
+        // use): the GPUs (or MIG instances) and the seats they hold on this node.
+        let (mut busy_gpus, mut busy_seats) = jobs
             .iter()
             .filter(|j| j.reservation == reservation && j.account != ops && j.nodes.contains(&node.hostname))
-            .map(|j| j.gpus / (j.nodes.len() as u32).max(1))
-            .sum();
+            .fold((0u32, 0u32), |(gpus, seats), j| {
+                let nodes = (j.nodes.len() as u32).max(1);
+                (gpus + j.gpus / nodes, seats + j.shards / nodes)
+            });
+        // Slurm says how many are busy, not which: the first ones held read busy.
         Ok(node
             .gpus
             .iter()
-            .enumerate()
-            .map(|(i, (gpu, instance))| {
-                let pct = if (i as u32) < busy { 100.0 } else { 0.0 };
+            .map(|(gpu, instance)| {
+                let pct = if node.seats.iter().any(|s| s.gpu_index == *gpu) {
+                    let width = instance.map_or(1, |(lo, hi)| u32::from(hi.saturating_sub(lo)).max(1));
+                    let used = width.min(busy_seats);
+                    busy_seats -= used;
+                    f64::from(used) * 100.0 / f64::from(width)
+                } else if busy_gpus > 0 {
+                    busy_gpus -= 1;
+                    100.0
+                } else {
+                    0.0
+                };
                 GpuSample {
                     node_id: node.node_id,
                     gpu_index: *gpu,
@@ -1155,6 +1245,7 @@ mod tests {
             end_at: Utc::now() + Duration::hours(1),
             hostname: host.into(),
             held: gpus,
+            seats: 0,
             shares: mig.map_or(GPU_SHARES * gpus, |(lo, hi)| (hi - lo) * 120),
             node_gpus: 8,
             cpu_cores: 16,
@@ -1163,10 +1254,10 @@ mod tests {
 
     #[test]
     fn whole_nodes_hold_nodes_and_shared_nodes_hold_their_share_of_cores() {
-        let (spec, units) = reservation_spec(&[row(1, "gpu001", 8, None)]);
+        let (spec, units, _) = reservation_spec(&[row(1, "gpu001", 8, None)]);
         assert_eq!((spec.cores, units), (None, 8));
         let two = vec![row(2, "gpu001", 2, None), row(2, "gpu002", 1, None)];
-        let (spec, units) = reservation_spec(&two);
+        let (spec, units, _) = reservation_spec(&two);
         assert_eq!(
             (spec.nodes, spec.cores, units),
             (vec!["gpu001".to_owned(), "gpu002".to_owned()], Some(vec![4, 2]), 3)
@@ -1177,6 +1268,14 @@ mod tests {
         let mut almost = row(4, "gpu004", 8, None);
         almost.shares -= 120;
         assert_eq!(reservation_spec(&[almost]).0.cores, Some(vec![15]));
+        // Three seats of GPUs time-sliced four ways: three quarters of a GPU's two cores.
+        let (spec, units, seats) = reservation_spec(&[seats(5, "gpu004", 3)]);
+        assert_eq!((spec.cores, units, seats), (Some(vec![1]), 0, 3));
+    }
+
+    /// `n` seats of a node's GPUs time-sliced four ways.
+    fn seats(id: i64, host: &str, n: i64) -> SlurmHeld {
+        SlurmHeld { held: 0, seats: n, shares: n * GPU_SHARES / 4, ..row(id, host, 0, None) }
     }
 
     #[test]
@@ -1184,18 +1283,26 @@ mod tests {
         let names = Names { prefix: "tenantry".to_owned() };
         let people = ["ada".to_owned(), "max".to_owned()];
         let mut d = Desired::default();
-        want_reservation(&mut d, &[row(1, "gpu001", 8, None)], &names, &people);
+        want_reservation(&mut d, &[row(1, "gpu001", 8, None)], &names, &people, true);
         assert_eq!(d.reservations["tenantry-r1"].accounts, ["tenantry-acme", "tenantry-ops"]);
         assert!(d.accounts.is_empty() && d.users.is_empty(), "a whole node needs no account: {d:?}");
 
-        want_reservation(&mut d, &[row(2, "gpu002", 2, None)], &names, &people);
+        want_reservation(&mut d, &[row(2, "gpu002", 2, None)], &names, &people, false);
         assert_eq!(d.reservations["tenantry-r2"].accounts, ["tenantry-ops", "tenantry-r2"]);
         assert_eq!(
             d.accounts["tenantry-r2"],
-            AccountSpec { parent: "tenantry-acme".to_owned(), gpus: Some(2) },
+            AccountSpec { parent: "tenantry-acme".to_owned(), cap: Cap { gpus: Some(2), shards: None } },
             "two GPUs of a shared node: capped at two"
         );
         let users: Vec<_> = d.users.iter().map(|(u, a)| format!("{u}@{a}")).collect();
         assert_eq!(users, ["ada@tenantry-r2", "max@tenantry-r2"]);
+
+        // Where the cluster counts shards, a GPU booking holds none; a seat booking holds no
+        // GPU whole, only its seats.
+        want_reservation(&mut d, &[row(3, "gpu002", 1, None)], &names, &people, true);
+        assert_eq!(d.accounts["tenantry-r3"].cap, Cap { gpus: Some(1), shards: Some(0) });
+        want_reservation(&mut d, &[seats(4, "gpu004", 3)], &names, &people, true);
+        assert_eq!(d.accounts["tenantry-r4"].cap, Cap { gpus: Some(0), shards: Some(3) });
+        assert_eq!(d.reservations["tenantry-r4"].accounts, ["tenantry-ops", "tenantry-r4"]);
     }
 }

@@ -6,20 +6,52 @@
 //! `tenantry`): the team account `<prefix>-<team>`, the operations account `<prefix>-ops`
 //! (Tenantry's own check jobs), the advanced reservation `<prefix>-r<id>` on the booked nodes
 //! for the window, open to the operations account and the team's account, and, only for a
-//! booking that shares a node, an account `<prefix>-r<id>` under the team's (its
-//! `GrpTRES=gres/gpu=N` caps the team's jobs at the N GPUs or slices it booked) that the
-//! reservation lets in instead of the team's. Anything without the prefix is someone
-//! else's: reported, never changed.
+//! booking that shares a node, an account `<prefix>-r<id>` under the team's (its [`Cap`]:
+//! `GrpTRES=gres/gpu=N` caps the team's jobs at the N GPUs or slices it booked, and
+//! `gres/shard=S` at the S seats of time-sliced GPUs) that the reservation lets in instead of
+//! the team's. Anything without the prefix is someone else's: reported, never changed.
 
-use super::cli::{expand_hostlist, parse_time};
+use super::cli::{expand_hostlist, parse_time, tres_count, GPU_TRES, SHARD_TRES};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// An account Tenantry wants: its parent, and its GPU cap (`None`: no cap).
+/// An account Tenantry wants: its parent, and what its jobs may hold at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountSpec {
     pub parent: String,
+    pub cap: Cap,
+}
+
+/// What a capped account's jobs may hold at once, its `GrpTRES`: GPUs or MIG instances
+/// (`gres/gpu`), and seats of time-sliced GPUs (`gres/shard`); `None` leaves that unlimited.
+/// A booking of seats holds no GPU whole, so its cap is `gpus: Some(0)`; one of GPUs holds no
+/// seat, so on a cluster that counts shards its cap is `shards: Some(0)` (else its jobs could
+/// take shards of the node's other GPUs, which other teams hold).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cap {
     pub gpus: Option<u32>,
+    pub shards: Option<u32>,
+}
+
+impl Cap {
+    /// The cap an account has, from its `GrpTRES` as `sacctmgr` shows it.
+    pub fn from_tres(tres: &str) -> Self {
+        Cap { gpus: tres_count(tres, GPU_TRES), shards: tres_count(tres, SHARD_TRES) }
+    }
+
+    /// The `GrpTRES` value that makes an account capped at `had` capped at this instead: each
+    /// limit this sets, and `-1` (no limit) for each it lifts; `None` when there is nothing to say.
+    pub fn grptres(&self, had: Cap) -> Option<String> {
+        let items: Vec<String> = [(GPU_TRES, self.gpus, had.gpus), (SHARD_TRES, self.shards, had.shards)]
+            .into_iter()
+            .filter_map(|(tres, want, was)| match (want, was) {
+                (Some(n), _) => Some(format!("{tres}={n}")),
+                (None, Some(_)) => Some(format!("{tres}=-1")),
+                (None, None) => None,
+            })
+            .collect();
+        (!items.is_empty()).then(|| items.join(","))
+    }
 }
 
 /// An advanced reservation Tenantry wants.
@@ -119,9 +151,11 @@ pub enum Action {
         name: String,
         spec: AccountSpec,
     },
-    SetAccountGpus {
+    /// The account's cap changes from `had` to `cap`.
+    SetAccountCap {
         name: String,
-        gpus: Option<u32>,
+        cap: Cap,
+        had: Cap,
     },
     AddUser {
         user: String,
@@ -231,8 +265,8 @@ pub fn plan(desired: &Desired, actual: &Actual, names: &Names, now: DateTime<Utc
     }
     for (name, spec) in &desired.accounts {
         if let Some(have) = actual.accounts.get(name) {
-            if have.gpus != spec.gpus {
-                p.actions.push(Action::SetAccountGpus { name: name.clone(), gpus: spec.gpus });
+            if have.cap != spec.cap {
+                p.actions.push(Action::SetAccountCap { name: name.clone(), cap: spec.cap, had: have.cap });
             }
         }
     }
@@ -342,8 +376,11 @@ mod tests {
 
     fn desired() -> Desired {
         let mut d = Desired::default();
-        d.accounts.insert("tenantry-acme".into(), AccountSpec { parent: "root".into(), gpus: None });
-        d.accounts.insert("tenantry-r1".into(), AccountSpec { parent: "tenantry-acme".into(), gpus: Some(2) });
+        d.accounts.insert("tenantry-acme".into(), AccountSpec { parent: "root".into(), cap: Cap::default() });
+        d.accounts.insert(
+            "tenantry-r1".into(),
+            AccountSpec { parent: "tenantry-acme".into(), cap: Cap { gpus: Some(2), shards: None } },
+        );
         d.users.insert(("ada".into(), "tenantry-acme".into()));
         d.users.insert(("ada".into(), "tenantry-r1".into()));
         d.reservations.insert("tenantry-r1".into(), spec(&["gpu001"], Some(vec![4]), 10, 12));
@@ -422,9 +459,12 @@ mod tests {
         let mut a = Actual { accounts: d.accounts.clone(), users: d.users.clone(), ..Default::default() };
         a.users.insert(("max".into(), "tenantry-r1".into()));
         a.users.insert(("someone".into(), "physics".into()));
-        a.accounts.insert("tenantry-old".into(), AccountSpec { parent: "root".into(), gpus: None });
-        a.accounts.insert("tenantry-r7".into(), AccountSpec { parent: "tenantry-old".into(), gpus: Some(1) });
-        a.accounts.insert("physics".into(), AccountSpec { parent: "root".into(), gpus: None });
+        a.accounts.insert("tenantry-old".into(), AccountSpec { parent: "root".into(), cap: Cap::default() });
+        a.accounts.insert(
+            "tenantry-r7".into(),
+            AccountSpec { parent: "tenantry-old".into(), cap: Cap { gpus: Some(1), shards: None } },
+        );
+        a.accounts.insert("physics".into(), AccountSpec { parent: "root".into(), cap: Cap::default() });
         a.reservations = d.reservations.iter().map(|(n, s)| (n.clone(), actual_of(s))).collect();
         let p = plan(&d, &a, &names(), t(9));
         assert_eq!(
@@ -434,6 +474,28 @@ mod tests {
                 Action::DeleteAccount { name: "tenantry-r7".into() },
                 Action::DeleteAccount { name: "tenantry-old".into() },
             ]
+        );
+    }
+
+    #[test]
+    fn caps_set_what_they_hold_and_lift_what_they_no_longer_hold() {
+        let seats = Cap { gpus: Some(0), shards: Some(3) };
+        let gpus = Cap { gpus: Some(2), shards: None };
+        assert_eq!(seats.grptres(Cap::default()).as_deref(), Some("gres/gpu=0,gres/shard=3"));
+        assert_eq!(gpus.grptres(seats).as_deref(), Some("gres/gpu=2,gres/shard=-1"));
+        assert_eq!(Cap::default().grptres(gpus).as_deref(), Some("gres/gpu=-1"));
+        assert_eq!(Cap::default().grptres(Cap::default()), None, "nothing to set on an uncapped account");
+        assert_eq!(Cap::from_tres("gres/gpu=0,gres/shard=3"), seats);
+        assert_eq!(Cap::from_tres(""), Cap::default());
+
+        // An account capped at GPUs that should cap seats is changed in place.
+        let mut d = desired();
+        d.accounts.get_mut("tenantry-r1").unwrap().cap = seats;
+        let mut a = Actual { accounts: desired().accounts, users: d.users.clone(), ..Default::default() };
+        a.reservations = d.reservations.iter().map(|(n, s)| (n.clone(), actual_of(s))).collect();
+        assert_eq!(
+            plan(&d, &a, &names(), t(9)).actions,
+            [Action::SetAccountCap { name: "tenantry-r1".into(), cap: seats, had: gpus }]
         );
     }
 
