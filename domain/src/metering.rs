@@ -950,6 +950,63 @@ impl ReportRow {
     }
 }
 
+/// The GPUs of one model shared one way between holders (in MIG mode, or time-sliced into
+/// seats), over a report's span: what they could give, how much of it was held, and how much
+/// was busy. The rest is their idle share: capacity nobody held, and capacity held but idle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SharedGpuRow {
+    /// The model and the way it is shared: `L40S-48GB, 4 seats a GPU`, `A100-80GB, MIG`.
+    pub key: String,
+    pub gpus: u32,
+    /// GPU-hours the GPUs could give over the span.
+    pub capacity_gpu_hours: f64,
+    /// GPU-hours of it that reservations held (their seats' or MIG instances' share).
+    pub held_gpu_hours: f64,
+    /// GPU-hours of it sampled busy.
+    pub busy_gpu_hours: f64,
+}
+
+impl SharedGpuRow {
+    /// The share of the capacity that was not busy, in percent: unsold, or held and idle.
+    pub fn idle_share_pct(&self) -> Option<f64> {
+        self.of_capacity(self.capacity_gpu_hours - self.busy_gpu_hours)
+    }
+
+    /// The share of the capacity nobody held, in percent.
+    pub fn unsold_pct(&self) -> Option<f64> {
+        self.of_capacity(self.capacity_gpu_hours - self.held_gpu_hours)
+    }
+
+    /// The share of the capacity reservations held, in percent.
+    pub fn held_pct(&self) -> Option<f64> {
+        self.of_capacity(self.held_gpu_hours)
+    }
+
+    /// The share of the capacity sampled busy, in percent.
+    pub fn busy_pct(&self) -> Option<f64> {
+        self.of_capacity(self.busy_gpu_hours)
+    }
+
+    fn of_capacity(&self, gpu_hours: f64) -> Option<f64> {
+        (self.capacity_gpu_hours > 0.0).then(|| (gpu_hours / self.capacity_gpu_hours * 100.0).clamp(0.0, 100.0))
+    }
+}
+
+/// A reservation holding seats or MIG instances of shared GPUs, with its own measured use
+/// (each seat and instance is sampled on its own, not as the whole GPU).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SharedHolder {
+    pub reservation_id: i64,
+    pub tenant: String,
+    pub offering: String,
+    pub quantity: u32,
+    /// The [`SharedGpuRow`] it counts in.
+    pub key: String,
+    pub usage: Usage,
+}
+
 /// Fleet utilization by day and hour of day (UTC): busy GPU-hours over the fleet's GPU-hours.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -1043,12 +1100,37 @@ pub struct UsageReport {
     pub by_model: Vec<ReportRow>,
     pub total: ReportRow,
     pub heatmap: Heatmap,
+    /// Shared GPUs by model and way of sharing, and their idle share.
+    #[serde(default)]
+    pub shared: Vec<SharedGpuRow>,
+    /// Who held them, each with its own use, least busy first.
+    #[serde(default)]
+    pub shared_holders: Vec<SharedHolder>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_shared_gpus_idle_share_is_its_capacity_not_busy_unsold_or_held_idle() {
+        let row = SharedGpuRow {
+            key: "L40S-48GB, 4 seats a GPU".into(),
+            gpus: 2,
+            capacity_gpu_hours: 48.0,
+            held_gpu_hours: 12.0,
+            busy_gpu_hours: 6.0,
+        };
+        assert_eq!(row.held_pct(), Some(25.0));
+        assert_eq!(row.busy_pct(), Some(12.5));
+        assert_eq!(row.unsold_pct(), Some(75.0));
+        assert_eq!(row.idle_share_pct(), Some(87.5), "unsold 75 % and held but idle 12.5 %");
+        let none = SharedGpuRow { gpus: 0, capacity_gpu_hours: 0.0, ..row.clone() };
+        assert_eq!(none.idle_share_pct(), None, "no capacity, no share");
+        let over = SharedGpuRow { busy_gpu_hours: 60.0, ..row };
+        assert_eq!(over.idle_share_pct(), Some(0.0), "never below nothing");
+    }
 
     fn at(month: u32, day: u32, hour: u32, minute: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, month, day, hour, minute, 0).unwrap()

@@ -11,13 +11,13 @@ use crate::identity::require_admin;
 use crate::store::metering::{DayKey, HeldGpu, MeteredRow, NewSample};
 use crate::Engine;
 use chrono::{DateTime, Datelike, Duration, DurationRound, Utc};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use tenantry_domain::fleet::QueueStats;
 use tenantry_domain::metering::{
     self, Billed, Chargeback, ChargebackOverview, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow,
-    ReservationCost, Statement, StatementSummary, Totals, Usage, UsageReport, WeekSpend,
+    ReservationCost, SharedGpuRow, SharedHolder, Statement, StatementSummary, Totals, Usage, UsageReport, WeekSpend,
 };
-use tenantry_domain::offering::GpuShares;
+use tenantry_domain::offering::{GpuShares, GPU_SHARES};
 use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::reservation::ReservationKind;
 use tenantry_domain::{Cents, Identity, Offering, Window};
@@ -354,14 +354,81 @@ impl Engine {
             }
         }
         let hourly = self.store.usage_by_hour(span).await?;
+        let (shared, shared_holders) = self.shared_gpu_use(span, &metered).await?;
         Ok(UsageReport {
             from: span.start,
             to: span.end,
+            shared,
+            shared_holders,
             by_tenant,
             by_model,
             total,
             heatmap: Heatmap::build(days, &hourly, fleet_gpus),
         })
+    }
+
+    /// The shared GPUs' part of the usage report: by GPU model and way of sharing, their
+    /// capacity over `span` (the GPUs shared now, and any held shared during it), what
+    /// reservations held of it and what was sampled busy; and each holder's own use.
+    async fn shared_gpu_use(
+        &self,
+        span: Window,
+        metered: &[Metered],
+    ) -> EngineResult<(Vec<SharedGpuRow>, Vec<SharedHolder>)> {
+        let key = |model: &str, seats: Option<i64>| match seats {
+            Some(n) => format!("{model}, {n} seats a GPU"),
+            None => format!("{model}, MIG"),
+        };
+        let mut gpus: BTreeMap<String, BTreeSet<(i64, i64)>> = BTreeMap::new();
+        for (node_id, gpu_index, model, seats) in self.store.shared_gpus().await? {
+            gpus.entry(key(&model, seats)).or_default().insert((node_id, gpu_index));
+        }
+        let mut held_share_seconds: BTreeMap<String, i64> = BTreeMap::new();
+        let mut key_of: BTreeMap<i64, String> = BTreeMap::new();
+        for h in self.store.held_shared_gpus(span.start, span.end, RAN).await? {
+            let k = key(&h.gpu_model, h.seats_per_gpu);
+            gpus.entry(k.clone()).or_default().insert((h.node_id, h.gpu_index));
+            let seconds = (h.end_at.min(span.end) - h.start_at.max(span.start)).num_seconds().max(0);
+            *held_share_seconds.entry(k.clone()).or_default() += h.shares() * seconds;
+            key_of.insert(h.reservation_id, k);
+        }
+        let ids: Vec<i64> = key_of.keys().copied().collect();
+        let usage = self.store.usage_by_reservation(None, span, Some(&ids)).await?;
+        let span_hours = (span.end - span.start).num_seconds() as f64 / 3600.0;
+        let rows = gpus
+            .into_iter()
+            .map(|(k, set)| SharedGpuRow {
+                gpus: set.len() as u32,
+                capacity_gpu_hours: set.len() as f64 * span_hours,
+                held_gpu_hours: held_share_seconds.get(&k).copied().unwrap_or(0) as f64 / (GPU_SHARES as f64 * 3600.0),
+                busy_gpu_hours: key_of
+                    .iter()
+                    .filter(|(_, of)| **of == k)
+                    .filter_map(|(id, _)| usage.get(id))
+                    .map(Usage::used_gpu_hours)
+                    .sum(),
+                key: k,
+            })
+            .collect();
+        let mut holders: Vec<SharedHolder> = metered
+            .iter()
+            .filter_map(|m| {
+                Some(SharedHolder {
+                    reservation_id: m.id,
+                    tenant: m.tenant.clone(),
+                    offering: m.offering.clone(),
+                    quantity: m.quantity,
+                    key: key_of.get(&m.id)?.clone(),
+                    usage: usage.get(&m.id).copied().unwrap_or_default(),
+                })
+            })
+            .collect();
+        // The least busy first: they are the idle share an admin can do something about.
+        holders.sort_by(|a, b| {
+            let busy = |h: &SharedHolder| h.usage.utilization_pct().unwrap_or(0.0);
+            busy(a).total_cmp(&busy(b)).then(a.reservation_id.cmp(&b.reservation_id))
+        });
+        Ok((rows, holders))
     }
 
     /// Samples the GPUs of every running reservation once, each sample covering `seconds`.
@@ -480,7 +547,8 @@ impl Engine {
                     gpu_model,
                     fabric_domain: String::new(),
                     gpus: node.iter().map(|g| (g.gpu_index as u32, g.instance())).collect(),
-                    seats: Vec::new(),
+                    // Which of those instances are seats (the rest are MIG instances).
+                    seats: node.iter().flat_map(|g| g.seats()).collect(),
                     // Utilization is read-only; nothing node-wide is done.
                     dedicated: false,
                 };

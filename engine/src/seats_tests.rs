@@ -8,8 +8,9 @@ use crate::seed::DEMO_SEATS_PER_GPU;
 use crate::store::Store;
 use crate::test_helpers::{ask, hour, race, two_teams_free_on};
 use crate::{store_test, Engine};
-use chrono::{Duration, Utc};
+use chrono::{Duration, DurationRound, Utc};
 use tenantry_domain::fleet::{NodeSummary, TimeSlicingInput};
+use tenantry_domain::metering::Usage;
 use tenantry_domain::{Cents, GpuModel, Identity};
 
 /// The demo fleet's 16 nodes (four L40S, one of them time-sliced into four seats a GPU) with no
@@ -154,7 +155,7 @@ store_test!(racing_for_the_last_seats_never_gives_one_twice, |store: Store| asyn
 
 store_test!(each_seat_is_set_up_and_metered_for_its_own_use, |store: Store| async move {
     use tenantry_domain::provisioning::{Step, StepStatus};
-    let (engine, acme, globex, _) = setup(store).await;
+    let (engine, acme, globex, admin) = setup(store).await;
     let booked = |who: Identity| {
         let engine = engine.clone();
         async move {
@@ -204,4 +205,25 @@ store_test!(each_seat_is_set_up_and_metered_for_its_own_use, |store: Store| asyn
             gauges.reserved_gpus_by_tenant
         );
     }
+
+    // The admin report: the time-sliced node's eight GPUs over two days, of which the two seats
+    // held a quarter GPU each for two hours, busy as sampled; the rest is the idle share. Each
+    // seat is a holder of its own, with its own use.
+    let day = at.duration_trunc(Duration::days(1)).unwrap();
+    let span = tenantry_domain::Window { start: day, end: day + Duration::days(2) };
+    let report = engine.usage_report(&admin, span, at).await.unwrap();
+    let key = format!("{}, {DEMO_SEATS_PER_GPU} seats a GPU", GpuModel::L40s.code());
+    let row = report.shared.iter().find(|r| r.key == key).unwrap_or_else(|| panic!("{:?}", report.shared));
+    assert_eq!((row.gpus, row.capacity_gpu_hours), (8, 8.0 * 48.0));
+    assert!((row.held_gpu_hours - 2.0 * 0.25 * 2.0).abs() < 1e-9, "{row:?}");
+    let busy = mine_used.used_gpu_hours() + theirs_used.used_gpu_hours();
+    assert!(busy > 0.0 && (row.busy_gpu_hours - busy).abs() < 1e-9, "{row:?}");
+    let idle = row.idle_share_pct().unwrap();
+    assert!((idle - (384.0 - busy) / 384.0 * 100.0).abs() < 1e-9, "{idle}");
+    assert!((row.unsold_pct().unwrap() - (384.0 - 1.0) / 384.0 * 100.0).abs() < 1e-9);
+    let holders: Vec<(i64, Usage)> =
+        report.shared_holders.iter().filter(|h| h.key == key).map(|h| (h.reservation_id, h.usage)).collect();
+    let mut expected = vec![(ids[0], mine_used), (ids[1], theirs_used)];
+    expected.sort_by(|a, b| a.1.utilization_pct().unwrap().total_cmp(&b.1.utilization_pct().unwrap()));
+    assert_eq!(holders, expected, "each seat its own holder, the least busy first");
 });

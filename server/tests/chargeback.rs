@@ -146,6 +146,12 @@ app_test!(bad_ranges_and_groupings_are_422s, |app: TestApp| async move {
     let tenants: Vec<&str> =
         report["by_tenant"].as_array().unwrap().iter().map(|r| r["key"].as_str().unwrap()).collect();
     assert!(tenants.contains(&"acme") && tenants.contains(&"globex"), "{tenants:?}");
+    // Shared GPUs (the demo's MIG A100s), with what they could give, and who held them.
+    let shared = report["shared"].as_array().unwrap();
+    let mig = shared.iter().find(|r| r["key"] == "A100-80GB, MIG").unwrap_or_else(|| panic!("{shared:?}"));
+    assert!(mig["capacity_gpu_hours"].as_f64().unwrap() >= mig["held_gpu_hours"].as_f64().unwrap(), "{mig}");
+    let holders = report["shared_holders"].as_array().unwrap();
+    assert!(holders.iter().all(|h| h["key"].as_str().unwrap().contains(", ")), "{holders:?}");
 });
 
 /// Parses Prometheus text: every sample line is `name{labels} value` with a `tenantry_` name

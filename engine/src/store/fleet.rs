@@ -155,6 +155,16 @@ impl Store {
         Ok(u32::try_from(count).unwrap_or(u32::MAX))
     }
 
+    /// The GPUs shared between holders now (in MIG mode, or time-sliced): (node id, GPU index,
+    /// GPU model, seats a GPU when time-sliced).
+    pub async fn shared_gpus(&self) -> EngineResult<Vec<(i64, i64, String, Option<i64>)>> {
+        let sql = "select g.node_id, g.gpu_index, n.gpu_model, cast(g.seats as bigint)
+                   from gpu g join node n on n.node_id = g.node_id
+                   where g.removed_at is null and n.admission = 'admitted' and (g.mig_enabled or g.seats is not null)";
+        let rows = on_pool!(self, |pool| sqlx::query_as(sql).fetch_all(pool).await?);
+        Ok(rows)
+    }
+
     /// One node by hostname.
     pub async fn node_summary(&self, hostname: &str) -> EngineResult<Option<NodeSummary>> {
         Ok(self.nodes_where(Some(hostname)).await?.pop())

@@ -65,6 +65,18 @@ impl HeldGpu {
         (self.mig_enabled || self.seats_per_gpu.is_some()).then_some((self.slice_lo as u8, self.slice_hi as u8))
     }
 
+    /// The seats it holds, when its GPU is time-sliced.
+    pub fn seats(&self) -> Vec<tenantry_domain::provisioning::Seat> {
+        let Some(per_gpu) = self.seats_per_gpu.and_then(|n| u8::try_from(n).ok()) else { return Vec::new() };
+        (self.slice_lo..self.slice_hi)
+            .map(|seat| tenantry_domain::provisioning::Seat {
+                gpu_index: self.gpu_index as u32,
+                seat: seat as u8,
+                seats_per_gpu: per_gpu,
+            })
+            .collect()
+    }
+
     /// How much of its GPU it holds: its seats' share, its MIG slices' share, or the whole GPU
     /// (whatever slices that took: one, seven in MIG mode, or every seat of a time-sliced GPU).
     pub fn shares(&self) -> i64 {
@@ -232,6 +244,26 @@ impl Store {
         to: DateTime<Utc>,
         states: &[&str],
     ) -> EngineResult<Vec<HeldGpu>> {
+        self.held_gpus_where(from, to, states, false).await
+    }
+
+    /// [`Store::held_gpus`], only the seats and MIG instances of shared GPUs.
+    pub async fn held_shared_gpus(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        states: &[&str],
+    ) -> EngineResult<Vec<HeldGpu>> {
+        self.held_gpus_where(from, to, states, true).await
+    }
+
+    async fn held_gpus_where(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        states: &[&str],
+        shared_only: bool,
+    ) -> EngineResult<Vec<HeldGpu>> {
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select r.reservation_id, r.tenant_id, r.workload, n.node_id, n.hostname, n.gpu_model, g.gpu_index,
@@ -243,6 +275,9 @@ impl Store {
                  where a.kind = 'reservation' and a.start_at < ",
             );
             q.push_bind(to).push(" and coalesce(a.replaced_at, a.end_at) > ").push_bind(from);
+            if shared_only {
+                q.push(" and (g.mig_enabled or o.seats_per_gpu is not null)");
+            }
             q.push(" and r.state in (");
             let mut list = q.separated(", ");
             for s in states {

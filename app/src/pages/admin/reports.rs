@@ -1,14 +1,19 @@
 //! Admin → Reports: revenue and measured utilization by tenant and by GPU model, reserved
-//! capacity that sat idle, and the fleet's utilization by day and hour, over the last 7, 14 or
-//! 30 days. Charts are drawn on the server; their numbers are in tables beside them.
+//! capacity that sat idle, shared GPUs' (MIG, time-sliced) idle share and each holder's own
+//! use, and the fleet's utilization by day and hour, over the last 7, 14 or 30 days. Charts
+//! are drawn on the server; their numbers are in tables beside them.
 
 use crate::api::usage_report_view;
 use crate::components::chart::ChartWithTable;
 use crate::components::errors::ErrorPanel;
+use crate::components::table::DataTable;
 use crate::format::{gpu_hours, percent};
 use crate::pages::PageHeader;
 use leptos::prelude::*;
-use tenantry_domain::metering::ReportRow;
+use tenantry_domain::metering::{ReportRow, SharedGpuRow, SharedHolder};
+
+/// Holders listed under the shared GPUs, the least busy first.
+const HOLDERS_SHOWN: usize = 20;
 
 #[component]
 pub fn ReportsPage() -> impl IntoView {
@@ -75,6 +80,7 @@ pub fn ReportsPage() -> impl IntoView {
                                 >
                                     {rows(&r.by_model)}
                                 </ChartWithTable>
+                                <SharedGpus shared=r.shared.clone() holders=r.shared_holders.clone() />
                                 <ChartWithTable
                                     title=format!(
                                         "Fleet utilization by day and hour (UTC), {} GPUs; the darkest cell is the busiest hour",
@@ -149,4 +155,95 @@ fn rows(rows: &[ReportRow]) -> impl IntoView {
             }
         })
         .collect_view()
+}
+
+/// Shared GPUs by model and way of sharing, with their idle share (unsold, or held and idle),
+/// and the least busy holders, each measured on its own seats or instances.
+#[component]
+fn SharedGpus(shared: Vec<SharedGpuRow>, holders: Vec<SharedHolder>) -> impl IntoView {
+    if shared.is_empty() {
+        return view! {
+            <p class="text-sm text-slate-600 dark:text-slate-400" data-testid="report-shared">
+                "No GPU was shared (MIG or time-sliced) in this period."
+            </p>
+        }
+        .into_any();
+    }
+    let more = holders.len().saturating_sub(HOLDERS_SHOWN);
+    view! {
+        <section class="space-y-3" data-testid="report-shared">
+            <h2 class="font-semibold">"Shared GPUs (MIG instances and time-sliced seats)"</h2>
+            <DataTable
+                caption="Shared GPUs: capacity, held, busy and idle share"
+                columns=&[
+                    ("Shared as", ""),
+                    ("GPUs", "text-right"),
+                    ("Capacity GPU-h", "text-right"),
+                    ("Held", "text-right"),
+                    ("Busy", "text-right"),
+                    ("Idle share", "text-right"),
+                ]
+            >
+                {shared
+                    .into_iter()
+                    .map(|row| {
+                        view! {
+                            <tr>
+                                <td class="px-4 py-2">{row.key.clone()}</td>
+                                <td class="px-4 py-2 text-right">{row.gpus}</td>
+                                <td class="px-4 py-2 text-right">{gpu_hours(row.capacity_gpu_hours)}</td>
+                                <td class="px-4 py-2 text-right">{percent(row.held_pct())}</td>
+                                <td class="px-4 py-2 text-right">{percent(row.busy_pct())}</td>
+                                <td class="px-4 py-2 text-right">
+                                    {format!(
+                                        "{} ({} unsold)",
+                                        percent(row.idle_share_pct()),
+                                        percent(row.unsold_pct()),
+                                    )}
+                                </td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
+            <DataTable
+                caption="Holders of shared GPUs, the least busy first"
+                testid="report-shared-holders"
+                columns=&[
+                    ("Reservation", ""),
+                    ("Team", ""),
+                    ("Holds", ""),
+                    ("Shared as", ""),
+                    ("Sampled GPU-h", "text-right"),
+                    ("Busy", "text-right"),
+                ]
+            >
+                {holders
+                    .into_iter()
+                    .take(HOLDERS_SHOWN)
+                    .map(|h| {
+                        view! {
+                            <tr>
+                                <td class="px-4 py-2">{format!("#{}", h.reservation_id)}</td>
+                                <td class="px-4 py-2">{h.tenant}</td>
+                                <td class="px-4 py-2">{format!("{} × {}", h.quantity, h.offering)}</td>
+                                <td class="px-4 py-2">{h.key}</td>
+                                <td class="px-4 py-2 text-right">{gpu_hours(h.usage.sampled_gpu_hours())}</td>
+                                <td class="px-4 py-2 text-right">{percent(h.usage.utilization_pct())}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
+            {(more > 0)
+                .then(|| {
+                    view! {
+                        <p class="text-sm text-slate-600 dark:text-slate-400">
+                            {format!("and {more} busier holders (the API's report lists them all)")}
+                        </p>
+                    }
+                })}
+        </section>
+    }
+    .into_any()
 }
