@@ -19,12 +19,22 @@ pub fn from_input(value: &str) -> Option<DateTime<Utc>> {
 
 /// A measured share in percent, one decimal, or a dash when nothing was measured.
 pub fn percent(value: Option<f64>) -> String {
-    value.map(|v| format!("{v:.1} %")).unwrap_or_else(|| "–".to_owned())
+    value.map(|v| format!("{} %", one_decimal(v))).unwrap_or_else(|| "–".to_owned())
 }
 
 /// GPU-hours, one decimal.
 pub fn gpu_hours(value: f64) -> String {
-    format!("{value:.1}")
+    one_decimal(value)
+}
+
+/// One decimal, without a minus sign on what rounds to zero (a float sum of nothing is -0.0).
+fn one_decimal(value: f64) -> String {
+    let text = format!("{value:.1}");
+    if text == "-0.0" {
+        "0.0".to_owned()
+    } else {
+        text
+    }
 }
 
 /// A query-string value, percent-encoded.
@@ -52,6 +62,10 @@ mod tests {
         assert_eq!(utc(t), "2026-12-01 09:30 UTC");
         assert_eq!(percent(Some(42.26)), "42.3 %");
         assert_eq!(percent(None), "–");
+        // An empty float sum is -0.0; nothing reads as less than nothing.
+        assert_eq!(percent(Some(std::iter::empty::<f64>().sum())), "0.0 %");
+        assert_eq!(gpu_hours(-0.04), "0.0");
+        assert_eq!(gpu_hours(-1.25), "-1.2");
     }
 
     #[test]

@@ -401,12 +401,12 @@ impl Engine {
                 gpus: set.len() as u32,
                 capacity_gpu_hours: set.len() as f64 * span_hours,
                 held_gpu_hours: held_share_seconds.get(&k).copied().unwrap_or(0) as f64 / (GPU_SHARES as f64 * 3600.0),
+                // A fold from 0.0: a float `sum` of nothing is -0.0, which reads "-0.0 %".
                 busy_gpu_hours: key_of
                     .iter()
                     .filter(|(_, of)| **of == k)
                     .filter_map(|(id, _)| usage.get(id))
-                    .map(Usage::used_gpu_hours)
-                    .sum(),
+                    .fold(0.0, |busy, u| busy + u.used_gpu_hours()),
                 key: k,
             })
             .collect();
