@@ -653,7 +653,7 @@ impl SlurmDriver {
     }
 
     /// Runs the node check as a job on `node` inside its reservation, as Tenantry's operations
-    /// account, holding `gres` (`gpu:8`, `shard:2`; none when empty): `Ok(None)` when it
+    /// account, holding `gres` (`gpu:8`, `shard:1`; none when empty): `Ok(None)` when it
     /// passed, `Ok(Some(output))` when it failed.
     async fn run_check(&self, node: &NodeTarget, gres: &str) -> DriverResult<Option<String>> {
         let holds_node = |r: &BTreeMap<String, String>| {
@@ -929,8 +929,9 @@ impl FleetDriver for SlurmDriver {
         ))
     }
 
-    /// A node can be time-sliced when it declares a shard for every seat of its GPUs and the
-    /// cluster counts shards, so each booking's account can be capped at its seats.
+    /// A node can be time-sliced when it declares a shard and has a core for every seat of its
+    /// GPUs (each seat booking holds a core of it in Slurm), and the cluster counts shards, so
+    /// each booking's account can be capped at its seats.
     async fn time_slicing_problem(&self, hostname: &str, seats_per_gpu: u8) -> DriverResult<Option<String>> {
         let record = self.node_record(hostname).await?;
         let gres = record.get("Gres").cloned().unwrap_or_default();
