@@ -44,16 +44,16 @@ npm_deps() {
   (cd "$dir" && env "$@" npm ci --no-audit --no-fund --loglevel=error)
 }
 
-# Every clone on this machine builds into one shared directory, so a fresh clone (CI's) compiles
-# only Tenantry's own crates rather than its ~600 dependencies again. Cargo keys each artifact by
-# its package's source, version, features and flags, so clones at other paths or commits never
-# pick up each other's crates; only the uplifted binaries and the site (target/debug/tenantry,
-# target/site) are the last build's, and every script builds before it uses them.
-# TENANTRY_SHARED_TARGET= (set and empty) keeps a clone's own target/.
+# With TENANTRY_SHARED_TARGET set (`.ci/run` sets it), a clone without a target/ builds into that
+# directory, shared with the machine's other clones that opt in, so CI's fresh clone of main
+# compiles only Tenantry's own crates rather than its ~600 dependencies again. Safe for clones
+# of the same commit, as CI's and the checkout it was cloned from are. Cargo judges its own
+# crates fresh by file times, not content, so two working copies at different commits must not
+# share one: the one built last would hand the other its crates.
 share_build_dir() {
-  local shared=${TENANTRY_SHARED_TARGET-$HOME/.cache/tenantry/target}
+  local shared=${TENANTRY_SHARED_TARGET:-}
   [[ -n $shared && ! -e $ROOT/target && ! -L $ROOT/target ]] || return 0
-  say "building into $shared, shared by this machine's clones (TENANTRY_SHARED_TARGET= opts out)"
+  say "building into $shared (TENANTRY_SHARED_TARGET), shared with this machine's other clones"
   mkdir -p "$shared"
   ln -s "$shared" "$ROOT/target"
 }

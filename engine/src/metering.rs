@@ -354,7 +354,7 @@ impl Engine {
             }
         }
         let hourly = self.store.usage_by_hour(span).await?;
-        let (shared, shared_holders) = self.shared_gpu_use(span, &metered).await?;
+        let (shared, shared_holders) = self.shared_gpu_use(span, &metered, &usage).await?;
         Ok(UsageReport {
             from: span.start,
             to: span.end,
@@ -369,11 +369,13 @@ impl Engine {
 
     /// The shared GPUs' part of the usage report: by GPU model and way of sharing, their
     /// capacity over `span` (the GPUs shared now, and any held shared during it), what
-    /// reservations held of it and what was sampled busy; and each holder's own use.
+    /// reservations held of it and what was sampled busy; and each holder's own use (`usage`:
+    /// every reservation's over `span`, which the report has read already).
     async fn shared_gpu_use(
         &self,
         span: Window,
         metered: &[Metered],
+        usage: &HashMap<i64, Usage>,
     ) -> EngineResult<(Vec<SharedGpuRow>, Vec<SharedHolder>)> {
         let key = |model: &str, seats: Option<i64>| match seats {
             Some(n) => format!("{model}, {n} seats a GPU"),
@@ -392,8 +394,6 @@ impl Engine {
             *held_share_seconds.entry(k.clone()).or_default() += h.shares() * seconds;
             key_of.insert(h.reservation_id, k);
         }
-        let ids: Vec<i64> = key_of.keys().copied().collect();
-        let usage = self.store.usage_by_reservation(None, span, Some(&ids)).await?;
         let span_hours = (span.end - span.start).num_seconds() as f64 / 3600.0;
         let rows = gpus
             .into_iter()
