@@ -188,11 +188,36 @@ wait_for() {
   die "$what did not come up (logs in $A/log)"
 }
 
+# The daemons listening on this Slurm's ports that it did not start: another checkout's Slurm
+# on the same ports (a second clone on this machine, as CI's is). Left running, it would answer
+# for this one, and a test that kills this one's controller would miss it.
+others_on_ports() {
+  local ours port
+  ours=$(cat "$A"/run/*.pid 2>/dev/null || true)
+  for port in "$DBD_PORT" "$CTLD_PORT" $(seq $((SLURMD_PORT0 + 1)) $((SLURMD_PORT0 + NODES))); do
+    ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2
+  done | sort -u | grep -vxF -e "${ours:-none}" || true
+}
+
+take_over_ports() {
+  local pids
+  pids=$(others_on_ports)
+  [[ -n $pids ]] || return 0
+  say "stopping another checkout's Slurm on these ports (pids $(echo $pids))"
+  # shellcheck disable=SC2086
+  kill $pids 2>/dev/null || true
+  for _ in $(seq 1 50); do [[ -z $(others_on_ports) ]] && return; sleep 0.2; done
+  # shellcheck disable=SC2086
+  kill -9 $(others_on_ports) 2>/dev/null || true
+  sleep 0.5
+}
+
 start() {
   install_packages
   start_munge
   ensure_users
   write_config
+  take_over_ports
   if ! alive "$A/run/slurmdbd.pid"; then
     say "starting slurmdbd (accounting in MariaDB database $DB)"
     setsid slurmdbd -D >>"$A/log/slurmdbd.out" 2>&1 < /dev/null &
