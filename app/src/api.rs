@@ -439,9 +439,16 @@ pub async fn fleet_command(command: FleetAction) -> Result<String, AppError> {
         FleetAction::TimeSlice(host, input) => {
             let n = engine.time_slice_node(&who, &host, &input, now).await?;
             let whole = n.gpu_count - n.mig_gpus;
-            match n.seats_per_gpu {
-                Some(seats) => format!("{host}: {whole} GPU(s) time-sliced into {seats} seats each"),
-                None => format!("{host}: time-slicing stopped; its {whole} GPU(s) are whole again"),
+            match (input.mig_profile.is_some(), n.seats_per_gpu, n.instance_seats) {
+                (false, Some(seats), _) => format!("{host}: {whole} GPU(s) time-sliced into {seats} seats each"),
+                (false, None, _) => format!("{host}: time-slicing stopped; its {whole} GPU(s) are whole again"),
+                (true, _, Some(per)) => format!(
+                    "{host}: the {} MIG instances of its {} GPU(s) in MIG mode are time-sliced into {} seats each",
+                    per.profile.code(),
+                    n.mig_gpus,
+                    per.seats
+                ),
+                (true, _, None) => format!("{host}: time-slicing of MIG instances stopped; they are whole again"),
             }
         }
     })

@@ -319,13 +319,16 @@ pub struct ChosenShape {
 }
 
 /// GPU memory of the largest single device a unit gives, GB (a MIG instance is its own device).
-/// A seat of a time-sliced GPU counts its even share of the GPU's memory: nothing stops the
-/// other seats' processes from taking the rest, so that share is all a seat can count on.
+/// A seat of a time-sliced GPU (or MIG instance) counts its even share of the device's memory:
+/// nothing stops the other seats' processes from taking the rest, so that share is all a seat
+/// can count on.
 fn device_memory_gb(o: &Offering) -> u32 {
+    let seats = u32::from(o.seats_per_gpu.unwrap_or(1).max(1));
     match (o.grain, o.mig_profile) {
         (Grain::Mig, Some(p)) => mig_memory_gb(p),
         (Grain::Mig, None) => o.gpu_model.memory_gb() / 7,
-        (Grain::Shared, _) => o.gpu_model.memory_gb() / u32::from(o.seats_per_gpu.unwrap_or(1).max(1)),
+        (Grain::Shared, Some(p)) => mig_memory_gb(p) / seats,
+        (Grain::Shared, None) => o.gpu_model.memory_gb() / seats,
         _ => o.gpu_model.memory_gb(),
     }
 }
@@ -618,9 +621,10 @@ fn grain_reason(job: &Job, o: &Offering, quantity: u32) -> String {
                             develop with a model this size."
             .to_owned(),
         (Grain::Shared, _) => format!(
-            "A seat of a GPU time-sliced {} ways holds it: the cheapest way to develop. Its processes take turns on the \
-             GPU with the other seats' and share its memory, with no memory or fault isolation: fine for development, \
+            "A seat of a {} time-sliced {} ways holds it: the cheapest way to develop. Its processes take turns on \
+             it with the other seats' and share its memory, with no memory or fault isolation: fine for development, \
              not for serving or training.",
+            o.mig_profile.map_or_else(|| "GPU".to_owned(), |p| format!("{p} MIG instance")),
             o.seats_per_gpu.unwrap_or_default()
         ),
     }
@@ -841,6 +845,24 @@ mod tests {
         assert_eq!(kinds(&check(&input, &chosen, &offerings).unwrap()), ["seat_for_development_only"]);
         input.workload = "development".into();
         assert!(check(&input, &chosen, &offerings).unwrap().is_empty(), "a seat is right for development");
+    }
+
+    #[test]
+    fn a_seat_of_a_mig_instance_counts_its_share_of_the_instance_and_is_for_development() {
+        let mut offerings = catalogue();
+        let mut seat = offering("a100-3g-seat", GpuModel::A100_80, Grain::Shared, Some(MigProfile::G3_40), 18);
+        seat.seats_per_gpu = Some(4);
+        offerings.push(seat.clone());
+        assert_eq!(device_memory_gb(&seat), 10, "a quarter of a 40 GB instance");
+        let advice = |workload: &str, params: f64| {
+            advise(&job(workload, params, "bf16", 0.0, None), &offerings).unwrap().recommendation.unwrap()
+        };
+        let dev = advise(&job("development", 1.0, "bf16", 0.0, None), &offerings).unwrap();
+        assert_eq!(dev.recommendation.unwrap().offering, "a100-3g-seat", "cheaper than a 1g.10gb instance");
+        let said = format!("{:?}", dev.reasons);
+        assert!(said.contains("3g.40gb MIG instance time-sliced 4 ways"), "{said}");
+        assert_eq!(advice("inference", 1.0).offering, "a100-1g.10gb", "serving gets isolated capacity");
+        assert_eq!(advice("development", 7.0).offering, "a100-3g.40gb", "16.8 GB is more than a 10 GB seat");
     }
 
     fn job(workload: &str, params: f64, precision: &str, dataset: f64, nodes: Option<i64>) -> WorkloadInput {

@@ -6,7 +6,7 @@
 //! with GPUs + holds + buckets, not with GPUs × buckets: that is what keeps a 30-day hourly heatmap
 //! of a 10,000-GPU fleet in the low milliseconds.
 
-use crate::placement::{self, mig_fits, range_mask, GpuSlot, Hold, Request, UnitKind};
+use crate::placement::{self, free_instance_seats, mig_fits, range_mask, GpuSlot, Hold, Piece, Request, UnitKind};
 use crate::window::Window;
 use crate::Grain;
 use chrono::{DateTime, Duration, Utc};
@@ -303,18 +303,25 @@ fn units_on_free_gpu(slot: &GpuSlot, kind: &UnitKind) -> u32 {
         Grain::Gpu => 1,
         Grain::Mig if slot.mig => mig_fits(kind.profile(), slot.full_mask()).len() as u32,
         Grain::Mig => 0,
-        Grain::Shared if kind.seat_fits(slot) => u32::from(slot.slice_count()),
+        Grain::Shared if kind.seat_fits(slot) => match kind.instance_seats() {
+            Some(per) => per.per_gpu(),
+            None => u32::from(slot.slice_count()),
+        },
         Grain::Shared | Grain::Node => 0,
     }
 }
 
-/// Units of `kind` a GPU offers given the slices held on it.
-fn units_with_mask(slot: &GpuSlot, kind: &UnitKind, busy: u8) -> u32 {
+/// Units of `kind` a GPU offers given the pieces held on it.
+fn units_with_held(slot: &GpuSlot, kind: &UnitKind, held: &[Piece]) -> u32 {
+    let busy = held.iter().fold(0u8, |m, &(lo, hi, _)| m | range_mask(lo, hi));
     let free = slot.full_mask() & !busy;
     match kind.grain {
         Grain::Gpu => u32::from(free == slot.full_mask()),
         Grain::Mig if slot.mig => mig_fits(kind.profile(), free).len() as u32,
-        Grain::Shared if kind.seat_fits(slot) => free.count_ones(),
+        Grain::Shared if kind.seat_fits(slot) => match kind.instance_seats() {
+            Some(per) => free_instance_seats(per, held),
+            None => free.count_ones(),
+        },
         Grain::Mig | Grain::Shared | Grain::Node => 0,
     }
 }
@@ -403,8 +410,9 @@ pub fn free_by_bucket(
         }
         // MIG slices and seats: per GPU, the units its free slices give between boundaries.
         Grain::Mig | Grain::Shared => {
-            let mut spans: Vec<(usize, usize, u8)> = Vec::new();
+            let mut spans: Vec<(usize, usize, Piece)> = Vec::new();
             let mut cuts: Vec<usize> = Vec::new();
+            let mut held: Vec<Piece> = Vec::new();
             for slot in model_gpus {
                 let capacity = units_on_free_gpu(slot, kind);
                 total += capacity;
@@ -412,7 +420,7 @@ pub fn free_by_bucket(
                     continue;
                 }
                 spans.clear();
-                spans.extend(spans_of(slot.gpu_id).map(|((lo, hi), h)| (lo, hi, range_mask(h.slice_lo, h.slice_hi))));
+                spans.extend(spans_of(slot.gpu_id).map(|((lo, hi), h)| (lo, hi, (h.slice_lo, h.slice_hi, h.seat))));
                 if spans.is_empty() {
                     add(0, n, capacity);
                     continue;
@@ -426,8 +434,9 @@ pub fn free_by_bucket(
                 cuts.dedup();
                 for pair in cuts.windows(2) {
                     let (lo, hi) = (pair[0], pair[1]);
-                    let busy = spans.iter().filter(|s| s.0 <= lo && hi <= s.1).fold(0u8, |m, s| m | s.2);
-                    add(lo, hi, units_with_mask(slot, kind, busy));
+                    held.clear();
+                    held.extend(spans.iter().filter(|s| s.0 <= lo && hi <= s.1).map(|s| s.2));
+                    add(lo, hi, units_with_held(slot, kind, &held));
                 }
             }
         }
@@ -496,6 +505,7 @@ pub fn earliest_fit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::offering::InstanceSeats;
     use crate::placement::max_quantity;
     use crate::reservation::Placement;
     use crate::{GpuModel, MigProfile};
@@ -518,13 +528,17 @@ mod tests {
             k(Grain::Mig, Some(MigProfile::G7_80)),
             seat(4),
             seat(3),
+            UnitKind { mig_profile: Some(INSTANCE_SEATS.profile), ..seat(INSTANCE_SEATS.seats) },
+            UnitKind { mig_profile: Some(MigProfile::G1_10), ..seat(INSTANCE_SEATS.seats) },
         ]
     }
 
-    /// A random small fleet: nodes of 2 GPUs, whole, in MIG mode or time-sliced into four seats,
-    /// some unschedulable.
+    const INSTANCE_SEATS: InstanceSeats = InstanceSeats { profile: MigProfile::G2_20, seats: 3 };
+
+    /// A random small fleet: nodes of 2 GPUs, whole, in MIG mode, time-sliced into four seats or
+    /// in MIG mode with 2g.20gb instances time-sliced into three seats, some unschedulable.
     fn fleet() -> impl Strategy<Value = Vec<GpuSlot>> {
-        prop::collection::vec((0u8..3, prop::bool::weighted(0.9), 0i64..3), 1..5).prop_map(|nodes| {
+        prop::collection::vec((0u8..4, prop::bool::weighted(0.9), 0i64..3), 1..5).prop_map(|nodes| {
             nodes
                 .into_iter()
                 .enumerate()
@@ -534,8 +548,9 @@ mod tests {
                         node_id: n as i64,
                         fabric_domain_id: domain,
                         gpu_model: GpuModel::A100_80,
-                        mig: mode == 1,
+                        mig: mode == 1 || mode == 3,
                         seats: (mode == 2).then_some(4),
+                        instance_seats: (mode == 3).then_some(INSTANCE_SEATS),
                         schedulable,
                     })
                 })
@@ -543,22 +558,33 @@ mod tests {
         })
     }
 
-    /// Random holds on those GPUs within two days, at 5-minute resolution.
+    /// Random holds on those GPUs within two days, at 5-minute resolution; on GPUs with
+    /// time-sliced MIG instances, mostly seats of those instances.
     fn holds_for(gpus: &[GpuSlot]) -> impl Strategy<Value = Vec<Hold>> {
-        let ids: Vec<(i64, u8)> = gpus.iter().map(|g| (g.gpu_id, g.slice_count())).collect();
-        let hold = (0..ids.len(), 0i64..576, 1i64..100, 0u8..7, 1u8..8, prop::bool::weighted(0.3));
+        let ids: Vec<(i64, u8, Option<InstanceSeats>)> =
+            gpus.iter().map(|g| (g.gpu_id, g.slice_count(), g.instance_seats)).collect();
+        let hold = (0..ids.len(), 0i64..576, 1i64..100, 0u8..7, 1u8..8, prop::bool::weighted(0.3), 0u8..4);
         prop::collection::vec(hold, 0..12).prop_map(move |raw| {
             raw.into_iter()
-                .map(|(i, start, len, lo, width, preemptible)| {
-                    let (gpu_id, slices) = ids[i];
+                .map(|(i, start, len, lo, width, preemptible, seat)| {
+                    let (gpu_id, slices, per) = ids[i];
                     let lo = lo % slices;
-                    let (slice_lo, slice_hi) = (lo, (lo + width).min(slices));
+                    let (slice_lo, slice_hi, seat) = match per {
+                        // Seat 3 of three seats stands for a whole instance.
+                        Some(per) if seat < per.seats || width > 2 => {
+                            let starts = per.profile.valid_starts();
+                            let start = starts[usize::from(lo) % starts.len()];
+                            (start, start + per.profile.slices(), (seat < per.seats).then_some(seat))
+                        }
+                        _ => (lo, (lo + width).min(slices), None),
+                    };
                     let start = t0() + Duration::minutes(start * 5);
                     Hold {
                         gpu_id,
                         slice_lo,
                         slice_hi,
                         window: Window { start, end: start + Duration::minutes(len * 5) },
+                        seat,
                         preemptible,
                         driver: None,
                         tenant_id: None,
@@ -694,17 +720,27 @@ mod tests {
                         for (i, p) in pieces.iter().enumerate() {
                             let slot = gpus.iter().find(|g| g.gpu_id == p.gpu_id).unwrap();
                             prop_assert!(slot.schedulable);
+                            let mine = p.piece();
                             for h in holds.iter().filter(|h| h.gpu_id == p.gpu_id && h.window.overlaps(&window)) {
-                                prop_assert!(p.slice_hi <= h.slice_lo || h.slice_hi <= p.slice_lo, "{:?} vs {:?}", p, h);
+                                prop_assert!(!placement::pieces_conflict(mine, h.piece()), "{:?} vs {:?}", p, h);
                             }
                             for q in &pieces[i + 1..] {
-                                prop_assert!(q.gpu_id != p.gpu_id || p.slice_hi <= q.slice_lo || q.slice_hi <= p.slice_lo);
+                                prop_assert!(q.gpu_id != p.gpu_id || !placement::pieces_conflict(mine, q.piece()));
                             }
                             if kind.grain == Grain::Mig {
                                 prop_assert!(kind.profile().valid_starts().contains(&p.slice_lo));
                             }
                             if kind.grain == Grain::Shared {
-                                prop_assert!(kind.seat_fits(slot) && p.slice_hi == p.slice_lo + 1, "{:?} on {:?}", p, slot);
+                                prop_assert!(kind.seat_fits(slot), "{:?} on {:?}", p, slot);
+                                match kind.instance_seats() {
+                                    None => prop_assert!(p.slice_hi == p.slice_lo + 1 && p.seat.is_none()),
+                                    Some(per) => prop_assert!(
+                                        per.profile.valid_starts().contains(&p.slice_lo)
+                                            && p.slice_hi == p.slice_lo + per.profile.slices()
+                                            && p.seat.is_some_and(|s| s < per.seats),
+                                        "{:?}", p
+                                    ),
+                                }
                             }
                         }
                         if compact {
@@ -739,6 +775,7 @@ mod tests {
                 gpu_model: GpuModel::H100Sxm80,
                 mig: false,
                 seats: None,
+                instance_seats: None,
                 schedulable: true,
             })
             .collect()
@@ -747,7 +784,7 @@ mod tests {
     /// GPU 0 of [`two_h100_gpus`] held for the first five hours.
     fn gpu_0_held_for_five_hours(preemptible: bool) -> Hold {
         let window = Window { start: t0(), end: t0() + Duration::hours(5) };
-        Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window, preemptible, driver: None, tenant_id: None }
+        Hold { gpu_id: 0, slice_lo: 0, slice_hi: 1, window, seat: None, preemptible, driver: None, tenant_id: None }
     }
 
     #[test]

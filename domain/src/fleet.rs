@@ -342,14 +342,65 @@ pub struct PlacementInput {
     pub rack: Option<String>,
 }
 
-/// Time-slice a node's GPUs (those not in MIG mode) into seats, or stop (`seats_per_gpu` null).
+/// Time-slice a node's GPUs (those not in MIG mode) into seats, or stop (`seats_per_gpu` null);
+/// with `mig_profile`, time-slice the instances of that profile on its GPUs in MIG mode instead.
 /// Refused while anything holds those GPUs after now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TimeSlicingInput {
-    /// 2 to 7 seats per GPU; null to stop time-slicing.
+    /// 2 to 7 seats per GPU (2 to 6 per MIG instance); null to stop time-slicing.
     pub seats_per_gpu: Option<i64>,
+    /// The MIG profile whose instances are time-sliced (e.g. `1g.10gb`): the node's GPUs in MIG
+    /// mode are time-sliced rather than the others. Absent: GPUs outside MIG mode.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::MigProfile>))]
+    pub mig_profile: Option<String>,
+}
+
+/// What an admin time-slices on a node: its GPUs outside MIG mode into seats, or the instances
+/// of one MIG profile on its GPUs in MIG mode (`None`: stop time-slicing them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSlicing {
+    Gpus(Option<u8>),
+    Instances(Option<crate::offering::InstanceSeats>),
+}
+
+impl TimeSlicing {
+    /// Whether it concerns the node's GPUs in MIG mode.
+    pub fn in_mig_mode(self) -> bool {
+        matches!(self, TimeSlicing::Instances(_))
+    }
+}
+
+impl TimeSlicingInput {
+    /// The change asked for, or the field to fix.
+    pub fn checked(&self) -> Result<TimeSlicing, crate::booking::FieldError> {
+        use crate::offering::{instance_seats_problem, seats_problem, InstanceSeats, MigProfile};
+        let field = crate::booking::field;
+        let profile = match self.mig_profile.as_deref() {
+            None => None,
+            Some(p) => Some(p.parse::<MigProfile>().map_err(|_| {
+                let known: Vec<&str> = MigProfile::ALL.iter().map(|m| m.code()).collect();
+                field("mig_profile", format!("`{p}` is not a MIG profile; use one of: {}", known.join(", ")))
+            })?),
+        };
+        let problem = |seats| match profile {
+            Some(_) => instance_seats_problem(seats),
+            None => seats_problem(seats),
+        };
+        let seats = match self.seats_per_gpu {
+            None => None,
+            Some(seats) => match problem(seats) {
+                Some(problem) => return Err(field("seats_per_gpu", problem)),
+                None => u8::try_from(seats).ok(),
+            },
+        };
+        Ok(match profile {
+            Some(profile) => TimeSlicing::Instances(seats.map(|seats| InstanceSeats { profile, seats })),
+            None => TimeSlicing::Gpus(seats),
+        })
+    }
 }
 
 /// Retire a node. Without `force` it is refused while reservations hold the node in the future;
@@ -440,6 +491,10 @@ pub struct NodeSummary {
     /// they are not time-sliced.
     #[serde(default)]
     pub seats_per_gpu: Option<u8>,
+    /// The MIG instances its GPUs in MIG mode have time-sliced (a profile and the seats of each
+    /// instance); none when they have none.
+    #[serde(default)]
+    pub instance_seats: Option<crate::offering::InstanceSeats>,
     pub cpu_cores: u32,
     pub memory_gb: u32,
     pub nvme_tb: u32,

@@ -38,6 +38,43 @@ pub fn seats_problem(seats: i64) -> Option<String> {
         .then(|| format!("{seats} seats per GPU is not possible; time-slice a GPU into {lo} to {hi} seats"))
 }
 
+/// The fewest and most seats a MIG instance may be time-sliced into. A seat of an instance is
+/// the instance's sevenths divided among its seats, and must be a whole number of
+/// [`GPU_SHARES`]ths so quotas and bills stay exact: a seventh is 120 shares, which 2 to 6
+/// divide and 7 does not.
+pub const SEATS_PER_INSTANCE: std::ops::RangeInclusive<u8> = 2..=6;
+
+/// Why `seats` is not a number of seats a MIG instance may have; `None` when it is.
+pub fn instance_seats_problem(seats: i64) -> Option<String> {
+    let (lo, hi) = (*SEATS_PER_INSTANCE.start(), *SEATS_PER_INSTANCE.end());
+    (!(i64::from(lo)..=i64::from(hi)).contains(&seats)).then(|| {
+        format!("{seats} seats per MIG instance is not possible; time-slice a MIG instance into {lo} to {hi} seats")
+    })
+}
+
+/// A GPU in MIG mode whose instances of one profile are each time-sliced into `seats` seats.
+/// Seat `s` of the instance on slices `[lo, hi)` is held by an allocation of those slices with
+/// seat `s`; NVIDIA's placements of one profile never overlap, so each instance's seats are
+/// apart from every other's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InstanceSeats {
+    pub profile: MigProfile,
+    pub seats: u8,
+}
+
+impl InstanceSeats {
+    /// The seats of every instance of the profile a GPU holds.
+    pub fn per_gpu(self) -> u32 {
+        self.profile.valid_starts().len() as u32 * u32::from(self.seats)
+    }
+
+    /// How much of a GPU `n` seats of one instance are.
+    pub fn shares(self, n: i64) -> GpuShares {
+        GpuShares(GpuShares::mig_slices(i64::from(self.profile.slices())).0 * n / i64::from(self.seats.max(1)))
+    }
+}
+
 crate::coded_enum! {
     /// NVIDIA's MIG profiles for 80 GB A100/H100 GPUs.
     pub enum MigProfile ("MIG profile") {
@@ -115,10 +152,11 @@ pub struct Offering {
     pub name: String,
     pub gpu_model: GpuModel,
     pub grain: Grain,
-    /// Set exactly when `grain` is `mig`.
+    /// Set when `grain` is `mig`; with grain `shared`, set when it sells seats of MIG instances
+    /// of this profile rather than of whole GPUs.
     pub mig_profile: Option<MigProfile>,
-    /// Set exactly when `grain` is `shared`: the seats each GPU it books from is time-sliced
-    /// into, so one seat is that fraction of a GPU.
+    /// Set exactly when `grain` is `shared`: the seats each GPU (or, with a MIG profile, each
+    /// MIG instance) it books from is time-sliced into, so one seat is that fraction of it.
     #[serde(default)]
     pub seats_per_gpu: Option<u8>,
     /// The reserved rate in effect now, in cents per unit-hour (from the price history).
@@ -157,9 +195,10 @@ pub struct OfferingWire {
     pub name: String,
     pub gpu_model: GpuModel,
     pub grain: Grain,
-    /// Set exactly when `grain` is `mig`.
+    /// Set when `grain` is `mig`; with grain `shared`, the MIG instances its seats are in.
     pub mig_profile: Option<MigProfile>,
-    /// Set exactly when `grain` is `shared`: the seats each GPU is time-sliced into.
+    /// Set exactly when `grain` is `shared`: the seats each GPU (or MIG instance) is time-sliced
+    /// into.
     pub seats_per_gpu: Option<u8>,
     /// The reserved rate in effect now, in cents per unit-hour (from the price history).
     pub reserved_cents_per_hour: Cents,
@@ -236,7 +275,18 @@ impl Offering {
             (Grain::Gpu, _) => GpuShares::whole_gpus(1),
             (Grain::Mig, Some(profile)) => GpuShares::mig_slices(i64::from(profile.slices())),
             (Grain::Mig, None) => GpuShares::mig_slices(1),
-            (Grain::Shared, _) => GpuShares::seats(1, self.seats_per_gpu.unwrap_or(*SEATS_PER_GPU.end())),
+            (Grain::Shared, Some(profile)) => {
+                InstanceSeats { profile, seats: self.seats_per_gpu.unwrap_or(1) }.shares(1)
+            }
+            (Grain::Shared, None) => GpuShares::seats(1, self.seats_per_gpu.unwrap_or(*SEATS_PER_GPU.end())),
+        }
+    }
+
+    /// The MIG instances its seats are in, for a `shared` offering of MIG instances' seats.
+    pub fn instance_seats(&self) -> Option<InstanceSeats> {
+        match (self.grain, self.mig_profile, self.seats_per_gpu) {
+            (Grain::Shared, Some(profile), Some(seats)) => Some(InstanceSeats { profile, seats }),
+            _ => None,
         }
     }
 
@@ -284,11 +334,13 @@ pub struct NewOffering {
     pub grain: String,
     #[cfg_attr(feature = "openapi", schema(value_type = GpuModel))]
     pub gpu_model: String,
-    /// Required with grain `mig`, refused otherwise.
+    /// Required with grain `mig`; with grain `shared`, the MIG instances whose seats it sells
+    /// (absent: seats of whole GPUs); refused otherwise.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<MigProfile>))]
     pub mig_profile: Option<String>,
-    /// Required with grain `shared` (2 to 7), refused otherwise.
+    /// Required with grain `shared` (2 to 7 seats per GPU, or 2 to 6 per MIG instance), refused
+    /// otherwise.
     #[serde(default)]
     pub seats_per_gpu: Option<i64>,
     pub reserved_cents_per_hour: i64,
@@ -426,13 +478,18 @@ impl NewOffering {
             (Grain::Mig, None) => {
                 return Err(field("mig_profile", "a MIG offering needs a MIG profile, e.g. 1g.10gb"));
             }
-            (Grain::Mig, Some(p)) => {
+            (Grain::Mig | Grain::Shared, Some(p)) => {
                 if !gpu_model.mig_capable() {
                     return Err(field(
                         "mig_profile",
                         format!(
-                            "{} cannot be partitioned with MIG; choose grain gpu or node",
-                            gpu_model.display_name()
+                            "{} cannot be partitioned with MIG; {}",
+                            gpu_model.display_name(),
+                            if grain == Grain::Mig {
+                                "choose grain gpu or node"
+                            } else {
+                                "leave mig_profile out to sell seats of whole GPUs"
+                            }
                         ),
                     ));
                 }
@@ -449,7 +506,10 @@ impl NewOffering {
             (_, Some(_)) => {
                 return Err(field(
                     "mig_profile",
-                    format!("only a MIG offering has a MIG profile; leave it out for grain {grain}"),
+                    format!(
+                        "only a MIG offering, or a shared one selling seats of MIG instances, has a MIG \
+                         profile; leave it out for grain {grain}"
+                    ),
                 ));
             }
             (_, None) => None,
@@ -458,10 +518,12 @@ impl NewOffering {
             (Grain::Shared, None) => {
                 return Err(field("seats_per_gpu", "a shared offering needs seats_per_gpu: how many seats a GPU has"));
             }
-            (Grain::Shared, Some(seats)) => match seats_problem(seats) {
-                Some(problem) => return Err(field("seats_per_gpu", problem)),
-                None => u8::try_from(seats).ok(),
-            },
+            (Grain::Shared, Some(seats)) => {
+                match mig_profile.map_or_else(|| seats_problem(seats), |_| instance_seats_problem(seats)) {
+                    Some(problem) => return Err(field("seats_per_gpu", problem)),
+                    None => u8::try_from(seats).ok(),
+                }
+            }
             (_, Some(_)) => {
                 return Err(field(
                     "seats_per_gpu",
@@ -672,6 +734,42 @@ mod tests {
         shared.seats_per_gpu = Some(4);
         let shared = shared.checked(&known).unwrap();
         assert_eq!((shared.grain, shared.seats_per_gpu), (Grain::Shared, Some(4)), "any model may be time-sliced");
+        assert_eq!(shared.instance_seats(), None, "seats of whole GPUs");
+    }
+
+    #[test]
+    fn a_shared_offering_with_a_mig_profile_sells_seats_of_mig_instances() {
+        let known = vec!["us-east-1".to_owned()];
+        let mut input = new_offering();
+        input.grain = "shared".into();
+        input.gpu_model = "A100-80GB".into();
+        input.mig_profile = Some("1g.10gb".into());
+        input.seats_per_gpu = Some(4);
+        let offering = input.clone().checked(&known).unwrap();
+        let seats = InstanceSeats { profile: MigProfile::G1_10, seats: 4 };
+        assert_eq!(offering.instance_seats(), Some(seats));
+        assert_eq!(offering.gpus_per_unit(), GpuShares(30), "a quarter of a seventh of 840");
+        assert_eq!(seats.per_gpu(), 28, "seven instances of four seats");
+        let three = InstanceSeats { profile: MigProfile::G3_40, seats: 6 };
+        assert_eq!((three.shares(1), three.per_gpu()), (GpuShares(60), 12));
+        // Every seat of every profile is a whole number of shares.
+        for profile in MigProfile::ALL {
+            for seats in SEATS_PER_INSTANCE {
+                let per = InstanceSeats { profile: *profile, seats };
+                assert_eq!(per.shares(1).0 * i64::from(seats), GpuShares::mig_slices(i64::from(profile.slices())).0);
+            }
+        }
+        let problem = |f: &dyn Fn(&mut NewOffering)| {
+            let mut o = input.clone();
+            f(&mut o);
+            o.checked(&known).unwrap_err()
+        };
+        let seven = problem(&|o| o.seats_per_gpu = Some(7));
+        assert_eq!(seven.field, "seats_per_gpu");
+        assert!(seven.message.contains("2 to 6"), "{}", seven.message);
+        let l40s = problem(&|o| o.gpu_model = "L40S-48GB".into());
+        assert_eq!(l40s.field, "mig_profile");
+        assert!(l40s.message.contains("leave mig_profile out"), "{}", l40s.message);
     }
 
     #[test]

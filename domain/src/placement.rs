@@ -5,11 +5,13 @@
 //! a MIG unit needs one of NVIDIA's valid placements on a GPU in MIG mode; a seat needs one free
 //! seat of a GPU time-sliced into the offering's number of seats (seat `i` is slice `i`). GPU,
 //! MIG and seat requests fill partly used nodes (and GPUs) first, so whole nodes stay whole and
-//! seats pack onto GPUs already shared (best fit). `compact` requests stay inside one fabric
+//! seats pack onto GPUs already shared (best fit). A seat of a time-sliced MIG instance is one
+//! seat of an instance of the GPU's time-sliced profile: instances with seats already taken
+//! first, then a new one where the profile fits. `compact` requests stay inside one fabric
 //! domain.
 
 use crate::fleet::{GpuModel, MIG_SLICES};
-use crate::offering::{GpuShares, Grain, MigProfile, GPU_SHARES};
+use crate::offering::{GpuShares, Grain, InstanceSeats, MigProfile, GPU_SHARES};
 use crate::reservation::Placement;
 use crate::window::Window;
 use std::collections::BTreeMap;
@@ -26,6 +28,8 @@ pub struct GpuSlot {
     /// Time-sliced into this many seats, one slice each (never with MIG). A GPU neither in MIG
     /// mode nor time-sliced has one slice.
     pub seats: Option<u8>,
+    /// In MIG mode: its instances of one profile time-sliced into seats.
+    pub instance_seats: Option<InstanceSeats>,
     /// False when the node is failed, in maintenance or draining.
     pub schedulable: bool,
 }
@@ -35,9 +39,12 @@ impl GpuSlot {
         slice_count(self.mig, self.seats)
     }
 
-    /// How much of the GPU slices `[lo, hi)` are.
-    pub fn shares(&self, lo: u8, hi: u8) -> GpuShares {
-        shares_of(self.mig, self.seats, lo, hi)
+    /// How much of the GPU slices `[lo, hi)` are, or one seat of the MIG instance on them.
+    pub fn shares(&self, lo: u8, hi: u8, seat: Option<u8>) -> GpuShares {
+        match (seat, self.instance_seats) {
+            (Some(_), Some(per)) => per.shares(1),
+            _ => shares_of(self.mig, self.seats, lo, hi),
+        }
     }
 
     pub(crate) fn full_mask(&self) -> u8 {
@@ -67,6 +74,8 @@ pub struct Hold {
     pub slice_lo: u8,
     pub slice_hi: u8,
     pub window: Window,
+    /// The one seat held of the time-sliced MIG instance on those slices; none: all of them.
+    pub seat: Option<u8>,
     /// Held by an on-demand burst, which a reservation may preempt.
     pub preemptible: bool,
     /// The CUDA driver branch the holder runs on the node (none for maintenance).
@@ -184,9 +193,23 @@ impl UnitKind {
     }
 
     /// Whether a seat of this kind fits on `slot`: a `shared` unit needs a GPU time-sliced into
-    /// exactly its number of seats, so a seat is the fraction of a GPU it was priced as.
+    /// exactly its number of seats (or, with a MIG profile, a GPU in MIG mode whose instances of
+    /// that profile are), so a seat is the fraction of a GPU it was priced as.
     pub fn seat_fits(&self, slot: &GpuSlot) -> bool {
-        self.grain == Grain::Shared && !slot.mig && slot.seats.is_some() && slot.seats == self.seats_per_gpu
+        self.grain == Grain::Shared
+            && match (self.instance_seats(), slot.mig) {
+                (None, false) => slot.seats.is_some() && slot.seats == self.seats_per_gpu,
+                (Some(per), true) => slot.instance_seats == Some(per),
+                _ => false,
+            }
+    }
+
+    /// The MIG instances a `shared` unit with a MIG profile is a seat of.
+    pub fn instance_seats(&self) -> Option<InstanceSeats> {
+        match (self.grain, self.mig_profile, self.seats_per_gpu) {
+            (Grain::Shared, Some(profile), Some(seats)) => Some(InstanceSeats { profile, seats }),
+            _ => None,
+        }
     }
 
     /// The MIG profile of a `mig` unit (1g.10gb when an offering forgot to say).
@@ -212,6 +235,8 @@ pub struct Placed {
     pub gpu_id: i64,
     pub slice_lo: u8,
     pub slice_hi: u8,
+    /// The seat of the time-sliced MIG instance on those slices, for a seat of one.
+    pub seat: Option<u8>,
 }
 
 /// Occupied slices per GPU during one window, as a bit mask (bit `i` = slice `i`).
@@ -235,22 +260,91 @@ pub(crate) fn range_mask(lo: u8, hi: u8) -> u8 {
 struct Candidate<'a> {
     slot: &'a GpuSlot,
     free: u8,
+    /// For a seat of a time-sliced MIG instance: what is held on the GPU in the window
+    /// (`(slice_lo, slice_hi, seat)`), since a slice held by seats may still have seats free.
+    held: Vec<Piece>,
+}
+
+/// Slices `[lo, hi)` of a GPU, and the one seat held of the MIG instance on them (none: all).
+pub type Piece = (u8, u8, Option<u8>);
+
+/// Whether two pieces of one GPU cannot be held at once: their slices overlap and they are not
+/// two different seats (the rule each database's guarantee enforces, see migration 0017).
+pub fn pieces_conflict(a: Piece, b: Piece) -> bool {
+    a.0 < b.1 && b.0 < a.1 && !matches!((a.2, b.2), (Some(x), Some(y)) if x != y)
+}
+
+impl Hold {
+    pub fn piece(&self) -> Piece {
+        (self.slice_lo, self.slice_hi, self.seat)
+    }
+}
+
+impl Placed {
+    pub fn piece(&self) -> Piece {
+        (self.slice_lo, self.slice_hi, self.seat)
+    }
+}
+
+/// The free seats of each instance of a GPU's time-sliced MIG profile, given the pieces held on
+/// the GPU, as `(first slice, mask of free seats)`: instances with seats already taken first
+/// (fewest free first, so seats pack), then unopened ones in the order [`mig_fits`] opens them.
+/// An instance is usable only while everything held on its slices is one of its own seats.
+pub(crate) fn instance_seats_free(per: InstanceSeats, held: &[Piece]) -> Vec<(u8, u8)> {
+    let all = ((1u16 << per.seats) - 1) as u8;
+    let busy = held.iter().fold(0u8, |m, &(lo, hi, _)| m | range_mask(lo, hi));
+    let mut opened = Vec::new();
+    let mut unopened = Vec::new();
+    for start in mig_fits(per.profile, u8::MAX >> 1) {
+        let hi = start + per.profile.slices();
+        let mask = range_mask(start, hi);
+        if busy & mask == 0 {
+            unopened.push((start, all));
+            continue;
+        }
+        let mut taken = 0u8;
+        let mut usable = true;
+        for &(lo, h, seat) in held.iter().filter(|&&(lo, h, _)| range_mask(lo, h) & mask != 0) {
+            match seat {
+                Some(seat) if (lo, h) == (start, hi) && seat < 8 => taken |= 1 << seat,
+                _ => usable = false,
+            }
+        }
+        if usable && all & !taken != 0 {
+            opened.push((start, all & !taken));
+        }
+    }
+    opened.sort_by_key(|&(start, free)| (free.count_ones(), start));
+    opened.extend(unopened);
+    opened
+}
+
+/// How many seats of a GPU's time-sliced MIG instances are free given the pieces held on it.
+pub(crate) fn free_instance_seats(per: InstanceSeats, held: &[Piece]) -> u32 {
+    instance_seats_free(per, held).iter().map(|&(_, free)| free.count_ones()).sum()
 }
 
 /// All the units the request could get in its window, best-fit first, at most `limit` of them.
 /// Each unit is a list of GPU pieces (a node unit has one piece per GPU).
 fn units(gpus: &[GpuSlot], holds: &[Hold], request: &Request, limit: u32) -> Vec<Vec<Placed>> {
     let busy = occupancy(holds, &request.window);
+    // Seats of time-sliced MIG instances look at each piece held, not only at busy slices.
+    let mut pieces: BTreeMap<i64, Vec<Piece>> = BTreeMap::new();
+    if request.kind.instance_seats().is_some() {
+        for hold in holds.iter().filter(|h| h.window.overlaps(&request.window)) {
+            pieces.entry(hold.gpu_id).or_default().push((hold.slice_lo, hold.slice_hi, hold.seat));
+        }
+    }
     // Group eligible GPUs by fabric domain, then node. BTreeMaps keep everything deterministic.
     let mut domains: BTreeMap<i64, BTreeMap<i64, Vec<Candidate>>> = BTreeMap::new();
     for slot in gpus.iter().filter(|g| g.gpu_model == request.kind.gpu_model) {
         let free = if slot.schedulable { slot.full_mask() & !busy.get(&slot.gpu_id).copied().unwrap_or(0) } else { 0 };
-        domains
-            .entry(slot.fabric_domain_id)
-            .or_default()
-            .entry(slot.node_id)
-            .or_default()
-            .push(Candidate { slot, free });
+        let held = pieces.remove(&slot.gpu_id).unwrap_or_default();
+        domains.entry(slot.fabric_domain_id).or_default().entry(slot.node_id).or_default().push(Candidate {
+            slot,
+            free,
+            held,
+        });
     }
     for nodes in domains.values_mut() {
         for gpus in nodes.values_mut() {
@@ -311,7 +405,13 @@ fn node_units(nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32) -> Vec<Vec<Plac
         .take(limit as usize)
         .map(|(&node_id, gpus)| {
             gpus.iter()
-                .map(|c| Placed { node_id, gpu_id: c.slot.gpu_id, slice_lo: 0, slice_hi: c.slot.slice_count() })
+                .map(|c| Placed {
+                    node_id,
+                    gpu_id: c.slot.gpu_id,
+                    slice_lo: 0,
+                    slice_hi: c.slot.slice_count(),
+                    seat: None,
+                })
                 .collect()
         })
         .collect()
@@ -343,7 +443,13 @@ fn gpu_units(nodes: &BTreeMap<i64, Vec<Candidate>>, limit: u32) -> Vec<Vec<Place
             if out.len() >= limit as usize {
                 return out;
             }
-            out.push(vec![Placed { node_id, gpu_id: c.slot.gpu_id, slice_lo: 0, slice_hi: c.slot.slice_count() }]);
+            out.push(vec![Placed {
+                node_id,
+                gpu_id: c.slot.gpu_id,
+                slice_lo: 0,
+                slice_hi: c.slot.slice_count(),
+                seat: None,
+            }]);
         }
     }
     out
@@ -385,6 +491,7 @@ fn mig_units(nodes: &BTreeMap<i64, Vec<Candidate>>, profile: MigProfile, limit: 
                     gpu_id: c.slot.gpu_id,
                     slice_lo: start,
                     slice_hi: start + profile.slices(),
+                    seat: None,
                 }]);
             }
         }
@@ -392,21 +499,47 @@ fn mig_units(nodes: &BTreeMap<i64, Vec<Candidate>>, profile: MigProfile, limit: 
     out
 }
 
-/// Free seats of GPUs time-sliced as `kind` wants: partly used nodes first, and within a node the
-/// GPU with the fewest free seats first, so seats pack onto GPUs already shared and the rest of
-/// the fleet stays whole; within a GPU the lowest seat first.
+/// Free seats of GPUs (or MIG instances) time-sliced as `kind` wants: partly used nodes first,
+/// and within a node the GPU with the fewest free seats first, so seats pack onto GPUs already
+/// shared and the rest of the fleet stays whole; within a GPU the lowest seat first (of a
+/// time-sliced MIG profile, in [`instance_seats_free`]'s order).
 fn seat_units(nodes: &BTreeMap<i64, Vec<Candidate>>, kind: &UnitKind, limit: u32) -> Vec<Vec<Placed>> {
-    let fits = |c: &Candidate| if kind.seat_fits(c.slot) { c.free.count_ones() } else { 0 };
+    let per_instance = kind.instance_seats();
+    let fits = |c: &Candidate| match (kind.seat_fits(c.slot), per_instance) {
+        (false, _) => 0,
+        (true, None) => c.free.count_ones(),
+        (true, Some(_)) if !c.slot.schedulable => 0,
+        (true, Some(per)) => free_instance_seats(per, &c.held),
+    };
     let mut out = Vec::new();
     for (node_id, gpus) in best_fit_nodes(nodes, fits) {
         let mut gpus: Vec<&Candidate> = gpus.iter().filter(|c| fits(c) > 0).collect();
-        gpus.sort_by_key(|c| (c.free.count_ones(), c.slot.gpu_id));
+        gpus.sort_by_key(|c| (fits(c), c.slot.gpu_id));
         for c in gpus {
-            for seat in (0..c.slot.slice_count()).filter(|s| c.free & (1 << s) != 0) {
+            let gpu_id = c.slot.gpu_id;
+            let seats: Vec<Placed> = match per_instance {
+                None => (0..c.slot.slice_count())
+                    .filter(|s| c.free & (1 << s) != 0)
+                    .map(|seat| Placed { node_id, gpu_id, slice_lo: seat, slice_hi: seat + 1, seat: None })
+                    .collect(),
+                Some(per) => instance_seats_free(per, &c.held)
+                    .into_iter()
+                    .flat_map(|(start, free)| {
+                        (0..per.seats).filter(move |s| free & (1 << s) != 0).map(move |seat| Placed {
+                            node_id,
+                            gpu_id,
+                            slice_lo: start,
+                            slice_hi: start + per.profile.slices(),
+                            seat: Some(seat),
+                        })
+                    })
+                    .collect(),
+            };
+            for placed in seats {
                 if out.len() >= limit as usize {
                     return out;
                 }
-                out.push(vec![Placed { node_id, gpu_id: c.slot.gpu_id, slice_lo: seat, slice_hi: seat + 1 }]);
+                out.push(vec![placed]);
             }
         }
     }
@@ -481,6 +614,7 @@ mod tests {
                     gpu_model: model,
                     mig,
                     seats: None,
+                    instance_seats: None,
                     schedulable: true,
                 });
             }
@@ -505,6 +639,7 @@ mod tests {
             slice_lo: 0,
             slice_hi: 1,
             window: window(4, 6),
+            seat: None,
             preemptible: false,
             driver: None,
             tenant_id: None,
@@ -519,6 +654,7 @@ mod tests {
             slice_lo: 0,
             slice_hi: 1,
             window: window(0, 1),
+            seat: None,
             preemptible: false,
             driver: None,
             tenant_id: None,
@@ -535,6 +671,7 @@ mod tests {
             slice_lo: 0,
             slice_hi: 1,
             window: window(0, 8),
+            seat: None,
             preemptible: false,
             driver: None,
             tenant_id: None,
@@ -572,6 +709,7 @@ mod tests {
             slice_lo: 6,
             slice_hi: 7,
             window: window(0, 8),
+            seat: None,
             preemptible: false,
             driver: None,
             tenant_id: None,
@@ -601,6 +739,7 @@ mod tests {
             slice_lo: 0,
             slice_hi: 1,
             window: window(2, 6),
+            seat: None,
             preemptible: false,
             driver: Some(b550),
             tenant_id: Some(1),
@@ -632,6 +771,7 @@ mod tests {
             slice_lo: seat,
             slice_hi: seat + 1,
             window: window(0, 8),
+            seat: None,
             preemptible: false,
             driver: None,
             tenant_id: Some(1),
@@ -663,7 +803,7 @@ mod tests {
             Err(NotEnoughCapacity { requested: 8, available: 7 }),
             "the taken seat is not offered again"
         );
-        assert_eq!(gpus[0].shares(1, 2), GpuShares(210), "a seat is a quarter of a GPU");
+        assert_eq!(gpus[0].shares(1, 2, None), GpuShares(210), "a seat is a quarter of a GPU");
     }
 
     #[test]
@@ -704,5 +844,104 @@ mod tests {
                 }
             }
         }
+
+        /// Likewise for seats of time-sliced MIG instances, against whole MIG instances booked
+        /// in between: no seat is given twice, no seat lands on slices a whole instance holds
+        /// or in an instance that is not one of the profile's, and every free seat is found.
+        #[test]
+        fn instance_seat_bookings_never_share_a_seat_nor_a_slice(
+            asks in proptest::collection::vec((1u32..6, proptest::bool::ANY), 1..14),
+        ) {
+            let per = InstanceSeats { profile: MigProfile::G2_20, seats: 3 };
+            let gpus = mig_seat_gpus(per);
+            let mut holds: Vec<Hold> = Vec::new();
+            let mut seen: std::collections::BTreeSet<(i64, u8, u8)> = Default::default();
+            for (quantity, whole_instance) in asks {
+                let request = if whole_instance { mig_request(MigProfile::G1_10, quantity) } else { instance_seats(per, quantity) };
+                let before = max_quantity(&gpus, &holds, &request);
+                match place(&gpus, &holds, &request) {
+                    Ok(placed) => {
+                        proptest::prop_assert_eq!(placed.len() as u32, quantity);
+                        for p in placed {
+                            match p.seat {
+                                Some(seat) => {
+                                    proptest::prop_assert!(per.profile.valid_starts().contains(&p.slice_lo), "{:?}", p);
+                                    proptest::prop_assert!(seen.insert((p.gpu_id, p.slice_lo, seat)), "seat {:?} given twice", p);
+                                }
+                                None => proptest::prop_assert!(whole_instance),
+                            }
+                            // Nothing else on these slices but seats of the same instance.
+                            for h in holds.iter().filter(|h| h.gpu_id == p.gpu_id && h.slice_lo < p.slice_hi && p.slice_lo < h.slice_hi) {
+                                proptest::prop_assert!(
+                                    p.seat.is_some() && h.seat.is_some() && (h.slice_lo, h.slice_hi) == (p.slice_lo, p.slice_hi),
+                                    "{:?} overlaps {:?}", p, h
+                                );
+                            }
+                            holds.push(Hold { seat: p.seat, ..mig_hold(p.gpu_id, p.slice_lo, p.slice_hi) });
+                        }
+                    }
+                    Err(e) => proptest::prop_assert!(quantity > before && e.available == before),
+                }
+            }
+        }
+    }
+
+    /// Node 1's GPUs in MIG mode with instances of `per` time-sliced, node 2's in MIG mode only.
+    fn mig_seat_gpus(per: InstanceSeats) -> Vec<GpuSlot> {
+        let mut gpus = fleet(GpuModel::H100Sxm80, true, &[(1, 1), (2, 1)]);
+        for g in gpus.iter_mut().take(8) {
+            g.instance_seats = Some(per);
+        }
+        gpus
+    }
+
+    fn instance_seats(per: InstanceSeats, quantity: u32) -> Request {
+        let mut r = seats(per.seats, quantity);
+        r.kind.mig_profile = Some(per.profile);
+        r
+    }
+
+    fn mig_request(profile: MigProfile, quantity: u32) -> Request {
+        request(Grain::Mig, Some(profile), quantity, Placement::Any)
+    }
+
+    fn mig_hold(gpu_id: i64, slice_lo: u8, slice_hi: u8) -> Hold {
+        Hold { slice_lo, slice_hi, ..seat_hold(gpu_id, 0) }
+    }
+
+    #[test]
+    fn seats_of_mig_instances_fill_an_opened_instance_then_open_another() {
+        let per = InstanceSeats { profile: MigProfile::G1_10, seats: 4 };
+        let gpus = mig_seat_gpus(per);
+        let asked = instance_seats(per, 1);
+        assert_eq!(max_quantity(&gpus, &[], &asked), 8 * 28, "node 1's GPUs: seven instances of four seats each");
+        assert_eq!(max_quantity(&gpus, &[], &instance_seats(InstanceSeats { seats: 3, ..per }, 1)), 0, "other seats");
+        assert_eq!(
+            max_quantity(&gpus, &[], &instance_seats(InstanceSeats { profile: MigProfile::G2_20, ..per }, 1)),
+            0,
+            "another profile"
+        );
+        // GPU 103 has seat 1 of the instance on slice 6 taken: its other seats go first, then
+        // the instance 1g slices open next (from the top), on the same GPU.
+        let holds = [Hold { seat: Some(1), ..mig_hold(103, 6, 7) }];
+        let placed = place(&gpus, &holds, &instance_seats(per, 5)).unwrap();
+        let got: Vec<_> = placed.iter().map(|p| (p.gpu_id, p.slice_lo, p.seat)).collect();
+        assert_eq!(
+            got,
+            [(103, 5, Some(0)), (103, 5, Some(1)), (103, 6, Some(0)), (103, 6, Some(2)), (103, 6, Some(3))]
+        );
+        assert_eq!(gpus[3].shares(6, 7, Some(1)), GpuShares(30), "a quarter of a seventh");
+        assert_eq!(gpus[3].shares(6, 7, None), GpuShares(120), "the whole instance");
+
+        // A whole MIG instance on slice 6, and a seat on slice 5: neither slice takes a whole
+        // instance, slice 6 takes no seat, and slice 5 still has three seats.
+        let holds = [mig_hold(100, 6, 7), Hold { seat: Some(0), ..mig_hold(100, 5, 6) }];
+        let on_100 = |r: &Request| {
+            let only: Vec<GpuSlot> = gpus.iter().filter(|g| g.gpu_id == 100).cloned().collect();
+            max_quantity(&only, &holds, r)
+        };
+        assert_eq!(on_100(&asked), 3 + 5 * 4);
+        assert_eq!(on_100(&mig_request(MigProfile::G1_10, 1)), 5, "seat-held and instance-held slices are taken");
+        assert_eq!(on_100(&request(Grain::Gpu, None, 1, Placement::Any)), 0);
     }
 }

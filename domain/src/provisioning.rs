@@ -176,12 +176,16 @@ pub struct MigGpuConfig {
 }
 
 /// A seat a reservation holds on a time-sliced GPU: which GPU of the node, which seat, and how
-/// many seats the GPU is time-sliced into (its device plugin's replica count).
+/// many seats the GPU (or its MIG instance) is time-sliced into (its device plugin's replica
+/// count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seat {
     pub gpu_index: u32,
     pub seat: u8,
     pub seats_per_gpu: u8,
+    /// The MIG instance (its slices) the seat is in, for a seat of a time-sliced MIG instance.
+    #[serde(default)]
+    pub instance: Option<(u8, u8)>,
 }
 
 /// The profile whose instance is exactly `width` compute slices.

@@ -152,14 +152,20 @@ pub struct AllocationView {
     /// The GPU is partitioned with MIG: the slices are MIG compute slices (a GPU without MIG has
     /// one slice, 0, which is the whole GPU).
     pub mig: bool,
-    /// The GPU is time-sliced into this many seats: each slice is a seat.
+    /// The GPU is time-sliced into this many seats: each slice is a seat. With `mig` and a
+    /// `seat`, the seats of the MIG instance on the slices.
     #[serde(default)]
     pub seats_per_gpu: Option<u8>,
+    /// The seat it holds of the time-sliced MIG instance on its slices (0-based).
+    #[serde(default)]
+    pub seat: Option<u8>,
 }
 
 impl AllocationView {
-    /// What of its GPU this allocation holds, in words: "whole GPU", a seat or a MIG slice range.
+    /// What of its GPU this allocation holds, in words: "whole GPU", a seat, a MIG slice range
+    /// or a seat of the MIG instance on one.
     pub fn share(&self) -> String {
+        let width = self.slice_hi - self.slice_lo;
         if let Some(seats) = self.seats_per_gpu.filter(|_| !self.mig) {
             return if (self.slice_lo, self.slice_hi) == (0, seats) {
                 "whole GPU".to_owned()
@@ -167,12 +173,16 @@ impl AllocationView {
                 format!("seat {} of {seats} (time-sliced)", self.slice_lo + 1)
             };
         }
-        if !self.mig || self.slice_hi - self.slice_lo == 7 {
-            "whole GPU".to_owned()
-        } else if self.slice_hi - self.slice_lo == 1 {
-            format!("MIG slice {}", self.slice_lo)
-        } else {
-            format!("MIG slices {}–{}", self.slice_lo, self.slice_hi - 1)
+        let slices = match width {
+            1 => format!("MIG slice {}", self.slice_lo),
+            _ => format!("MIG slices {}–{}", self.slice_lo, self.slice_hi - 1),
+        };
+        match (self.seat, self.seats_per_gpu) {
+            (Some(seat), Some(seats)) if self.mig => {
+                format!("seat {} of {seats} of the instance on {slices} (time-sliced)", seat + 1)
+            }
+            _ if !self.mig || width == 7 => "whole GPU".to_owned(),
+            _ => slices,
         }
     }
 }

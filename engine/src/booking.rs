@@ -472,6 +472,7 @@ impl Engine {
                         gpu_id: *gpu_id,
                         slice_lo: a.slice_lo,
                         slice_hi: a.slice_hi,
+                        seat: a.seat,
                     })
                     .collect();
                 let clashes = self.store.clashes(&pieces, current.start, hold_until, Some(id)).await?;

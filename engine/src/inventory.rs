@@ -15,7 +15,8 @@ use crate::store::inventory::{AcceptOutcome, Actor, PlacementChange, RetireOutco
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use tenantry_domain::fleet::{
-    AdmitInput, AdmitOutcome, MaintenanceClash, NodeSummary, PlacementInput, ReconcileReport, TimeSlicingInput,
+    AdmitInput, AdmitOutcome, MaintenanceClash, NodeSummary, PlacementInput, ReconcileReport, TimeSlicing,
+    TimeSlicingInput,
 };
 use tenantry_domain::{Identity, NodeState};
 
@@ -291,31 +292,27 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> EngineResult<NodeSummary> {
         require_admin(who)?;
-        let seats = match input.seats_per_gpu {
-            None => None,
-            Some(seats) => match tenantry_domain::offering::seats_problem(seats) {
-                Some(problem) => return Err(EngineError::invalid("seats_per_gpu", problem)),
-                None => u8::try_from(seats).ok(),
-            },
-        };
+        let slicing = input.checked().map_err(|e| EngineError::invalid(e.field, e.message))?;
         // An unknown node is a 404 before the fleet is asked anything about it.
         self.fleet_node(who, hostname).await?;
-        if let Some(seats) = seats {
+        if matches!(slicing, TimeSlicing::Gpus(Some(_)) | TimeSlicing::Instances(Some(_))) {
             // Refused now rather than at a team's hand-over: the fleet must be able to confine
             // each seat (on Slurm, the node must declare its shards).
-            let problem = self.driver.time_slicing_problem(hostname, seats).await.map_err(|e| {
+            let problem = self.driver.time_slicing_problem(hostname, slicing).await.map_err(|e| {
                 EngineError::Conflict(format!("cannot ask the fleet whether {hostname} can be time-sliced: {e}"))
             })?;
             if let Some(problem) = problem {
                 return Err(EngineError::Conflict(problem));
             }
         }
-        match self.store.set_time_slicing(hostname, seats, actor(who), now).await? {
+        match self.store.set_time_slicing(hostname, slicing, actor(who), now).await? {
             None => return Err(EngineError::NotFound("node")),
-            Some(TimeSlicingOutcome::NoWholeGpus) => {
-                return Err(EngineError::Conflict(format!(
-                    "every GPU of {hostname} is in MIG mode; time-slicing needs GPUs outside MIG mode"
-                )));
+            Some(TimeSlicingOutcome::NoGpusInThatMode) => {
+                return Err(EngineError::Conflict(if slicing.in_mig_mode() {
+                    format!("no GPU of {hostname} is in MIG mode; time-slicing MIG instances needs GPUs in MIG mode")
+                } else {
+                    format!("every GPU of {hostname} is in MIG mode; time-slicing needs GPUs outside MIG mode")
+                }));
             }
             Some(TimeSlicingOutcome::InTheWay(holders)) => {
                 return Err(EngineError::Conflict(format!(

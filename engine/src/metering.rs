@@ -546,7 +546,13 @@ impl Engine {
                     hostname: node[0].hostname.clone(),
                     gpu_model,
                     fabric_domain: String::new(),
-                    gpus: node.iter().map(|g| (g.gpu_index as u32, g.instance())).collect(),
+                    gpus: {
+                        // Several seats of one MIG instance are one instance, measured per seat.
+                        let mut gpus: Vec<_> = node.iter().map(|g| (g.gpu_index as u32, g.instance())).collect();
+                        gpus.sort_unstable();
+                        gpus.dedup();
+                        gpus
+                    },
                     // Which of those instances are seats (the rest are MIG instances).
                     seats: node.iter().flat_map(|g| g.seats()).collect(),
                     // Utilization is read-only; nothing node-wide is done.
@@ -561,7 +567,7 @@ impl Engine {
                 };
                 for g in node {
                     // A MIG instance or a seat is measured, and counted, as its own part of the GPU.
-                    if let Some(m) = measured_for(&measured, g.gpu_index, g.instance()) {
+                    if let Some(m) = measured_for(&measured, g.gpu_index, g.instance(), g.instance_seat()) {
                         gpus.push((g.shares(), m.utilization_pct, m.memory_pct));
                     }
                 }
@@ -616,7 +622,8 @@ impl Engine {
             for hold in s.holds.during(&instant).filter(|h| h.window.start <= now) {
                 // Maintenance holds belong to no team.
                 if let Some(tenant) = hold.tenant_id {
-                    let held = slots.get(&hold.gpu_id).map_or(0, |g| g.shares(hold.slice_lo, hold.slice_hi).0);
+                    let held =
+                        slots.get(&hold.gpu_id).map_or(0, |g| g.shares(hold.slice_lo, hold.slice_hi, hold.seat).0);
                     *by_tenant.entry(tenant).or_insert(0) += held;
                 }
             }
@@ -645,8 +652,13 @@ fn tenant_slug(who: &Identity) -> String {
 /// The sample a driver took of one GPU, or of one MIG instance (its slice range) of a GPU in
 /// MIG mode. A figure for another instance, or for the whole MIG GPU, is not this holder's use:
 /// several teams may hold instances of one GPU, and each is billed and shown for its own.
-fn measured_for(measured: &[GpuSample], gpu_index: i64, instance: Option<(u8, u8)>) -> Option<&GpuSample> {
-    measured.iter().find(|m| i64::from(m.gpu_index) == gpu_index && m.instance == instance)
+fn measured_for(
+    measured: &[GpuSample],
+    gpu_index: i64,
+    instance: Option<(u8, u8)>,
+    seat: Option<u8>,
+) -> Option<&GpuSample> {
+    measured.iter().find(|m| i64::from(m.gpu_index) == gpu_index && m.instance == instance && m.seat == seat)
 }
 
 /// Samples running reservations every `config.sample_every` until `shutdown` turns true.
@@ -682,6 +694,7 @@ mod tests {
             node_id: 1,
             gpu_index,
             instance,
+            seat: None,
             at,
             utilization_pct,
             memory_pct: 0.0,
@@ -692,7 +705,7 @@ mod tests {
             sample(1, Some((3, 7)), 70.0),
             sample(2, None, 50.0),
         ];
-        let of = |gpu, instance| measured_for(&measured, gpu, instance).map(|m| m.utilization_pct);
+        let of = |gpu, instance| measured_for(&measured, gpu, instance, None).map(|m| m.utilization_pct);
         assert_eq!(of(1, Some((0, 3))), Some(10.0));
         assert_eq!(of(1, Some((3, 7))), Some(70.0), "the other instance of the same GPU has its own figure");
         assert_eq!(of(0, None), Some(90.0));

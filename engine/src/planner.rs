@@ -24,7 +24,7 @@ use chrono::{DateTime, Duration, Utc};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tenantry_domain::booking::ValidBooking;
-use tenantry_domain::placement::{self, DriverBranch, Hold, NodeNeeds, Placed, Request};
+use tenantry_domain::placement::{self, pieces_conflict, DriverBranch, Hold, NodeNeeds, Placed, Request};
 use tenantry_domain::policy::{self, Ask, Decision, Held, Holding, Policy};
 use tenantry_domain::provisioning::{self, JobKind};
 use tenantry_domain::reservation::{ReservationDetail, ReservationKind};
@@ -451,6 +451,7 @@ impl Engine {
                     gpu_id: p.gpu_id,
                     slice_lo: p.slice_lo,
                     slice_hi: p.slice_hi,
+                    seat: p.seat,
                     window: request.window,
                     preemptible: false,
                     driver,
@@ -465,7 +466,7 @@ impl Engine {
                     && pieces.iter().any(|p| {
                         s.holds
                             .on_during(p.gpu_id, &request.window)
-                            .any(|h| h.preemptible && h.slice_lo < p.slice_hi && p.slice_lo < h.slice_hi)
+                            .any(|h| h.preemptible && pieces_conflict(h.piece(), p.piece()))
                     });
                 let preempt_until = burst_in_way.then_some((burst_ends, t.valid.window.start));
                 let new = NewReservation {

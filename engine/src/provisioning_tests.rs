@@ -453,6 +453,7 @@ async fn two_instances_share_a_thousand_reservations_without_repeating_a_step() 
                     gpu_id: g.gpu_id,
                     slice_lo: 0,
                     slice_hi: if g.mig { 7 } else { 1 },
+                    seat: None,
                 }],
                 approval_deadline: None,
                 decision_reason: None,

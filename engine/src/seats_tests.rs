@@ -28,7 +28,7 @@ async fn l40s_nodes(engine: &Engine, admin: &Identity) -> Vec<NodeSummary> {
 }
 
 fn seats(n: Option<i64>) -> TimeSlicingInput {
-    TimeSlicingInput { seats_per_gpu: n }
+    TimeSlicingInput { seats_per_gpu: n, mig_profile: None }
 }
 
 store_test!(seats_pack_onto_shared_gpus_and_count_as_a_quarter_of_a_gpu, |store: Store| async move {
@@ -226,4 +226,148 @@ store_test!(each_seat_is_set_up_and_metered_for_its_own_use, |store: Store| asyn
     let mut expected = vec![(ids[0], mine_used), (ids[1], theirs_used)];
     expected.sort_by(|a, b| a.1.utilization_pct().unwrap().total_cmp(&b.1.utilization_pct().unwrap()));
     assert_eq!(holders, expected, "each seat its own holder, the least busy first");
+});
+
+/// Seats of time-sliced MIG instances: the demo time-slices one A100 node's 3g.40gb instances
+/// into four seats each (the `a100-3g.40gb-seat` offering). A100 limits lifted.
+async fn a100_setup(store: Store) -> (Engine, Identity, Identity, Identity, NodeSummary) {
+    let (engine, acme, globex, admin) = two_teams_free_on(store, GpuModel::A100_80).await;
+    let sliced = engine
+        .fleet_nodes(&admin)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|n| n.instance_seats.is_some())
+        .expect("the demo time-slices one A100 node's MIG instances");
+    (engine, acme, globex, admin, sliced)
+}
+
+const INSTANCE_SEAT: &str = "a100-3g.40gb-seat";
+
+store_test!(seats_of_mig_instances_fill_one_instance_and_count_as_their_fraction, |store: Store| async move {
+    use tenantry_domain::offering::InstanceSeats;
+    let (engine, acme, globex, _, sliced) = a100_setup(store).await;
+    let per = InstanceSeats { profile: crate::seed::DEMO_SEAT_PROFILE, seats: DEMO_SEATS_PER_GPU };
+    assert_eq!(sliced.instance_seats, Some(per));
+    assert_eq!(sliced.mig_gpus, sliced.gpu_count, "its GPUs are in MIG mode");
+    let (now, start) = (Utc::now(), hour(3));
+
+    // Two 3g.40gb instances a GPU, four seats each, on that node only.
+    let quote = engine.quote(&acme, &ask(INSTANCE_SEAT, 3, start, 4), now).await.unwrap();
+    assert_eq!(quote.max_quantity, sliced.gpu_count * 2 * 4);
+    assert_eq!(quote.price_cents, Cents(3 * 18 * 4), "seats are priced per seat-hour");
+    let quota = quote.quota.expect("the quote says what the booking does to the quota");
+    let three_seats = 3.0 * 3.0 / 7.0 / 4.0;
+    assert!((quota.peak_concurrent_gpus - three_seats).abs() < 1e-9, "a seat is a quarter of 3/7 GPU: {quota:?}");
+    let whole_instances = engine.quote(&acme, &ask("a100-3g.40gb", 1, start, 4), now).await.unwrap().max_quantity;
+
+    let mine = engine.book(&acme, &ask(INSTANCE_SEAT, 3, start, 4), None, now).await.unwrap().detail;
+    let first = &mine.allocations[0];
+    assert!(
+        mine.allocations.iter().all(|a| a.node == sliced.hostname
+            && (a.gpu_index, a.slice_lo, a.slice_hi) == (first.gpu_index, first.slice_lo, first.slice_lo + 3)),
+        "three seats of one 3g instance: {mine:?}"
+    );
+    let mut seats: Vec<u8> = mine.allocations.iter().map(|a| a.seat.unwrap()).collect();
+    seats.sort();
+    assert_eq!(seats, [0, 1, 2]);
+    let instance = format!("MIG slices {}–{}", first.slice_lo, first.slice_lo + 2);
+    assert_eq!(
+        first.share(),
+        format!("seat {} of 4 of the instance on {instance} (time-sliced)", first.seat.unwrap() + 1)
+    );
+    // Provisioning sets up the instance once, with three of its seats, on a node it shares.
+    let targets = engine.store.reservation_targets(mine.reservation.id).await.unwrap();
+    assert_eq!((targets.len(), targets[0].gpus.len(), targets[0].seats.len()), (1, 1, 3), "{targets:?}");
+    let range = Some((first.slice_lo, first.slice_hi));
+    assert_eq!(targets[0].gpus[0], (first.gpu_index, range));
+    assert!(targets[0].seats.iter().all(|s| s.instance == range && s.seats_per_gpu == 4));
+    assert!(!targets[0].dedicated);
+
+    // Another team's seat takes the instance's last seat, not a new instance; the instance is
+    // gone from whole-instance bookings, and no allocation overlaps another.
+    let theirs = engine.book(&globex, &ask(INSTANCE_SEAT, 1, start, 4), None, now).await.unwrap().detail;
+    let last = &theirs.allocations[0];
+    assert_eq!((last.gpu_index, last.slice_lo, last.seat), (first.gpu_index, first.slice_lo, Some(3)));
+    let after = engine.quote(&acme, &ask("a100-3g.40gb", 1, start, 4), now).await.unwrap().max_quantity;
+    assert_eq!(after, whole_instances - 1, "the seats' instance is not a whole instance to book");
+    assert_eq!(
+        engine.quote(&acme, &ask(INSTANCE_SEAT, 1, start, 4), now).await.unwrap().max_quantity,
+        quote.max_quantity - 4
+    );
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // Cancelled, its seats are free again and the next booking fills the gap it left.
+    engine.cancel(&acme, mine.reservation.id, now).await.unwrap();
+    let next = engine.book(&globex, &ask(INSTANCE_SEAT, 1, start, 4), None, now).await.unwrap().detail;
+    assert_eq!((next.allocations[0].gpu_index, next.allocations[0].slice_lo), (first.gpu_index, first.slice_lo));
+});
+
+store_test!(
+    mig_instances_are_time_sliced_by_admins_only_where_mig_is_on_and_nothing_holds_them,
+    |store: Store| async move {
+        let (engine, acme, _, admin, sliced) = a100_setup(store).await;
+        let now = Utc::now();
+        let instances = |seats: Option<i64>, profile: &str| TimeSlicingInput {
+            seats_per_gpu: seats,
+            mig_profile: Some(profile.into()),
+        };
+        let other = engine
+            .fleet_nodes(&admin)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|n| n.gpu_model == GpuModel::A100_80 && n.mig_gpus > 0 && n.instance_seats.is_none())
+            .expect("another A100 node in MIG mode");
+        let refused = |input: TimeSlicingInput, host: String| {
+            let engine = engine.clone();
+            let admin = admin.clone();
+            async move { engine.time_slice_node(&admin, &host, &input, now).await }
+        };
+        assert!(matches!(
+            engine.time_slice_node(&acme, &other.hostname, &instances(Some(2), "1g.10gb"), now).await,
+            Err(EngineError::Forbidden(_))
+        ));
+        match refused(instances(Some(7), "1g.10gb"), other.hostname.clone()).await {
+            Err(EngineError::Invalid { field, message }) => {
+                assert!(field == "seats_per_gpu" && message.contains("2 to 6"), "{message}")
+            }
+            wrong => panic!("seven seats a MIG instance: {wrong:?}"),
+        }
+        match refused(instances(Some(2), "5g.50gb"), other.hostname.clone()).await {
+            Err(EngineError::Invalid { field, .. }) => assert_eq!(field, "mig_profile"),
+            wrong => panic!("an unknown profile: {wrong:?}"),
+        }
+        let l40s = engine.fleet_nodes(&admin).await.unwrap().into_iter().find(|n| n.mig_gpus == 0).unwrap();
+        match refused(instances(Some(2), "1g.10gb"), l40s.hostname).await {
+            Err(EngineError::Conflict(m)) => assert!(m.contains("no GPU") && m.contains("MIG mode"), "{m}"),
+            wrong => panic!("a node without MIG: {wrong:?}"),
+        }
+        // A seat held on the time-sliced node: its instances' seats cannot change, nor stop.
+        let held =
+            engine.book(&acme, &ask(INSTANCE_SEAT, 1, hour(30), 2), None, now).await.unwrap().detail.reservation.id;
+        match refused(instances(None, "3g.40gb"), sliced.hostname.clone()).await {
+            Err(EngineError::Conflict(m)) => assert!(m.contains(&format!("#{held}")), "{m}"),
+            wrong => panic!("stopping while a seat is held: {wrong:?}"),
+        }
+        // Another node's 1g.10gb instances, two seats each: bookable by an offering of exactly that.
+        let node = refused(instances(Some(2), "1g.10gb"), other.hostname.clone()).await.unwrap();
+        let per = node.instance_seats.unwrap();
+        assert_eq!((per.profile.code(), per.seats), ("1g.10gb", 2));
+        let events = engine.audit_log(&admin, &tenantry_domain::audit::AuditFilter::default()).await.unwrap();
+        assert!(events.iter().any(|e| e.action == "node.time_sliced" && e.detail.contains("1g.10gb MIG instances")));
+        let stopped = refused(instances(None, "1g.10gb"), other.hostname.clone()).await.unwrap();
+        assert_eq!(stopped.instance_seats, None);
+    }
+);
+
+store_test!(racing_for_the_last_seats_of_mig_instances_never_gives_one_twice, |store: Store| async move {
+    let (engine, acme, globex, _, sliced) = a100_setup(store).await;
+    let (start, now) = (hour(5), Utc::now());
+    let all = i64::from(sliced.gpu_count) * 2 * 4;
+    engine.book(&globex, &ask(INSTANCE_SEAT, all - 5, start, 3), None, now).await.unwrap();
+    let attempts = 16;
+    let who = |i: usize| if i.is_multiple_of(2) { acme.clone() } else { globex.clone() };
+    let (won, lost) = race(&engine, attempts, who, &ask(INSTANCE_SEAT, 1, start, 3)).await;
+    assert_eq!((won, lost), (5, attempts - 5), "exactly the five free seats were booked");
+    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty(), "no seat is held twice");
 });

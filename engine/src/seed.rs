@@ -240,8 +240,25 @@ pub fn demo_offerings() -> Vec<Offering> {
             "A quarter of a time-sliced L40S 48GB: your processes take turns on the GPU with three other seats'. \
              No memory or fault isolation: for notebooks and development only.",
         ),
+        offering(
+            "a100-3g.40gb-seat",
+            "A100 MIG 3g.40gb development seat",
+            GpuModel::A100_80,
+            Grain::Shared,
+            Some(DEMO_SEAT_PROFILE),
+            (18, 28),
+            sizes(8, 64, 16),
+            sizes(0, 5, 0),
+            "A quarter of a time-sliced A100 MIG 3g.40gb instance: your processes take turns on the instance with \
+             three other seats'. The instance is isolated from the rest of the GPU; the seats are not from each \
+             other (no memory or fault isolation): for notebooks and development only.",
+        ),
     ]
 }
+
+/// The MIG profile whose instances the demo time-slices on one A100 node (its
+/// `a100-3g.40gb-seat` offering sells a seat of one), into [`DEMO_SEATS_PER_GPU`] seats each.
+pub const DEMO_SEAT_PROFILE: MigProfile = MigProfile::G3_40;
 
 /// The seats the demo's time-sliced L40S GPUs have (its `l40s-seat` offering sells one).
 pub const DEMO_SEATS_PER_GPU: u8 = 4;
@@ -536,6 +553,7 @@ pub fn plan_reservations(
                     gpu_id: added.gpu_ids[lane.gpu],
                     slice_lo: lane.slice_lo,
                     slice_hi: lane.slice_hi,
+                    seat: None,
                 }
             })
             .collect();
@@ -753,15 +771,18 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     let ids = store.insert_reservations(&reservations, now).await?;
     store.mark_nodes_in_use(now).await?;
     // One available L40S node that nothing holds from now on is time-sliced into seats for the
-    // `l40s-seat` offering (refused, and the next one tried, where a reservation holds it).
-    for (node, _) in
-        nodes.iter().rev().filter(|(n, _)| n.gpu_model == GpuModel::L40s && n.state == NodeState::Available)
+    // `l40s-seat` offering, and one A100 node's 3g.40gb MIG instances for `a100-3g.40gb-seat`
+    // (refused, and the next one tried, where a reservation holds it).
+    let seats = Some(i64::from(DEMO_SEATS_PER_GPU));
+    for (model, mig_profile) in [(GpuModel::L40s, None), (GpuModel::A100_80, Some(DEMO_SEAT_PROFILE.code().to_owned()))]
     {
-        let seats = tenantry_domain::fleet::TimeSlicingInput { seats_per_gpu: Some(i64::from(DEMO_SEATS_PER_GPU)) };
-        match engine.time_slice_node(&admin, &node.hostname, &seats, now).await {
-            Ok(_) => break,
-            Err(EngineError::Conflict(_)) => continue,
-            Err(other) => return Err(other),
+        let slicing = tenantry_domain::fleet::TimeSlicingInput { seats_per_gpu: seats, mig_profile };
+        for (node, _) in nodes.iter().rev().filter(|(n, _)| n.gpu_model == model && n.state == NodeState::Available) {
+            match engine.time_slice_node(&admin, &node.hostname, &slicing, now).await {
+                Ok(_) => break,
+                Err(EngineError::Conflict(_)) => continue,
+                Err(other) => return Err(other),
+            }
         }
     }
     for (r, &id) in reservations.iter().zip(&ids) {

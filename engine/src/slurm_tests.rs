@@ -295,7 +295,7 @@ store_test!(seats_of_a_time_sliced_node_are_capped_at_their_shards_in_slurm, |st
     let now = Utc::now();
     // scripts/slurm.sh declares 16 shards (two a GPU) on its last node only. A node without
     // shards, or more seats than it declares, is refused at once, saying what to change.
-    let seats = |n| TimeSlicingInput { seats_per_gpu: Some(n) };
+    let seats = |n| TimeSlicingInput { seats_per_gpu: Some(n), mig_profile: None };
     for (node, n, says) in [("gpu001", 2, "declares 0 gres/shard"), ("gpu004", 4, "Name=shard Count=32")] {
         match w.engine.time_slice_node(&admin, node, &seats(n), now).await {
             Err(EngineError::Conflict(m)) => assert!(m.contains(says), "{m}"),
@@ -397,7 +397,12 @@ store_test!(seats_of_a_time_sliced_node_are_capped_at_their_shards_in_slurm, |st
                 fabric_domain: String::new(),
                 gpus: vec![(0, Some((0, 2))), (1, Some((0, 1)))],
                 seats: [(0, 0), (0, 1), (1, 0)]
-                    .map(|(gpu_index, seat)| tenantry_domain::provisioning::Seat { gpu_index, seat, seats_per_gpu: 2 })
+                    .map(|(gpu_index, seat)| tenantry_domain::provisioning::Seat {
+                        gpu_index,
+                        seat,
+                        seats_per_gpu: 2,
+                        instance: None,
+                    })
                     .to_vec(),
                 dedicated: false,
             };

@@ -388,6 +388,16 @@ fn OfferingSummary(offering: Offering) -> impl IntoView {
     // What a seat does not give, said before anyone books one.
     let seat_notice = (offering.grain == Grain::Shared).then(|| {
         let seats = offering.seats_per_gpu.unwrap_or_default();
+        let shared = match offering.mig_profile {
+            Some(profile) => format!(
+                "Each {profile} MIG instance is time-sliced into {seats} seats: the instance is isolated from the \
+                 rest of the GPU, but within it your processes take turns with the other seats' and share its memory."
+            ),
+            None => format!(
+                "Each GPU is time-sliced into {seats} seats: your processes take turns on the whole GPU with the \
+                 other seats' and share its memory."
+            ),
+        };
         view! {
             <p
                 role="note"
@@ -396,8 +406,7 @@ fn OfferingSummary(offering: Offering) -> impl IntoView {
             >
                 <strong>"A seat is not isolated. "</strong>
                 {format!(
-                    "Each GPU is time-sliced into {seats} seats: your processes take turns on the whole GPU with the \
-                     other seats' and share its memory. Nothing stops another seat from using more than its share of \
+                    "{shared} Nothing stops another seat from using more than its share of \
                      memory, and a fault in one seat's process can end the others'. Book a seat for development; \
                      for serving or training book a MIG slice, a GPU or a node.",
                 )}

@@ -10,6 +10,7 @@ pub mod slurm;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use tenantry_domain::fleet::TimeSlicing;
 use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig, Seat};
 use tenantry_domain::reservation::{ReservationOptions, Workload};
 use tenantry_domain::GpuModel;
@@ -45,15 +46,30 @@ pub struct NodeTarget {
     pub fabric_domain: String,
     /// (GPU index, MIG slice range when the GPU is in MIG mode). A seat of a time-sliced GPU is
     /// a whole GPU here (MIG stays off on it) and is listed in `seats`, except when utilization
-    /// is read: then its slice range is given, so each seat is measured on its own.
+    /// is read: then its slice range is given, so each seat is measured on its own. A seat of a
+    /// time-sliced MIG instance is listed as the instance (once however many of its seats are
+    /// held) and in `seats`.
     pub gpus: Vec<(u32, Option<(u8, u8)>)>,
-    /// The seats of time-sliced GPUs the reservation holds on the node.
+    /// The seats of time-sliced GPUs (and MIG instances) the reservation holds on the node.
     #[serde(default)]
     pub seats: Vec<Seat>,
     /// The reservation holds every slice of every GPU of the node: the node is its alone, so
     /// node-wide operations (formatting its NVMe) are its to do. Otherwise the node is shared
     /// with other tenants and only what was this reservation's may be touched.
     pub dedicated: bool,
+}
+
+impl NodeTarget {
+    /// The seats held of the time-sliced MIG instance on `instance` of GPU `gpu_index`: each is
+    /// measured on its own. Empty for anything else (a whole GPU, a MIG instance held whole, a
+    /// seat of a GPU outside MIG mode).
+    pub fn instance_seats(&self, gpu_index: u32, instance: Option<(u8, u8)>) -> Vec<u8> {
+        self.seats
+            .iter()
+            .filter(|s| s.gpu_index == gpu_index && s.instance.is_some() && s.instance == instance)
+            .map(|s| s.seat)
+            .collect()
+    }
 }
 
 /// The tenant-side context of a step: who, and every option the booking chose (orchestrator,
@@ -103,6 +119,10 @@ pub struct GpuSample {
     /// a MIG GPU is measured per instance, so each slice's holder is billed and shown for its
     /// own use, never for the whole GPU's.
     pub instance: Option<(u8, u8)>,
+    /// The seat of the time-sliced MIG instance measured, when the instance is time-sliced:
+    /// each seat's holder is measured for its own processes.
+    #[serde(default)]
+    pub seat: Option<u8>,
     pub at: DateTime<Utc>,
     /// SM utilization, 0–100.
     pub utilization_pct: f64,
@@ -150,10 +170,11 @@ pub trait FleetDriver: std::any::Any + Send + Sync {
     /// replicas) and lets the tenant's workloads use the seats it holds.
     async fn apply_time_slicing(&self, key: &EffectKey, node: &NodeTarget) -> DriverResult<String>;
 
-    /// Why this fleet cannot time-slice `hostname`'s GPUs into `seats_per_gpu` seats each (say,
-    /// the node does not declare the shards), asked before an admin's change is taken so it is
-    /// refused at once, not at a team's hand-over; `None`: it can.
-    async fn time_slicing_problem(&self, _hostname: &str, _seats_per_gpu: u8) -> DriverResult<Option<String>> {
+    /// Why this fleet cannot time-slice `hostname` as asked (its GPUs into seats, or its MIG
+    /// instances of a profile; say, the node does not declare the shards), asked before an
+    /// admin's change is taken so it is refused at once, not at a team's hand-over; `None`: it
+    /// can.
+    async fn time_slicing_problem(&self, _hostname: &str, _slicing: TimeSlicing) -> DriverResult<Option<String>> {
         Ok(None)
     }
 

@@ -242,14 +242,17 @@ pub fn plausible_utilization(
     node_id: i64,
     gpu_index: u32,
     instance: Option<(u8, u8)>,
+    seat: Option<u8>,
     at: DateTime<Utc>,
 ) -> (f64, f64) {
     use chrono::Timelike;
     let minute = at.timestamp().div_euclid(60) as u64;
-    // Each MIG instance runs its own workload, so each has its own figures.
-    let key = match instance {
-        None => format!("{gpu_index}"),
-        Some((lo, hi)) => format!("{gpu_index}/{lo}-{hi}"),
+    // Each MIG instance (and each seat of a time-sliced one) runs its own workload, so each has
+    // its own figures.
+    let key = match (instance, seat) {
+        (None, _) => format!("{gpu_index}"),
+        (Some((lo, hi)), None) => format!("{gpu_index}/{lo}-{hi}"),
+        (Some((lo, hi)), Some(seat)) => format!("{gpu_index}/{lo}-{hi}/{seat}"),
     };
     let mut rng = Rng::keyed(node_id as u64, &key, minute);
     let noise = rng.unit();
@@ -437,6 +440,12 @@ impl FleetDriver for SimDriver {
         } else {
             let scratch = format!("{}:/scratch/{}-r{}", node.hostname, tenant.tenant, tenant.reservation_id);
             let gpus = node.gpus.iter().map(|(gpu, slices)| match slices {
+                // A seat of a time-sliced MIG instance: as for a seat of a GPU, below.
+                Some((lo, hi)) if !node.instance_seats(*gpu, *slices).is_empty() => format!(
+                    "{}:GPU {gpu} MIG instance on slices {lo}-{}: seat processes ended and their memory freed",
+                    node.hostname,
+                    hi - 1
+                ),
                 Some((lo, hi)) => format!("{}:GPU {gpu} MIG instances on slices {lo}-{}", node.hostname, hi - 1),
                 // A seat's processes share the GPU's memory with the other seats': what is
                 // cleared is theirs (their contexts ended), not the GPU the others still use.
@@ -485,24 +494,38 @@ impl FleetDriver for SimDriver {
         Ok(node
             .gpus
             .iter()
-            .map(|&(gpu_index, instance)| {
-                let (utilization_pct, memory_pct) =
-                    plausible_utilization(workload, node.node_id, gpu_index, instance, at);
-                GpuSample { node_id: node.node_id, gpu_index, instance, at, utilization_pct, memory_pct }
+            .flat_map(|&(gpu_index, instance)| {
+                // Each seat of a time-sliced MIG instance runs its holder's own processes.
+                let seats = node.instance_seats(gpu_index, instance);
+                let seats: Vec<Option<u8>> =
+                    if seats.is_empty() { vec![None] } else { seats.into_iter().map(Some).collect() };
+                seats.into_iter().map(move |seat| {
+                    let (utilization_pct, memory_pct) =
+                        plausible_utilization(workload, node.node_id, gpu_index, instance, seat, at);
+                    GpuSample { node_id: node.node_id, gpu_index, instance, seat, at, utilization_pct, memory_pct }
+                })
             })
             .collect())
     }
 }
 
 /// `GPU 0: 4 replicas, seats 1, 2 held; GPU 3: …` for the seats a node's reservation holds.
+/// Seats of a time-sliced MIG instance read `GPU 2 MIG instance on slices 0-2: 4 replicas, …`.
 fn seats_text(seats: &[tenantry_domain::provisioning::Seat]) -> String {
-    let mut by_gpu: std::collections::BTreeMap<u32, (u8, Vec<String>)> = std::collections::BTreeMap::new();
+    type Device = (u32, Option<(u8, u8)>);
+    let mut by_device: std::collections::BTreeMap<Device, (u8, Vec<String>)> = std::collections::BTreeMap::new();
     for s in seats {
-        by_gpu.entry(s.gpu_index).or_insert((s.seats_per_gpu, Vec::new())).1.push(s.seat.to_string());
+        by_device.entry((s.gpu_index, s.instance)).or_insert((s.seats_per_gpu, Vec::new())).1.push(s.seat.to_string());
     }
-    by_gpu
+    by_device
         .into_iter()
-        .map(|(gpu, (replicas, held))| format!("GPU {gpu}: {replicas} replicas, seat {} held", held.join(", ")))
+        .map(|((gpu, instance), (replicas, held))| {
+            let device = match instance {
+                Some((lo, hi)) => format!("GPU {gpu} MIG instance on slices {lo}-{}", hi - 1),
+                None => format!("GPU {gpu}"),
+            };
+            format!("{device}: {replicas} replicas, seat {} held", held.join(", "))
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -517,7 +540,7 @@ mod tests {
         let day = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
         let mean = |w: Workload| {
             let samples: Vec<f64> = (0..24 * 60)
-                .map(|m| plausible_utilization(w, 1, 0, None, day + chrono::Duration::minutes(m)).0)
+                .map(|m| plausible_utilization(w, 1, 0, None, None, day + chrono::Duration::minutes(m)).0)
                 .collect();
             assert!(samples.iter().all(|u| (0.0..=100.0).contains(u)));
             samples.iter().sum::<f64>() / samples.len() as f64
@@ -528,7 +551,7 @@ mod tests {
         assert!(development < 40.0, "development mostly idles: {development}");
         assert!(mean(Workload::Inference) < training);
         // Inference follows the day: busier in the afternoon than at night.
-        let at = |h| plausible_utilization(Workload::Inference, 1, 0, None, day + chrono::Duration::hours(h)).0;
+        let at = |h| plausible_utilization(Workload::Inference, 1, 0, None, None, day + chrono::Duration::hours(h)).0;
         assert!(at(9) > at(21));
     }
 

@@ -6,6 +6,7 @@ use crate::on_pool;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use tenantry_domain::fleet::{InventoryNode, NodeSummary, PlacementPins};
+use tenantry_domain::offering::InstanceSeats;
 use tenantry_domain::placement::GpuSlot;
 use tenantry_domain::{GpuModel, Health, NodeState};
 
@@ -34,6 +35,8 @@ struct NodeRow {
     gpu_count: i64,
     mig_gpus: i64,
     seats_per_gpu: Option<i64>,
+    instance_seats: Option<i64>,
+    seat_profile: Option<String>,
     cpu_cores: i64,
     memory_gb: i64,
     nvme_tb: i64,
@@ -82,6 +85,7 @@ impl NodeRow {
             gpu_count: u32::try_from(self.gpu_count).ok()?,
             mig_gpus: u32::try_from(self.mig_gpus).ok()?,
             seats_per_gpu: self.seats_per_gpu.and_then(|s| u8::try_from(s).ok()),
+            instance_seats: instance_seats_of(self.seat_profile.as_deref(), self.instance_seats),
             cpu_cores: u32::try_from(self.cpu_cores).ok()?,
             memory_gb: u32::try_from(self.memory_gb).ok()?,
             nvme_tb: u32::try_from(self.nvme_tb).ok()?,
@@ -104,9 +108,16 @@ struct GpuSlotRow {
     gpu_model: String,
     mig_enabled: bool,
     seats: Option<i64>,
+    instance_seats: Option<i64>,
+    seat_profile: Option<String>,
     state: String,
     missing: bool,
     region: String,
+}
+
+/// A GPU's time-sliced MIG instances, from its `seat_profile` and `instance_seats` columns.
+pub(crate) fn instance_seats_of(profile: Option<&str>, seats: Option<i64>) -> Option<InstanceSeats> {
+    Some(InstanceSeats { profile: profile?.parse().ok()?, seats: u8::try_from(seats?).ok()? })
 }
 
 /// A node to add to the fleet, placed by names that are created on first use.
@@ -183,7 +194,7 @@ impl Store {
                 "select n.node_id, n.hostname, r.name as region, f.name as fabric_domain,
                         k.name as rack, n.gpu_model,
                         coalesce(gc.gpu_count, 0) as gpu_count, coalesce(gc.mig_gpus, 0) as mig_gpus,
-                        gc.seats_per_gpu, n.cpu_cores, n.memory_gb, n.nvme_tb, ",
+                        gc.seats_per_gpu, gc.instance_seats, gc.seat_profile, n.cpu_cores, n.memory_gb, n.nvme_tb, ",
                 node_state_sql!(),
                 " as state, n.health, n.health_reason,
                         n.driver_branches, n.missing_since, n.reported_facts, n.placement_pins, n.retire_requested_at
@@ -193,7 +204,8 @@ impl Store {
                  join region r on r.region_id = f.region_id
                  left join (select g.node_id, count(*) as gpu_count,
                                    sum(case when g.mig_enabled then 1 else 0 end) as mig_gpus,
-                                   max(g.seats) as seats_per_gpu
+                                   max(g.seats) as seats_per_gpu, max(g.instance_seats) as instance_seats,
+                                   max(g.seat_profile) as seat_profile
                             from gpu g{} where g.removed_at is null group by g.node_id) gc on gc.node_id = n.node_id{}
                  order by r.name, f.name, k.name, n.hostname"
             ),
@@ -213,7 +225,8 @@ impl Store {
     pub async fn list_gpu_slots(&self) -> EngineResult<Vec<(GpuSlot, String)>> {
         let rows = on_pool!(self, |pool| {
             sqlx::query_as::<_, GpuSlotRow>(concat!(
-                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, g.seats, ",
+                "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, g.seats, g.instance_seats,
+                        g.seat_profile, ",
                 node_state_sql!(),
                 " as state, n.missing_since is not null as missing, r.name as region
                  from gpu g
@@ -237,6 +250,7 @@ impl Store {
                     gpu_model: r.gpu_model.parse().ok()?,
                     mig: r.mig_enabled,
                     seats: r.seats.and_then(|s| u8::try_from(s).ok()),
+                    instance_seats: instance_seats_of(r.seat_profile.as_deref(), r.instance_seats),
                     schedulable: takes_new_work(&r.state, r.missing),
                 };
                 Some((slot, r.region))

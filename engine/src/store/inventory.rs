@@ -13,7 +13,9 @@ use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap};
-use tenantry_domain::fleet::{FactChange, InventoryNode, MaintenanceClash, PlacementPins, ReconcileReport};
+use tenantry_domain::fleet::{
+    FactChange, InventoryNode, MaintenanceClash, PlacementPins, ReconcileReport, TimeSlicing,
+};
 use tenantry_domain::{Health, NodeState};
 
 /// Where a node the driver does not place goes until an admin places it (it cannot be admitted
@@ -74,10 +76,11 @@ pub enum RetireOutcome {
 /// What time-slicing a node's GPUs (or stopping it) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TimeSlicingOutcome {
-    /// This many GPUs (every one of the node not in MIG mode) now have the seats asked for.
+    /// This many GPUs (every one of the node in the mode asked for) now have the seats asked for.
     Set { gpus: usize },
-    /// Every GPU of the node is in MIG mode: none can be time-sliced.
-    NoWholeGpus,
+    /// No GPU of the node is in the mode asked for (time-slicing whole GPUs needs GPUs outside
+    /// MIG mode, time-slicing MIG instances GPUs in it).
+    NoGpusInThatMode,
     /// Refused: these hold the node's GPUs after now (reservations as `#id`, maintenance windows
     /// as `maintenance #id`); a change of seats would change what they hold.
     InTheWay(Vec<String>),
@@ -741,16 +744,16 @@ impl Store {
         Ok(outcome)
     }
 
-    /// Time-slices every GPU of a node that is not in MIG mode into `seats` seats, or stops
-    /// time-slicing them (`None`); `None` when the node is unknown. Refused while anything holds
-    /// those GPUs after `now`: seat `i` is slice `i`, so a change would change what each holder
-    /// holds. On PostgreSQL the node's row is locked first, as a booking's check locks it, so a
+    /// Time-slices every GPU of a node that is not in MIG mode into seats, or the instances of
+    /// a MIG profile on every GPU of it in MIG mode, or stops (see [`TimeSlicing`]); `None` when
+    /// the node is unknown. Refused while anything holds those GPUs after `now`: a change would
+    /// change what each holder holds. On PostgreSQL the node's row is locked first, as a booking's check locks it, so a
     /// booking that committed first is seen here, and one that comes after sees the new seats
     /// (see `layout_changed!` in the reservations store).
     pub async fn set_time_slicing(
         &self,
         hostname: &str,
-        seats: Option<u8>,
+        slicing: TimeSlicing,
         actor: Actor<'_>,
         now: DateTime<Utc>,
     ) -> EngineResult<Option<TimeSlicingOutcome>> {
@@ -765,11 +768,12 @@ impl Store {
             let Some(node_id) = node_id else { return Ok(None) };
             let in_the_way: Vec<(Option<i64>, Option<i64>)> = sqlx::query_as(
                 "select distinct a.reservation_id, a.maintenance_window_id from allocation a join gpu g on g.gpu_id = a.gpu_id
-                 where a.live and a.node_id = $1 and a.hold_until > $2 and not g.mig_enabled
+                 where a.live and a.node_id = $1 and a.hold_until > $2 and g.mig_enabled = $3
                  order by a.reservation_id, a.maintenance_window_id",
             )
             .bind(node_id)
             .bind(now)
+            .bind(slicing.in_mig_mode())
             .fetch_all(&mut *tx)
             .await?;
             if !in_the_way.is_empty() {
@@ -783,19 +787,33 @@ impl Store {
                     .collect();
                 return Ok(Some(TimeSlicingOutcome::InTheWay(names)));
             }
-            let changed =
-                sqlx::query("update gpu set seats = $1 where node_id = $2 and removed_at is null and not mig_enabled")
-                    .bind(seats.map(i64::from))
-                    .bind(node_id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected() as usize;
+            let update = match slicing {
+                TimeSlicing::Gpus(seats) => sqlx::query(
+                    "update gpu set seats = $1 where node_id = $2 and removed_at is null and not mig_enabled",
+                )
+                .bind(seats.map(i64::from))
+                .bind(node_id),
+                TimeSlicing::Instances(per) => sqlx::query(
+                    "update gpu set instance_seats = $1, seat_profile = $2
+                     where node_id = $3 and removed_at is null and mig_enabled",
+                )
+                .bind(per.map(|p| i64::from(p.seats)))
+                .bind(per.map(|p| p.profile.code()))
+                .bind(node_id),
+            };
+            let changed = update.execute(&mut *tx).await?.rows_affected() as usize;
             if changed == 0 {
-                return Ok(Some(TimeSlicingOutcome::NoWholeGpus));
+                return Ok(Some(TimeSlicingOutcome::NoGpusInThatMode));
             }
-            let detail = match seats {
-                Some(seats) => format!("{changed} GPU(s) time-sliced into {seats} seats each"),
-                None => format!("time-slicing stopped on {changed} GPU(s)"),
+            let detail = match slicing {
+                TimeSlicing::Gpus(Some(seats)) => format!("{changed} GPU(s) time-sliced into {seats} seats each"),
+                TimeSlicing::Instances(Some(per)) => format!(
+                    "the {} MIG instances of {changed} GPU(s) time-sliced into {} seats each",
+                    per.profile.code(),
+                    per.seats
+                ),
+                TimeSlicing::Gpus(None) => format!("time-slicing stopped on {changed} GPU(s)"),
+                TimeSlicing::Instances(None) => format!("time-slicing of MIG instances stopped on {changed} GPU(s)"),
             };
             let audit = [AuditRow { action: "node.time_sliced", hostname: hostname.to_owned(), detail }];
             audit_rows!(tx, actor, now, &audit);
@@ -916,7 +934,9 @@ impl Store {
             for index in 0..reported.gpu_count {
                 let mig = index < reported.mig;
                 let updated = sqlx::query(
-                    "update gpu set mig_enabled = $1, seats = case when $1 then null else seats end, removed_at = null
+                    "update gpu set mig_enabled = $1, seats = case when $1 then null else seats end,
+                        instance_seats = case when $1 then instance_seats end,
+                        seat_profile = case when $1 then seat_profile end, removed_at = null
                      where node_id = $2 and gpu_index = $3",
                 )
                 .bind(mig)

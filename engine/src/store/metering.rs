@@ -54,6 +54,8 @@ pub struct HeldGpu {
     pub seats_per_gpu: Option<i64>,
     pub slice_lo: i64,
     pub slice_hi: i64,
+    /// The seat it holds of the time-sliced MIG instance on its slices.
+    pub seat: Option<i64>,
     pub start_at: DateTime<Utc>,
     pub end_at: DateTime<Utc>,
 }
@@ -65,14 +67,25 @@ impl HeldGpu {
         (self.mig_enabled || self.seats_per_gpu.is_some()).then_some((self.slice_lo as u8, self.slice_hi as u8))
     }
 
-    /// The seats it holds, when its GPU is time-sliced.
+    /// The seat it holds of a time-sliced MIG instance.
+    pub fn instance_seat(&self) -> Option<u8> {
+        self.seat.and_then(|s| u8::try_from(s).ok())
+    }
+
+    /// The seats it holds, when its GPU (or MIG instance) is time-sliced.
     pub fn seats(&self) -> Vec<tenantry_domain::provisioning::Seat> {
         let Some(per_gpu) = self.seats_per_gpu.and_then(|n| u8::try_from(n).ok()) else { return Vec::new() };
+        let gpu_index = self.gpu_index as u32;
+        if let Some(seat) = self.instance_seat() {
+            let instance = Some((self.slice_lo as u8, self.slice_hi as u8));
+            return vec![tenantry_domain::provisioning::Seat { gpu_index, seat, seats_per_gpu: per_gpu, instance }];
+        }
         (self.slice_lo..self.slice_hi)
             .map(|seat| tenantry_domain::provisioning::Seat {
-                gpu_index: self.gpu_index as u32,
+                gpu_index,
                 seat: seat as u8,
                 seats_per_gpu: per_gpu,
+                instance: None,
             })
             .collect()
     }
@@ -81,10 +94,11 @@ impl HeldGpu {
     /// (whatever slices that took: one, seven in MIG mode, or every seat of a time-sliced GPU).
     pub fn shares(&self) -> i64 {
         let width = self.slice_hi - self.slice_lo;
-        match self.seats_per_gpu {
-            Some(seats) => GpuShares::seats(width, u8::try_from(seats).unwrap_or(1)).0,
-            None if self.mig_enabled => GpuShares::mig_slices(width).0,
-            None => GpuShares::whole_gpus(1).0,
+        match (self.seats_per_gpu.and_then(|s| u8::try_from(s).ok()), self.instance_seat()) {
+            (Some(seats), Some(_)) => GpuShares::mig_slices(width).0 / i64::from(seats.max(1)),
+            (Some(seats), None) => GpuShares::seats(width, seats).0,
+            (None, _) if self.mig_enabled => GpuShares::mig_slices(width).0,
+            (None, _) => GpuShares::whole_gpus(1).0,
         }
     }
 }
@@ -267,7 +281,7 @@ impl Store {
         let rows = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "select r.reservation_id, r.tenant_id, r.workload, n.node_id, n.hostname, n.gpu_model, g.gpu_index,
-                        g.mig_enabled, o.seats_per_gpu, a.slice_lo, a.slice_hi, a.start_at,
+                        g.mig_enabled, o.seats_per_gpu, a.slice_lo, a.slice_hi, a.seat, a.start_at,
                         coalesce(a.replaced_at, a.end_at) as end_at
                  from allocation a join reservation r on r.reservation_id = a.reservation_id
                  join offering o on o.offering_id = r.offering_id

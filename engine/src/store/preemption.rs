@@ -36,13 +36,15 @@ macro_rules! cut_preemptible {
                 "select distinct a.reservation_id from allocation a
                  join reservation b on b.reservation_id = a.reservation_id
                  where b.class = 'preemptible' and a.live and a.gpu_id = $1
-                   and a.slice_lo < $2 and $3 < a.slice_hi and a.start_at < $4 and $5 < a.hold_until",
+                   and a.slice_lo < $2 and $3 < a.slice_hi and a.start_at < $4 and $5 < a.hold_until
+                   and ($6 is null or a.seat is null or a.seat = $6)",
             )
             .bind(p.gpu_id)
             .bind(i64::from(p.slice_hi))
             .bind(i64::from(p.slice_lo))
             .bind($hold_until)
             .bind($start)
+            .bind(p.seat.map(i64::from))
             .fetch_all(&mut *$tx)
             .await?;
             victims.extend(on_piece);

@@ -21,8 +21,10 @@ struct TargetRow {
     gpu_index: i64,
     mig_enabled: bool,
     seats: Option<i64>,
+    instance_seats: Option<i64>,
     slice_lo: i64,
     slice_hi: i64,
+    seat: Option<i64>,
     /// How many GPUs the node has, to tell a dedicated node from a shared one.
     node_gpus: i64,
 }
@@ -34,7 +36,7 @@ impl Store {
         let rows: Vec<TargetRow> = on_pool!(self, |pool| {
             sqlx::query_as(
                 "select n.node_id, n.hostname, n.gpu_model, f.name as fabric_domain, g.gpu_index, g.mig_enabled,
-                        g.seats, a.slice_lo, a.slice_hi, (select count(*) from gpu n_g where n_g.node_id = n.node_id) as node_gpus
+                        g.seats, g.instance_seats, a.slice_lo, a.slice_hi, a.seat, (select count(*) from gpu n_g where n_g.node_id = n.node_id) as node_gpus
                  from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
                  join rack k on k.rack_id = n.rack_id join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
                  where a.reservation_id = $1 and a.replaced_at is null
@@ -64,16 +66,31 @@ impl Store {
             let (lo, hi) = (r.slice_lo as u8, r.slice_hi as u8);
             let range = r.mig_enabled.then_some((lo, hi));
             let seats = r.seats.and_then(|s| u8::try_from(s).ok()).filter(|_| !r.mig_enabled);
+            let gpu_index = r.gpu_index as u32;
             if let Some(node) = nodes.last_mut() {
-                // Each GPU held whole: all its MIG slices, or all its seats.
-                node.dedicated &= (lo, hi) == (0, slice_count(r.mig_enabled, seats));
-                // Several seats of one GPU are one GPU to set up and wipe, listed once.
-                let gpu = (r.gpu_index as u32, range);
-                if range.is_some() || !node.gpus.contains(&gpu) {
+                // Each GPU held whole: all its MIG slices (not a seat of them), or all its seats.
+                node.dedicated &= (lo, hi) == (0, slice_count(r.mig_enabled, seats)) && r.seat.is_none();
+                // Several seats of one GPU (or MIG instance) are one GPU (or instance) to set up
+                // and wipe, listed once.
+                let gpu = (gpu_index, range);
+                if !node.gpus.contains(&gpu) {
                     node.gpus.push(gpu);
                 }
-                if let Some(seats_per_gpu) = seats.filter(|&n| (lo, hi) != (0, n)) {
-                    node.seats.extend((lo..hi).map(|seat| Seat { gpu_index: r.gpu_index as u32, seat, seats_per_gpu }));
+                let instance_seat = r.seat.and_then(|s| u8::try_from(s).ok()).filter(|_| r.mig_enabled);
+                match (instance_seat, r.instance_seats.and_then(|s| u8::try_from(s).ok())) {
+                    (Some(seat), Some(seats_per_gpu)) => {
+                        node.seats.push(Seat { gpu_index, seat, seats_per_gpu, instance: range });
+                    }
+                    _ => {
+                        if let Some(seats_per_gpu) = seats.filter(|&n| (lo, hi) != (0, n)) {
+                            node.seats.extend((lo..hi).map(|seat| Seat {
+                                gpu_index,
+                                seat,
+                                seats_per_gpu,
+                                instance: None,
+                            }));
+                        }
+                    }
                 }
             }
         }
@@ -365,7 +382,7 @@ impl Store {
             if !pieces.is_empty() {
                 let mut q = sqlx::QueryBuilder::<Db>::new(
                     "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id, slice_lo, slice_hi,
-                                             start_at, end_at, hold_until, live) ",
+                                             seat, start_at, end_at, hold_until, live) ",
                 );
                 q.push_values(pieces, |mut row, p| {
                     row.push_bind(reservation_id)
@@ -375,6 +392,7 @@ impl Store {
                         .push_bind(p.gpu_id)
                         .push_bind(i64::from(p.slice_lo))
                         .push_bind(i64::from(p.slice_hi))
+                        .push_bind(p.seat.map(i64::from))
                         .push_bind(start)
                         .push_bind(end)
                         .push_bind(hold_until)

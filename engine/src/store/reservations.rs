@@ -141,7 +141,7 @@ macro_rules! bind_reservation {
 }
 
 const INSERT_ALLOCATION: &str = "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id,
-    slice_lo, slice_hi, start_at, end_at, hold_until, live) ";
+    slice_lo, slice_hi, seat, start_at, end_at, hold_until, live) ";
 
 /// Binds the slices `$p` of reservation `$id` ([`NewReservation`] `$r`) as a row of
 /// [`INSERT_ALLOCATION`].
@@ -154,6 +154,7 @@ macro_rules! bind_allocation {
             .push_bind($p.gpu_id)
             .push_bind(i64::from($p.slice_lo))
             .push_bind(i64::from($p.slice_hi))
+            .push_bind($p.seat.map(i64::from))
             .push_bind($r.window.start)
             .push_bind($r.window.end)
             .push_bind($r.hold_until)
@@ -276,6 +277,7 @@ impl Store {
                    on a.gpu_id = b.gpu_id and a.allocation_id < b.allocation_id
                  where a.live and b.live
                    and a.slice_lo < b.slice_hi and b.slice_lo < a.slice_hi
+                   and (a.seat is null or b.seat is null or a.seat = b.seat)
                    and a.start_at < b.hold_until and b.start_at < a.hold_until",
             )
             .fetch_all(pool)
@@ -340,7 +342,8 @@ const LAYOUT_CHANGED: &str = "GPU time-slicing changed";
 
 /// Inside the write transaction of reservation `$id`, after [`driver_clash!`] has locked its
 /// nodes: whether any of its allocations no longer fits its GPU as the GPU is divided now. A seat
-/// needs a GPU time-sliced into the offering's seats; a whole GPU (or node) needs slices `[0, n)`
+/// needs a GPU time-sliced into the offering's seats (a seat of a MIG instance, a GPU in MIG mode
+/// whose instances of the offering's profile are); a whole GPU (or node) needs slices `[0, n)`
 /// of all the GPU's `n` slices; a MIG slice needs MIG mode. Placement planned on the index, which
 /// may not have heard yet of an admin's time-slicing; this is where the database, which has, says
 /// so (an admin's change locks the node's row as the driver check does, so one of the two sees
@@ -352,6 +355,8 @@ macro_rules! layout_changed {
              join reservation r on r.reservation_id = a.reservation_id
              join offering o on o.offering_id = r.offering_id
              where a.reservation_id = $1 and not (case
+                 when o.grain = 'shared' and o.mig_profile is not null then g.mig_enabled
+                     and g.seat_profile = o.mig_profile and g.instance_seats = o.seats_per_gpu and a.seat is not null
                  when o.grain = 'shared' then g.seats is not null and g.seats = o.seats_per_gpu
                  when o.grain = 'mig' then g.mig_enabled
                  else a.slice_lo = 0 and a.slice_hi = case when g.mig_enabled then 7 else coalesce(g.seats, 1) end
@@ -472,6 +477,7 @@ struct HoldRow {
     gpu_id: i64,
     slice_lo: i64,
     slice_hi: i64,
+    seat: Option<i64>,
     start_at: DateTime<Utc>,
     hold_until: DateTime<Utc>,
     preemptible: bool,
@@ -505,7 +511,7 @@ pub(crate) const RESERVATION_SELECT: &str =
 /// A seat is known by its offering's seats per GPU, which never change, rather than by how its
 /// GPU is divided now, which an admin may change once the reservation is over.
 const ALLOCATION_VIEW_SELECT: &str =
-    "select a.reservation_id, a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, g.mig_enabled,
+    "select a.reservation_id, a.gpu_id, n.hostname, g.gpu_index, a.slice_lo, a.slice_hi, a.seat, g.mig_enabled,
         o.seats_per_gpu as seats
      from allocation a join gpu g on g.gpu_id = a.gpu_id join node n on n.node_id = a.node_id
      left join reservation r on r.reservation_id = a.reservation_id
@@ -519,6 +525,7 @@ struct AllocationViewRow {
     gpu_index: i64,
     slice_lo: i64,
     slice_hi: i64,
+    seat: Option<i64>,
     mig_enabled: bool,
     seats: Option<i64>,
 }
@@ -533,6 +540,7 @@ impl AllocationViewRow {
             slice_hi: self.slice_hi as u8,
             mig: self.mig_enabled,
             seats_per_gpu: self.seats.and_then(|s| u8::try_from(s).ok()),
+            seat: self.seat.and_then(|s| u8::try_from(s).ok()),
         };
         (self.gpu_id, view)
     }
@@ -547,7 +555,7 @@ impl Store {
     ) -> EngineResult<Vec<tenantry_domain::placement::Hold>> {
         let rows: Vec<HoldRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(
-                "select a.gpu_id, a.slice_lo, a.slice_hi, a.start_at, a.hold_until,
+                "select a.gpu_id, a.slice_lo, a.slice_hi, a.seat, a.start_at, a.hold_until,
                         coalesce(r.kind = 'burst' or (r.class = 'preemptible' and r.state <> 'provisioning'), false)
                             as preemptible,
                         r.cuda_driver, r.tenant_id
@@ -571,6 +579,7 @@ impl Store {
                 gpu_id: r.gpu_id,
                 slice_lo: r.slice_lo as u8,
                 slice_hi: r.slice_hi as u8,
+                seat: r.seat.and_then(|s| u8::try_from(s).ok()),
                 window: Window { start: r.start_at, end: r.hold_until },
                 preemptible: r.preemptible,
                 driver: r.cuda_driver.as_deref().map(tenantry_domain::placement::DriverBranch::of),
@@ -729,6 +738,7 @@ impl Store {
                      where a.live and a.gpu_id = $1 and a.slice_lo < $2 and $3 < a.slice_hi
                        and a.start_at < $4 and $5 < a.hold_until
                        and ($6 is null or a.reservation_id is null or a.reservation_id <> $6)
+                       and ($7 is null or a.seat is null or a.seat = $7)
                      order by a.start_at",
                 )
                 .bind(p.gpu_id)
@@ -737,6 +747,7 @@ impl Store {
                 .bind(hold_until)
                 .bind(start)
                 .bind(except_reservation)
+                .bind(p.seat.map(i64::from))
                 .fetch_all(pool)
                 .await?
             });

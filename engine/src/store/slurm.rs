@@ -54,10 +54,12 @@ pub struct SlurmMember {
 }
 
 /// Over allocation rows `a` joined to their GPUs `g`: the GPUs (or MIG instances) held, one a
-/// row, and the seats of time-sliced GPUs held (a row holds a range of seats of one GPU).
-const HELD_GPUS: &str = "cast(sum(case when g.mig_enabled or g.seats is null then 1 else 0 end) as bigint)";
-const HELD_SEATS: &str =
-    "cast(sum(case when g.mig_enabled or g.seats is null then 0 else a.slice_hi - a.slice_lo end) as bigint)";
+/// row, and the seats held (a row holds a range of seats of one time-sliced GPU, or one seat of
+/// a time-sliced MIG instance).
+const HELD_GPUS: &str =
+    "cast(sum(case when a.seat is null and (g.mig_enabled or g.seats is null) then 1 else 0 end) as bigint)";
+const HELD_SEATS: &str = "cast(sum(case when a.seat is not null then 1 when g.mig_enabled or g.seats is null then 0
+                                     else a.slice_hi - a.slice_lo end) as bigint)";
 
 impl Store {
     /// What each reservation Slurm should hold at `now` or later holds on each node, ordered
@@ -76,7 +78,9 @@ impl Store {
                         h.held, h.seats, h.shares, c.node_gpus, n.cpu_cores
                  from (select a.reservation_id, a.node_id,
                               {HELD_GPUS} as held, {HELD_SEATS} as seats,
-                              cast(sum(case when g.mig_enabled then (a.slice_hi - a.slice_lo) * 120
+                              cast(sum(case when a.seat is not null then (a.slice_hi - a.slice_lo) * 120
+                                                                           / coalesce(g.instance_seats, 1)
+                                            when g.mig_enabled then (a.slice_hi - a.slice_lo) * 120
                                             when g.seats is not null then (a.slice_hi - a.slice_lo) * 840 / g.seats
                                             else 840 end) as bigint) as shares
                        from allocation a join reservation r on r.reservation_id = a.reservation_id

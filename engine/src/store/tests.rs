@@ -53,7 +53,7 @@ fn booking(tenant_id: i64, user_id: i64, node_id: i64, gpu_id: i64, h0: u32, h1:
         price: Cents(275 * i64::from(h1 - h0)),
         rate: Cents(275),
         option_prices: Vec::new(),
-        allocations: vec![Placed { node_id, gpu_id, slice_lo: 0, slice_hi: 1 }],
+        allocations: vec![Placed { node_id, gpu_id, slice_lo: 0, slice_hi: 1, seat: None }],
         first_job: None,
     }
 }
@@ -69,12 +69,21 @@ store_test!(seed_creates_the_demo_world, |store: Store| async move {
     assert_eq!(regions.len(), 2);
     let offerings = engine.store.list_offerings(Utc::now()).await.unwrap();
     let ids: Vec<_> = offerings.iter().map(|o| o.id.as_str()).collect();
-    assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb", "l40s-seat"]);
+    assert_eq!(
+        ids,
+        ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb", "l40s-seat", "a100-3g.40gb-seat"]
+    );
     let shared: Vec<_> = nodes.iter().filter(|n| n.seats_per_gpu.is_some()).collect();
     assert_eq!(shared.len(), 1, "one L40S node is time-sliced into seats");
     assert_eq!(
         (shared[0].gpu_model, shared[0].seats_per_gpu),
         (tenantry_domain::GpuModel::L40s, Some(crate::seed::DEMO_SEATS_PER_GPU))
+    );
+    let sliced: Vec<_> = nodes.iter().filter(|n| n.instance_seats.is_some()).collect();
+    assert_eq!(sliced.len(), 1, "one A100 node's MIG instances are time-sliced into seats");
+    assert_eq!(
+        (sliced[0].gpu_model, sliced[0].instance_seats.map(|p| (p.profile, p.seats))),
+        (tenantry_domain::GpuModel::A100_80, Some((crate::seed::DEMO_SEAT_PROFILE, crate::seed::DEMO_SEATS_PER_GPU)))
     );
     for user in DEMO_USERS {
         let found = engine.store.identity_by_email(user.email).await.unwrap().expect(user.email);
@@ -186,7 +195,7 @@ store_test!(
         three.quantity = 3;
         three.allocations = [on_node[0], on_node[1], elsewhere]
             .iter()
-            .map(|g| Placed { node_id: g.node_id, gpu_id: g.gpu_id, slice_lo: 0, slice_hi: 1 })
+            .map(|g| Placed { node_id: g.node_id, gpu_id: g.gpu_id, slice_lo: 0, slice_hi: 1, seat: None })
             .collect();
         let created = |inserted| match inserted {
             crate::store::reservations::Inserted::Created { reservation_id, .. } => reservation_id,
@@ -216,7 +225,7 @@ store_test!(
         let window = three.window;
         let moved = (window.start, window.end, window.end + Duration::minutes(30));
         let spare = slots.iter().find(|g| g.node_id != node && g.node_id != elsewhere.node_id).unwrap();
-        let piece = [Placed { node_id: spare.node_id, gpu_id: spare.gpu_id, slice_lo: 0, slice_hi: 1 }];
+        let piece = [Placed { node_id: spare.node_id, gpu_id: spare.gpu_id, slice_lo: 0, slice_hi: 1, seat: None }];
         store.move_off_node(mine, t, elsewhere.node_id, &piece, moved, None, None, now()).await.unwrap();
         assert!(store.holdings_version(t).await.unwrap() > acme);
         let failed = &all.iter().find(|h| h.reservation_id == mine && h.held == 1).unwrap().hostname;
@@ -402,4 +411,39 @@ store_test!(a_batch_of_finished_steps_records_only_those_whose_lease_still_holds
     assert!(store.steps_done_twice().await.unwrap().is_empty(), "each step is recorded done once");
     let stats = store.queue_stats(later).await.unwrap();
     assert_eq!((stats.depth, stats.running), (0, 0));
+});
+
+store_test!(the_database_refuses_a_seat_held_twice_or_beside_its_whole_instance, |store: Store| async move {
+    // Straight to the store, past placement: each database's guarantee itself (migration 0017).
+    let engine = seeded(store, SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO }).await;
+    let store = &engine.store;
+    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
+    let slot = store.list_gpu_slots().await.unwrap().into_iter().map(|(g, _)| g).find(|g| g.instance_seats.is_some());
+    let slot = slot.expect("the demo time-slices one A100 node's MIG instances");
+    let piece =
+        |slice_lo, slice_hi, seat| Placed { node_id: slot.node_id, gpu_id: slot.gpu_id, slice_lo, slice_hi, seat };
+    let write_of = |offering: &str, pieces: Vec<Placed>| {
+        let mut r = booking(t, u, slot.node_id, slot.gpu_id, 10, 12);
+        r.offering_id = offering.into();
+        r.quantity = pieces.len() as u32;
+        r.allocations = pieces;
+        r
+    };
+    let write = |pieces| write_of("a100-3g.40gb-seat", pieces);
+    store.insert_booking(&write(vec![piece(0, 3, Some(1))]), None, None, now()).await.unwrap();
+    for (pieces, why) in [
+        (vec![piece(0, 3, Some(1))], "the same seat"),
+        (vec![piece(0, 3, None)], "the whole instance"),
+        (vec![piece(2, 3, None)], "a slice of it"),
+    ] {
+        match store.insert_booking(&write(pieces), None, None, now()).await {
+            Err(EngineError::Store(err)) => assert!(is_overlap(&err), "{why}: {err}"),
+            other => panic!("{why} beside a seat: {other:?}"),
+        }
+    }
+    // Another seat of the instance, and the other instance whole, are not in its way.
+    store.insert_booking(&write(vec![piece(0, 3, Some(0))]), None, None, now()).await.unwrap();
+    store.insert_booking(&write_of("a100-3g.40gb", vec![piece(4, 7, None)]), None, None, now()).await.unwrap();
+    assert!(store.overlapping_allocations().await.unwrap().is_empty());
 });

@@ -14,7 +14,7 @@ use crate::pages::CARD;
 use leptos::prelude::*;
 use std::collections::BTreeSet;
 use tenantry_domain::fleet::{AdmitInput, NodeSummary, PlacementInput, ReconcileReport, TimeSlicingInput};
-use tenantry_domain::NodeState;
+use tenantry_domain::{MigProfile, NodeState};
 
 const INPUT: &str = "mt-1 block w-full rounded-md border border-slate-300 bg-white px-3 py-2 text-sm \
                      dark:border-slate-700 dark:bg-slate-800";
@@ -38,6 +38,8 @@ pub struct Enrollment {
     force: RwSignal<bool>,
     slice_host: RwSignal<String>,
     slice_seats: RwSignal<String>,
+    /// Blank: the GPUs outside MIG mode; a MIG profile: its instances on the GPUs in MIG mode.
+    slice_profile: RwSignal<String>,
 }
 
 impl Enrollment {
@@ -61,6 +63,7 @@ impl Enrollment {
             force: RwSignal::new(false),
             slice_host: RwSignal::new(String::new()),
             slice_seats: RwSignal::new(String::new()),
+            slice_profile: RwSignal::new(String::new()),
         }
     }
 
@@ -77,10 +80,16 @@ impl Enrollment {
         self.retire_host.set(hostname.to_owned());
     }
 
-    /// Puts a node and its seats per GPU (blank when not time-sliced) in the time-slicing form.
+    /// Puts a node and its seats per GPU (blank when not time-sliced) in the time-slicing form;
+    /// for a node in MIG mode, the profile whose instances are time-sliced and their seats.
     pub fn time_slice(self, node: &NodeSummary) {
         self.slice_host.set(node.hostname.clone());
-        self.slice_seats.set(node.seats_per_gpu.map(|s| s.to_string()).unwrap_or_default());
+        let (seats, profile) = match node.instance_seats {
+            Some(per) => (Some(per.seats), per.profile.code().to_owned()),
+            None => (node.seats_per_gpu, String::new()),
+        };
+        self.slice_seats.set(seats.map(|s| s.to_string()).unwrap_or_default());
+        self.slice_profile.set(profile);
     }
 }
 
@@ -475,9 +484,10 @@ pub fn NodeForms(enrollment: Enrollment) -> impl IntoView {
         let seats = e.slice_seats.get_untracked();
         // Blank stops time-slicing; anything else goes to the server, which names a wrong number.
         let seats_per_gpu = (!seats.trim().is_empty()).then(|| seats.trim().parse().unwrap_or(0));
+        let mig_profile = Some(e.slice_profile.get_untracked()).filter(|p| !p.is_empty());
         e.command.dispatch(FleetAction::TimeSlice(
             e.slice_host.get_untracked().trim().to_owned(),
-            TimeSlicingInput { seats_per_gpu },
+            TimeSlicingInput { seats_per_gpu, mig_profile },
         ));
     };
     view! {
@@ -527,11 +537,32 @@ pub fn NodeForms(enrollment: Enrollment) -> impl IntoView {
                     "Time-slice a node's GPUs"
                 </h2>
                 <p class="mb-2 text-sm text-slate-600 dark:text-slate-400">
-                    "Its GPUs outside MIG mode become 2 to 7 seats each, booked through shared offerings with as many seats. \
-                     Seats share a GPU's memory and faults. Leave the seats blank to stop. Refused while anything holds the node's GPUs."
+                    "Its GPUs outside MIG mode become 2 to 7 seats each, booked through shared offerings with as many seats; \
+                     or, with a MIG profile, each instance of that profile on its GPUs in MIG mode becomes 2 to 6 seats. \
+                     Seats share a GPU's (or instance's) memory and faults. Leave the seats blank to stop. Refused while \
+                     anything holds those GPUs."
                 </p>
-                <div class="grid gap-2 sm:grid-cols-2">
-                    {field("Node", e.slice_host, "slice-host")} {field("Seats per GPU", e.slice_seats, "slice-seats")}
+                <div class="grid gap-2 sm:grid-cols-3">
+                    {field("Node", e.slice_host, "slice-host")} {field("Seats each", e.slice_seats, "slice-seats")}
+                    <label class="block text-sm font-medium">
+                        "What"
+                        <select
+                            class=INPUT
+                            data-testid="slice-profile"
+                            prop:value=move || e.slice_profile.get()
+                            on:change=move |ev| e.slice_profile.set(event_target_value(&ev))
+                        >
+                            <option value="">"GPUs outside MIG mode"</option>
+                            {MigProfile::ALL
+                                .iter()
+                                .map(|p| {
+                                    view! {
+                                        <option value=p.code()>{format!("{} MIG instances", p.code())}</option>
+                                    }
+                                })
+                                .collect_view()}
+                        </select>
+                    </label>
                 </div>
                 <button type="submit" class=format!("{BUTTON} mt-3") data-testid="slice-submit">
                     "Save seats"

@@ -402,6 +402,9 @@ fn DomainTable(
                         .map(|n| {
                             let mig = (n.mig_gpus > 0).then(|| format!(" · MIG on {}", n.mig_gpus));
                             let seats = n.seats_per_gpu.map(|s| format!(" · {s} seats each"));
+                            let instance_seats = n
+                                .instance_seats
+                                .map(|p| format!(" · {} instances {} seats each", p.profile.code(), p.seats));
                             view! {
                                 <tr data-testid="fleet-node">
                                     <th scope="row" class="px-4 py-2 font-mono font-medium">
@@ -409,7 +412,7 @@ fn DomainTable(
                                     </th>
                                     <td class="hidden px-4 py-2 sm:table-cell">{n.rack.clone()}</td>
                                     <td class="px-4 py-2 whitespace-nowrap">
-                                        {format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}{seats}
+                                        {format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}{seats}{instance_seats}
                                     </td>
                                     <td class="hidden px-4 py-2 md:table-cell">
                                         {format!("{} cores / {} GB / {} TB", n.cpu_cores, n.memory_gb, n.nvme_tb)}
@@ -546,6 +549,7 @@ mod tests {
             gpu_count: 8,
             mig_gpus: 0,
             seats_per_gpu: None,
+            instance_seats: None,
             cpu_cores: 1,
             memory_gb: 1,
             nvme_tb: 1,

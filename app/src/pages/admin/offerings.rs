@@ -524,6 +524,8 @@ fn CreateForm(regions: Vec<String>, actions: Actions) -> impl IntoView {
     let model = RwSignal::new(GpuModel::H100Sxm80.code().to_owned());
     let profile = RwSignal::new(MigProfile::G1_10.code().to_owned());
     let seats = RwSignal::new("4".to_owned());
+    // A shared offering's seats: of whole GPUs (blank) or of MIG instances of a profile.
+    let seat_profile = RwSignal::new(String::new());
     let reserved = RwSignal::new(String::new());
     let on_demand = RwSignal::new(String::new());
     let description = RwSignal::new(String::new());
@@ -537,7 +539,11 @@ fn CreateForm(regions: Vec<String>, actions: Actions) -> impl IntoView {
             name: name.get_untracked(),
             grain: grain.get_untracked(),
             gpu_model: model.get_untracked(),
-            mig_profile: mig.then(|| profile.get_untracked()),
+            mig_profile: if mig {
+                Some(profile.get_untracked())
+            } else {
+                Some(seat_profile.get_untracked()).filter(|p| shared && !p.is_empty())
+            },
             // A number the server checks (2 to 7); anything else is sent as 0, which it names.
             seats_per_gpu: shared.then(|| seats.get_untracked().trim().parse().unwrap_or(0)),
             reserved_cents_per_hour: reserved.get_untracked().trim().parse().unwrap_or(-1),
@@ -623,7 +629,22 @@ fn CreateForm(regions: Vec<String>, actions: Actions) -> impl IntoView {
                 </div>
                 <div class:hidden=move || {
                     grain.get() != Grain::Shared.code()
-                }>{text("Seats per GPU (2 to 7)", seats, "offering-seats", "number")}</div>
+                }>{text("Seats per GPU (2 to 7) or instance (2 to 6)", seats, "offering-seats", "number")}</div>
+                <label class="block text-sm" class:hidden=move || grain.get() != Grain::Shared.code()>
+                    "Seats of"
+                    <select
+                        class=INPUT
+                        data-testid="offering-seat-profile"
+                        prop:value=move || seat_profile.get()
+                        on:change=move |ev| seat_profile.set(event_target_value(&ev))
+                    >
+                        <option value="">"whole GPUs"</option>
+                        {MigProfile::ALL
+                            .iter()
+                            .map(|p| view! { <option value=p.code()>{format!("{} MIG instances", p.code())}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
                 {text("Reserved (cents per unit-hour)", reserved, "offering-reserved", "number")}
                 {text("On demand (cents per unit-hour)", on_demand, "offering-on-demand", "number")}
                 {text("Description", description, "offering-description", "text")}

@@ -42,9 +42,9 @@ use cli::{format_time, parse_records, parse_time, tres_count, SlurmCli, GPU_TRES
 use futures::StreamExt;
 use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Cap, Desired, Names, ReservationSpec};
 use std::collections::{BTreeMap, BTreeSet};
-use tenantry_domain::fleet::{InventoryNode, NodeState};
-use tenantry_domain::offering::GPU_SHARES;
-use tenantry_domain::provisioning::{fabric_of, AcceptanceReport, AcceptanceRules, MigGpuConfig};
+use tenantry_domain::fleet::{InventoryNode, NodeState, TimeSlicing};
+use tenantry_domain::offering::{InstanceSeats, GPU_SHARES};
+use tenantry_domain::provisioning::{fabric_of, profile_for_width, AcceptanceReport, AcceptanceRules, MigGpuConfig};
 use tenantry_domain::reservation::{Orchestrator, Workload};
 use tenantry_domain::GpuModel;
 
@@ -919,38 +919,57 @@ impl FleetDriver for SlurmDriver {
     /// enough shards for its GPUs' seats, and says how the team's jobs use a seat.
     async fn apply_time_slicing(&self, _: &EffectKey, node: &NodeTarget) -> DriverResult<String> {
         let per_gpu = node.seats.iter().map(|s| s.seats_per_gpu).max().unwrap_or(0);
-        if let Some(problem) = self.time_slicing_problem(&node.hostname, per_gpu).await? {
+        // Seats of time-sliced MIG instances need their instances' shards; others, their GPUs'.
+        let instance = node.seats.iter().find_map(|s| s.instance);
+        let profile = instance.and_then(|(lo, hi)| profile_for_width(hi.saturating_sub(lo)));
+        let slicing = match profile {
+            Some(profile) => TimeSlicing::Instances(Some(InstanceSeats { profile, seats: per_gpu })),
+            None => TimeSlicing::Gpus(Some(per_gpu)),
+        };
+        if let Some(problem) = self.time_slicing_problem(&node.hostname, slicing).await? {
             return Err(DriverError { message: problem, transient: false });
         }
+        let of = profile.map_or_else(|| "a GPU".to_owned(), |p| format!("a {} MIG instance", p.code()));
         Ok(format!(
-            "{}: {per_gpu} gres/shard a GPU; the team's jobs ask --gres=shard:1 for each seat held ({})",
+            "{}: {per_gpu} gres/shard {of}; the team's jobs ask --gres=shard:1 for each seat held ({})",
             node.hostname,
             node.seats.len()
         ))
     }
 
-    /// A node can be time-sliced when it declares a shard and has a core for every seat of its
-    /// GPUs (each seat booking holds a core of it in Slurm), and the cluster counts shards, so
-    /// each booking's account can be capped at its seats.
-    async fn time_slicing_problem(&self, hostname: &str, seats_per_gpu: u8) -> DriverResult<Option<String>> {
+    /// A node can be time-sliced when it declares a shard for every seat and has a core for
+    /// every seat (each seat booking holds a core of it in Slurm), and the cluster counts
+    /// shards, so each booking's account can be capped at its seats. A GPU's seats are its own,
+    /// or, for time-sliced MIG instances, every instance of the profile times its seats.
+    async fn time_slicing_problem(&self, hostname: &str, slicing: TimeSlicing) -> DriverResult<Option<String>> {
         let record = self.node_record(hostname).await?;
         let gres = record.get("Gres").cloned().unwrap_or_default();
         let shards = shards_of(&gres);
-        let gpus = gpus_of(&gres, &self.config.gpu_types).map_or(0, |(_, count, _)| count);
-        let needed = gpus * u32::from(seats_per_gpu);
+        let (all, mig) = gpus_of(&gres, &self.config.gpu_types).map_or((0, 0), |(_, all, mig)| (all, mig));
+        let (gpus, per_gpu, how) = match slicing {
+            TimeSlicing::Gpus(Some(seats)) => {
+                (all - mig, u32::from(seats), format!("time-sliced into {seats} seats each"))
+            }
+            TimeSlicing::Instances(Some(per)) => (
+                mig,
+                per.per_gpu(),
+                format!("with their {} MIG instances time-sliced into {} seats each", per.profile.code(), per.seats),
+            ),
+            TimeSlicing::Gpus(None) | TimeSlicing::Instances(None) => return Ok(None),
+        };
+        let needed = gpus * per_gpu;
         if shards == 0 || shards < needed {
             return Ok(Some(format!(
-                "{hostname} declares {shards} gres/shard in Slurm for {gpus} GPU(s) time-sliced into {seats_per_gpu} \
-                 seats each; add shard to GresTypes in slurm.conf and Name=shard Count={needed} for {hostname} in \
-                 gres.conf, then reconfigure Slurm"
+                "{hostname} declares {shards} gres/shard in Slurm for {gpus} GPU(s) {how}; add shard to GresTypes \
+                 in slurm.conf and Name=shard Count={needed} for {hostname} in gres.conf, then reconfigure Slurm"
             )));
         }
         let cores = record.get("CPUTot").and_then(|c| c.parse::<u32>().ok()).unwrap_or(0);
         if cores < needed {
             return Ok(Some(format!(
                 "{hostname} has {cores} cores for {needed} seats: in Slurm every booking that shares a node holds at \
-                 least one of its cores, so time-slice it into at most {} seats a GPU",
-                cores / gpus.max(1)
+                 least one of its cores, so give it fewer seats ({} at most)",
+                cores
             )));
         }
         if !self.counts_shards().await? {
@@ -1150,31 +1169,38 @@ impl FleetDriver for SlurmDriver {
                 (gpus + j.gpus / nodes, seats + j.shards / nodes)
             });
         // Slurm says how many are busy, not which: the first ones held read busy.
-        Ok(node
-            .gpus
-            .iter()
-            .map(|(gpu, instance)| {
-                let pct = if node.seats.iter().any(|s| s.gpu_index == *gpu) {
-                    let width = instance.map_or(1, |(lo, hi)| u32::from(hi.saturating_sub(lo)).max(1));
-                    let used = width.min(busy_seats);
+        let mut samples = Vec::new();
+        for &(gpu_index, instance) in &node.gpus {
+            let sample = |seat, pct| GpuSample {
+                node_id: node.node_id,
+                gpu_index,
+                instance,
+                seat,
+                at,
+                utilization_pct: pct,
+                memory_pct: pct,
+            };
+            let instance_seats = node.instance_seats(gpu_index, instance);
+            if !instance_seats.is_empty() {
+                // Seats of a time-sliced MIG instance: one shard each.
+                for seat in instance_seats {
+                    let used = busy_seats.min(1);
                     busy_seats -= used;
-                    f64::from(used) * 100.0 / f64::from(width)
-                } else if busy_gpus > 0 {
-                    busy_gpus -= 1;
-                    100.0
-                } else {
-                    0.0
-                };
-                GpuSample {
-                    node_id: node.node_id,
-                    gpu_index: *gpu,
-                    instance: *instance,
-                    at,
-                    utilization_pct: pct,
-                    memory_pct: pct,
+                    samples.push(sample(Some(seat), f64::from(used) * 100.0));
                 }
-            })
-            .collect())
+            } else if node.seats.iter().any(|s| s.gpu_index == gpu_index) {
+                let width = instance.map_or(1, |(lo, hi)| u32::from(hi.saturating_sub(lo)).max(1));
+                let used = width.min(busy_seats);
+                busy_seats -= used;
+                samples.push(sample(None, f64::from(used) * 100.0 / f64::from(width)));
+            } else if busy_gpus > 0 {
+                busy_gpus -= 1;
+                samples.push(sample(None, 100.0));
+            } else {
+                samples.push(sample(None, 0.0));
+            }
+        }
+        Ok(samples)
     }
 }
 
