@@ -371,3 +371,67 @@ store_test!(racing_for_the_last_seats_of_mig_instances_never_gives_one_twice, |s
     assert_eq!((won, lost), (5, attempts - 5), "exactly the five free seats were booked");
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty(), "no seat is held twice");
 });
+
+store_test!(each_seat_of_a_mig_instance_is_set_up_and_metered_for_its_own_use, |store: Store| async move {
+    use tenantry_domain::provisioning::{Step, StepStatus};
+    let (engine, acme, globex, _, sliced) = a100_setup(store).await;
+    let booked = |who: Identity| {
+        let engine = engine.clone();
+        async move {
+            let input = crate::test_helpers::starting_now(INSTANCE_SEAT, 1, 2, "any");
+            engine.book(&who, &input, None, Utc::now()).await.unwrap().detail
+        }
+    };
+    let (mine, theirs) = (booked(acme.clone()).await, booked(globex.clone()).await);
+    let (a, b) = (&mine.allocations[0], &theirs.allocations[0]);
+    assert_eq!((&a.node, a.gpu_index, a.slice_lo), (&b.node, b.gpu_index, b.slice_lo), "one instance, two teams");
+    assert_eq!(a.node, sliced.hostname);
+    assert_ne!(a.seat, b.seat);
+    let ids = [mine.reservation.id, theirs.reservation.id];
+    for _ in 0..30 {
+        engine.run_due_jobs(Utc::now()).await.unwrap();
+        let state = |who: &Identity, id| {
+            let engine = engine.clone();
+            let tenant = who.tenant_id().unwrap();
+            async move { engine.store.reservation(tenant, id).await.unwrap().unwrap().state }
+        };
+        if state(&acme, ids[0]).await == tenantry_domain::ReservationState::Active
+            && state(&globex, ids[1]).await == tenantry_domain::ReservationState::Active
+        {
+            break;
+        }
+    }
+    // Provisioning laid out the instance and time-sliced it for the seat.
+    let events = engine.store.reservation_events(ids[0], 0).await.unwrap();
+    let layout = events.iter().find(|e| e.step == Step::MigLayout && e.status == StepStatus::Done).unwrap();
+    assert!(
+        layout.detail.contains("MIG instance on slices") && layout.detail.contains("4 replicas"),
+        "{}",
+        layout.detail
+    );
+
+    // Sampled for a minute: each holds a quarter of a 3g.40gb instance, measured on its own seat.
+    let at = mine.reservation.start + Duration::minutes(1);
+    assert_eq!(engine.sample_usage(at, 60).await.unwrap(), 2);
+    let use_of = |who: Identity, id: i64| {
+        let engine = engine.clone();
+        async move {
+            let overview = engine.chargeback_overview(&who, &Default::default(), at).await.unwrap();
+            overview.reservations.into_iter().find(|r| r.reservation_id == id).unwrap().usage
+        }
+    };
+    let seat = 3.0 / 7.0 / 4.0;
+    let (mine_used, theirs_used) = (use_of(acme, ids[0]).await, use_of(globex, ids[1]).await);
+    for usage in [mine_used, theirs_used] {
+        assert!((usage.sampled_gpu_hours() - seat / 60.0).abs() < 1e-12, "a seat for a minute: {usage:?}");
+    }
+    assert_ne!(mine_used.utilization_pct(), theirs_used.utilization_pct(), "each seat is measured on its own");
+    let gauges = engine.gauges(at).await.unwrap();
+    for team in ["acme", "globex"] {
+        assert!(
+            gauges.reserved_gpus_by_tenant.iter().any(|(t, g)| t == team && (*g - seat).abs() < 1e-9),
+            "{:?}",
+            gauges.reserved_gpus_by_tenant
+        );
+    }
+});

@@ -32,6 +32,9 @@ pub fn node_line(n: &NodeSummary) -> String {
     if let Some(seats) = n.seats_per_gpu {
         text.push_str(&format!("\ttime-sliced into {seats} seats a GPU"));
     }
+    if let Some(per) = n.instance_seats {
+        text.push_str(&format!("\t{} MIG instances time-sliced into {} seats each", per.profile.code(), per.seats));
+    }
     if let Some(since) = n.missing_since {
         text.push_str(&format!("\tmissing since {}", since.format("%Y-%m-%d %H:%M UTC")));
     }

@@ -52,10 +52,11 @@ pub struct CreateArgs {
     /// e.g. H100-SXM-80GB, A100-80GB, L40S-48GB, H200-141GB.
     #[arg(long)]
     pub gpu_model: String,
-    /// With grain mig: the profile (e.g. 1g.10gb).
+    /// With grain mig: the profile (e.g. 1g.10gb). With grain shared: sell seats of this
+    /// profile's time-sliced MIG instances instead of whole GPUs'.
     #[arg(long)]
     pub mig_profile: Option<String>,
-    /// With grain shared: the seats each GPU is time-sliced into (2 to 7).
+    /// With grain shared: the seats each GPU (2 to 7) or MIG instance (2 to 6) is time-sliced into.
     #[arg(long)]
     pub seats_per_gpu: Option<i64>,
     /// The reserved rate, in cents per unit-hour.

@@ -248,6 +248,55 @@ app_test_with!(admins_time_slice_gpus_over_http_and_leads_book_seats, |app: Test
     assert_eq!((code, node["seats_per_gpu"].is_null()), (StatusCode::OK, true), "{node}");
 });
 
+app_test_with!(admins_time_slice_mig_instances_over_http_and_leads_book_their_seats, |app: TestApp| async move {
+    let admin = app.token("admin@tenantry.example").await;
+    let lead = app.token("lead@acme.example").await;
+    use chrono::{Duration, DurationRound, Utc};
+    let (_, nodes) = call(&app, "GET", "/admin/nodes?state=available", &admin, None).await;
+    let a100: Vec<&Value> =
+        nodes["items"].as_array().unwrap().iter().filter(|n| n["gpu_model"] == "A100-80GB").collect();
+    let sliced =
+        a100.iter().find(|n| n["instance_seats"].is_object()).expect("the demo time-slices an A100 node's instances");
+    assert_eq!(sliced["instance_seats"], json!({"profile": "3g.40gb", "seats": 4}));
+    let other = a100.iter().find(|n| n["instance_seats"].is_null()).expect("and leaves the others whole");
+    let (sliced, other) = (sliced["hostname"].as_str().unwrap(), other["hostname"].as_str().unwrap());
+    let path = |host: &str| format!("/admin/nodes/{host}/time-slicing");
+    let instances = |seats: Value, profile: &str| json!({"seats_per_gpu": seats, "mig_profile": profile});
+
+    assert_eq!(
+        call(&app, "PUT", &path(other), &lead, Some(instances(json!(2), "1g.10gb"))).await.0,
+        StatusCode::FORBIDDEN
+    );
+    for (bad, says) in
+        [(instances(json!(7), "1g.10gb"), "2 to 6"), (instances(json!(2), "9g.90gb"), "not a MIG profile")]
+    {
+        let (code, body) = call(&app, "PUT", &path(other), &admin, Some(bad.clone())).await;
+        assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+        assert!(message(&body).contains(says), "{bad}: {body}");
+    }
+
+    // A lead books a seat of an instance, shown as such; the instances' seats cannot stop meanwhile.
+    let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(2);
+    let booking =
+        json!({"offering": "a100-3g.40gb-seat", "quantity": 2, "start": start, "end": start + Duration::hours(2)});
+    let (code, booked) = call(&app, "POST", "/reservations", &lead, Some(booking)).await;
+    assert_eq!(code, StatusCode::CREATED, "{booked}");
+    let first = &booked["allocations"][0];
+    assert_eq!((first["node"].as_str(), first["seats_per_gpu"].as_i64()), (Some(sliced), Some(4)));
+    assert!(
+        first["seat"].is_number() && first["slice_hi"].as_i64().unwrap() - first["slice_lo"].as_i64().unwrap() == 3
+    );
+    let (code, body) = call(&app, "PUT", &path(sliced), &admin, Some(instances(Value::Null, "3g.40gb"))).await;
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
+    assert!(message(&body).contains(&format!("#{}", booked["id"])), "{body}");
+
+    // Another node's 1g.10gb instances become two seats each, then whole again.
+    let (code, node) = call(&app, "PUT", &path(other), &admin, Some(instances(json!(2), "1g.10gb"))).await;
+    assert_eq!((code, &node["instance_seats"]), (StatusCode::OK, &json!({"profile": "1g.10gb", "seats": 2})), "{node}");
+    let (code, node) = call(&app, "PUT", &path(other), &admin, Some(instances(Value::Null, "1g.10gb"))).await;
+    assert_eq!((code, node["instance_seats"].is_null()), (StatusCode::OK, true), "{node}");
+});
+
 app_test_with!(the_admin_page_shows_enrollment, |app: TestApp| async move {
     app.engine.reconcile_fleet(None, chrono::Utc::now()).await.unwrap();
     let session = app.demo_session("admin@tenantry.example").await;
@@ -368,6 +417,9 @@ mod cli {
         let (_, out) = run(&engine, AdminCommand::Node { command: available }).await;
         let seats: Vec<&str> = out.lines().filter(|l| l.contains("time-sliced into 4 seats a GPU")).collect();
         assert!(seats.len() == 1 && seats[0].contains("L40S"), "the demo's time-sliced node says so: {out}");
+        let instances: Vec<&str> =
+            out.lines().filter(|l| l.contains("3g.40gb MIG instances time-sliced into 4 seats each")).collect();
+        assert!(instances.len() == 1 && instances[0].contains("A100"), "and its time-sliced MIG instances: {out}");
         let admit = NodeCommand::Admit { hostnames: vec!["new-h100-1".into()], all: false };
         let (result, out) = run(&engine, AdminCommand::Node { command: admit }).await;
         assert!(result.is_ok(), "{result:?}");

@@ -855,6 +855,67 @@ fn gpus_of(gres: &str, types: &[(String, GpuModel)]) -> Option<(GpuModel, u32, u
     model.map(|m| (m, whole + mig, mig))
 }
 
+/// Why a node whose Slurm record declares `gres` and `cores` cannot give `slicing`'s seats: a
+/// shard and a core for each (every booking that shares a node holds one of its cores). A GPU's
+/// seats are its own; time-sliced MIG instances need the node to declare instances of that
+/// profile (Slurm's MIG layout is its GRES configuration), each with its seats.
+fn slicing_problem(
+    hostname: &str,
+    gres: &str,
+    cores: u32,
+    slicing: TimeSlicing,
+    types: &[(String, GpuModel)],
+) -> Option<String> {
+    let shards = shards_of(gres);
+    let (all, mig) = gpus_of(gres, types).map_or((0, 0), |(_, all, mig)| (all, mig));
+    let (needed, what) = match slicing {
+        TimeSlicing::Gpus(Some(seats)) => {
+            let gpus = all - mig;
+            (gpus * u32::from(seats), format!("{gpus} GPU(s) time-sliced into {seats} seats each"))
+        }
+        TimeSlicing::Instances(Some(per)) => {
+            let profile = per.profile.code();
+            let instances = mig_instances_of(gres, profile);
+            if instances == 0 {
+                return Some(format!(
+                    "{hostname} declares no {profile} MIG instances in Slurm (its GRES: {gres}); time-slice the \
+                     profile its gres.conf declares"
+                ));
+            }
+            (
+                instances * u32::from(per.seats),
+                format!("{instances} {profile} MIG instance(s) time-sliced into {} seats each", per.seats),
+            )
+        }
+        TimeSlicing::Gpus(None) | TimeSlicing::Instances(None) => return None,
+    };
+    if shards < needed.max(1) {
+        return Some(format!(
+            "{hostname} declares {shards} gres/shard in Slurm for {what}; add shard to GresTypes in slurm.conf and \
+             Name=shard Count={needed} for {hostname} in gres.conf, then reconfigure Slurm"
+        ));
+    }
+    (cores < needed).then(|| {
+        format!(
+            "{hostname} has {cores} cores for {needed} seats: in Slurm every booking that shares a node holds at \
+             least one of its cores, so give it at most {cores} seats"
+        )
+    })
+}
+
+/// MIG instances of `profile` (e.g. `3g.40gb`) a node's GRES declares (`gpu:a100_3g.40gb:16`).
+fn mig_instances_of(gres: &str, profile: &str) -> u32 {
+    gres.split(',')
+        .filter_map(|entry| {
+            let entry = entry.split('(').next().unwrap_or(entry);
+            match entry.split(':').collect::<Vec<_>>().as_slice() {
+                ["gpu", kind, count] if kind.to_ascii_lowercase().ends_with(profile) => count.parse::<u32>().ok(),
+                _ => None,
+            }
+        })
+        .sum()
+}
+
 /// Shards a node's GRES declares (`shard:32` or `shard:l40s:32`, Slurm 22.05's GPU sharing):
 /// the seats of its time-sliced GPUs, all of them together.
 fn shards_of(gres: &str) -> u32 {
@@ -942,36 +1003,16 @@ impl FleetDriver for SlurmDriver {
     /// shards, so each booking's account can be capped at its seats. A GPU's seats are its own,
     /// or, for time-sliced MIG instances, every instance of the profile times its seats.
     async fn time_slicing_problem(&self, hostname: &str, slicing: TimeSlicing) -> DriverResult<Option<String>> {
+        if matches!(slicing, TimeSlicing::Gpus(None) | TimeSlicing::Instances(None)) {
+            return Ok(None);
+        }
         let record = self.node_record(hostname).await?;
         let gres = record.get("Gres").cloned().unwrap_or_default();
-        let shards = shards_of(&gres);
-        let (all, mig) = gpus_of(&gres, &self.config.gpu_types).map_or((0, 0), |(_, all, mig)| (all, mig));
-        let (gpus, per_gpu, how) = match slicing {
-            TimeSlicing::Gpus(Some(seats)) => {
-                (all - mig, u32::from(seats), format!("time-sliced into {seats} seats each"))
-            }
-            TimeSlicing::Instances(Some(per)) => (
-                mig,
-                per.per_gpu(),
-                format!("with their {} MIG instances time-sliced into {} seats each", per.profile.code(), per.seats),
-            ),
-            TimeSlicing::Gpus(None) | TimeSlicing::Instances(None) => return Ok(None),
-        };
-        let needed = gpus * per_gpu;
-        if shards == 0 || shards < needed {
-            return Ok(Some(format!(
-                "{hostname} declares {shards} gres/shard in Slurm for {gpus} GPU(s) {how}; add shard to GresTypes \
-                 in slurm.conf and Name=shard Count={needed} for {hostname} in gres.conf, then reconfigure Slurm"
-            )));
-        }
         let cores = record.get("CPUTot").and_then(|c| c.parse::<u32>().ok()).unwrap_or(0);
-        if cores < needed {
-            return Ok(Some(format!(
-                "{hostname} has {cores} cores for {needed} seats: in Slurm every booking that shares a node holds at \
-                 least one of its cores, so give it fewer seats ({} at most)",
-                cores
-            )));
+        if let Some(problem) = slicing_problem(hostname, &gres, cores, slicing, &self.config.gpu_types) {
+            return Ok(Some(problem));
         }
+        let shards = shards_of(&gres);
         if !self.counts_shards().await? {
             return Ok(Some(format!(
                 "this Slurm cluster does not count gres/shard, so a seat's jobs cannot be capped at their seats; add \
@@ -1213,6 +1254,28 @@ mod tests {
         assert_eq!(shards_of("gpu:l40s:8(S:0-1),shard:32(S:0-1)"), 32);
         assert_eq!(shards_of("gpu:l40s:8,shard:l40s:16,shard:l40s:16"), 32);
         assert_eq!(shards_of("gpu:h100:8"), 0, "no shards declared");
+    }
+
+    #[test]
+    fn time_slicing_needs_a_shard_and_a_core_for_every_seat_of_its_gpus_or_instances() {
+        use tenantry_domain::offering::{InstanceSeats, MigProfile};
+        let types = [("h100".to_owned(), GpuModel::H100Sxm80), ("a100".to_owned(), GpuModel::A100_80)];
+        let problem = |gres: &str, cores, slicing| slicing_problem("n1", gres, cores, slicing, &types);
+        let gpus = |n| TimeSlicing::Gpus(Some(n));
+        let instances = |profile, seats| TimeSlicing::Instances(Some(InstanceSeats { profile, seats }));
+        assert_eq!(problem("gpu:h100:8,shard:16", 16, gpus(2)), None);
+        assert!(problem("gpu:h100:8", 16, gpus(2)).unwrap().contains("declares 0 gres/shard"));
+        assert!(problem("gpu:h100:8,shard:16", 16, gpus(3)).unwrap().contains("Name=shard Count=24"));
+        assert!(problem("gpu:h100:8,shard:16", 8, gpus(2)).unwrap().contains("8 cores for 16 seats"));
+        // Two A100s with two 3g.40gb instances each: four instances, three seats each.
+        let mig = "gpu:a100_3g.40gb:4(S:0-1),shard:12";
+        assert_eq!(problem(mig, 16, instances(MigProfile::G3_40, 3)), None);
+        let more = problem(mig, 16, instances(MigProfile::G3_40, 4)).unwrap();
+        assert!(more.contains("4 3g.40gb MIG instance(s)") && more.contains("Count=16"), "{more}");
+        let other = problem(mig, 16, instances(MigProfile::G1_10, 2)).unwrap();
+        assert!(other.contains("declares no 1g.10gb MIG instances"), "{other}");
+        assert!(problem("gpu:h100:8,shard:16", 16, instances(MigProfile::G3_40, 2)).is_some(), "no MIG at all");
+        assert_eq!(problem("gpu:h100:8", 16, TimeSlicing::Gpus(None)), None, "stopping needs nothing");
     }
 
     #[test]
