@@ -82,7 +82,8 @@ app_test!(team_members_get_a_shape_with_its_reasons, |app: TestApp| async move {
     )
     .await;
     assert_eq!(kinds(&advice["chosen_warnings"]), ["top_tier_for_small_work"], "{advice}");
-    assert_eq!(advice["recommendation"]["offering"], "a100-1g.10gb");
+    // A seat of a time-sliced 3g.40gb instance (10 GB each, 18¢) undercuts a 1g.10gb slice (22¢).
+    assert_eq!(advice["recommendation"]["offering"], "a100-3g.40gb-seat", "{advice}");
 });
 
 app_test!(a_team_rate_changes_the_pick_for_that_team_only, |app: TestApp| async move {

@@ -27,7 +27,10 @@ app_test!(offerings_need_a_token_and_list_the_catalogue, |app: TestApp| async mo
     assert_eq!(status, StatusCode::OK);
     let items = json(&body)["items"].as_array().unwrap().clone();
     let ids: Vec<&str> = items.iter().map(|o| o["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb", "l40s-seat"]);
+    assert_eq!(
+        ids,
+        ["h100-node", "h100-gpu", "l40s-gpu", "a100-1g.10gb", "a100-3g.40gb", "l40s-seat", "a100-3g.40gb-seat"]
+    );
     let seat = &items[5];
     assert_eq!(
         (&seat["grain"], &seat["seats_per_gpu"], &seat["gpus_per_unit"]),
