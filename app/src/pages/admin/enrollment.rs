@@ -556,9 +556,7 @@ pub fn NodeForms(enrollment: Enrollment) -> impl IntoView {
                             {MigProfile::ALL
                                 .iter()
                                 .map(|p| {
-                                    view! {
-                                        <option value=p.code()>{format!("{} MIG instances", p.code())}</option>
-                                    }
+                                    view! { <option value=p.code()>{format!("{} MIG instances", p.code())}</option> }
                                 })
                                 .collect_view()}
                         </select>

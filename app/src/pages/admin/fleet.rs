@@ -412,7 +412,8 @@ fn DomainTable(
                                     </th>
                                     <td class="hidden px-4 py-2 sm:table-cell">{n.rack.clone()}</td>
                                     <td class="px-4 py-2 whitespace-nowrap">
-                                        {format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}{seats}{instance_seats}
+                                        {format!("{} × {}", n.gpu_count, n.gpu_model.code())}{mig}{seats}
+                                        {instance_seats}
                                     </td>
                                     <td class="hidden px-4 py-2 md:table-cell">
                                         {format!("{} cores / {} GB / {} TB", n.cpu_cores, n.memory_gb, n.nvme_tb)}

@@ -644,8 +644,7 @@ fn CreateForm(regions: Vec<String>, actions: Actions) -> impl IntoView {
                             .map(|p| view! { <option value=p.code()>{format!("{} MIG instances", p.code())}</option> })
                             .collect_view()}
                     </select>
-                </label>
-                {text("Reserved (cents per unit-hour)", reserved, "offering-reserved", "number")}
+                </label> {text("Reserved (cents per unit-hour)", reserved, "offering-reserved", "number")}
                 {text("On demand (cents per unit-hour)", on_demand, "offering-on-demand", "number")}
                 {text("Description", description, "offering-description", "text")}
             </div>
