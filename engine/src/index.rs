@@ -5,6 +5,7 @@
 //! a stale index can only make the calendar briefly wrong or a booking re-plan, never double-book.
 
 use crate::error::EngineResult;
+use crate::store::fleet::GpuTakes;
 use crate::store::Store;
 use chrono::{DateTime, Duration, Utc};
 use std::borrow::Cow;
@@ -232,8 +233,8 @@ impl AvailabilityIndex {
         }
         // A node's state may have changed too (drained, failed, restored, admitted, its GPUs
         // time-sliced), and its facts (moved to another region, resized after an admin accepted its inventory).
-        let schedulable: HashMap<i64, (bool, Option<u8>)> =
-            store.gpus_schedulable(gpu_ids).await?.into_iter().map(|(id, s, seats)| (id, (s, seats))).collect();
+        let schedulable: HashMap<i64, GpuTakes> =
+            store.gpus_schedulable(gpu_ids).await?.into_iter().map(|g| (g.gpu_id, g)).collect();
         if gpu_ids.iter().any(|id| !schedulable.contains_key(id)) || self.read(|s| !s.knows_all(gpu_ids)) {
             // GPUs came or went (a node enrolled, or its GPU count changed): start over.
             return self.rebuild(store, now).await;
@@ -244,10 +245,12 @@ impl AvailabilityIndex {
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             for gpu in state.gpus.iter_mut() {
-                // An admin may have time-sliced the GPU into seats, or stopped it.
-                if let Some(&(s, seats)) = schedulable.get(&gpu.gpu_id) {
-                    gpu.schedulable = s;
-                    gpu.seats = seats;
+                // An admin may have time-sliced the GPU (or its MIG instances) into seats, or
+                // stopped it.
+                if let Some(takes) = schedulable.get(&gpu.gpu_id) {
+                    gpu.schedulable = takes.schedulable;
+                    gpu.seats = takes.seats;
+                    gpu.instance_seats = takes.instance_seats;
                 }
                 // An admin may have moved the node to another fabric domain (on this instance or
                 // another): compact placement must see where it is now.

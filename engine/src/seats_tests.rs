@@ -353,6 +353,28 @@ store_test!(
         let node = refused(instances(Some(2), "1g.10gb"), other.hostname.clone()).await.unwrap();
         let per = node.instance_seats.unwrap();
         assert_eq!((per.profile.code(), per.seats), ("1g.10gb", 2));
+        // At once, on this running instance (its availability index follows the change).
+        let offering = tenantry_domain::offering::NewOffering {
+            id: "a100-1g-seat".into(),
+            name: "Half an A100 1g.10gb instance".into(),
+            grain: "shared".into(),
+            gpu_model: GpuModel::A100_80.code().into(),
+            mig_profile: Some("1g.10gb".into()),
+            seats_per_gpu: Some(2),
+            reserved_cents_per_hour: 12,
+            on_demand_cents_per_hour: 19,
+            regions: vec![],
+            description: String::new(),
+            options: Default::default(),
+        };
+        engine.create_offering(&admin, &offering, now).await.unwrap();
+        let seat = engine.book(&acme, &ask("a100-1g-seat", 1, hour(40), 2), None, now).await.unwrap().detail;
+        assert_eq!(seat.allocations[0].node, other.hostname);
+        assert_eq!(
+            (seat.allocations[0].slice_hi - seat.allocations[0].slice_lo, seat.allocations[0].seat.is_some()),
+            (1, true)
+        );
+        engine.cancel(&acme, seat.reservation.id, now).await.unwrap();
         let events = engine.audit_log(&admin, &tenantry_domain::audit::AuditFilter::default()).await.unwrap();
         assert!(events.iter().any(|e| e.action == "node.time_sliced" && e.detail.contains("1g.10gb MIG instances")));
         let stopped = refused(instances(None, "1g.10gb"), other.hostname.clone()).await.unwrap();

@@ -115,6 +115,16 @@ struct GpuSlotRow {
     region: String,
 }
 
+/// What new bookings a GPU takes now: whether it takes any, and how it is time-sliced (an admin
+/// may change both while the portal runs; the availability index follows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuTakes {
+    pub gpu_id: i64,
+    pub schedulable: bool,
+    pub seats: Option<u8>,
+    pub instance_seats: Option<InstanceSeats>,
+}
+
 /// A GPU's time-sliced MIG instances, from its `seat_profile` and `instance_seats` columns.
 pub(crate) fn instance_seats_of(profile: Option<&str>, seats: Option<i64>) -> Option<InstanceSeats> {
     Some(InstanceSeats { profile: profile?.parse().ok()?, seats: u8::try_from(seats?).ok()? })
@@ -326,13 +336,13 @@ impl Store {
 
 impl Store {
     /// Whether each of some GPUs may take new bookings now (its node's state and missing flag;
-    /// a removed GPU takes none), and the seats it is time-sliced into.
-    pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<(i64, bool, Option<u8>)>> {
-        let rows: Vec<(i64, String, bool, Option<i64>)> = on_pool!(self, |pool| {
+    /// a removed GPU takes none), and how it is time-sliced.
+    pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<GpuTakes>> {
+        let rows: Vec<(i64, String, bool, Option<i64>, Option<i64>, Option<String>)> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(concat!(
                 "select g.gpu_id, ",
                 node_state_sql!(),
-                ", n.missing_since is not null or g.removed_at is not null, g.seats
+                ", n.missing_since is not null or g.removed_at is not null, g.seats, g.instance_seats, g.seat_profile
                  from gpu g join node n on n.node_id = g.node_id where g.gpu_id in ("
             ));
             let mut list = q.separated(", ");
@@ -344,8 +354,11 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(id, state, gone, seats)| {
-                (id, takes_new_work(&state, gone), seats.and_then(|s| u8::try_from(s).ok()))
+            .map(|(gpu_id, state, gone, seats, instance_seats, profile)| GpuTakes {
+                gpu_id,
+                schedulable: takes_new_work(&state, gone),
+                seats: seats.and_then(|s| u8::try_from(s).ok()),
+                instance_seats: instance_seats_of(profile.as_deref(), instance_seats),
             })
             .collect())
     }
