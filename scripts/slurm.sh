@@ -13,7 +13,9 @@
 #   TENANTRY_SLURM_NODES   emulated nodes that run jobs, gpu001… (default 4; 8 GPUs, 16 cores each,
 #                          the last also declaring 16 gres/shard, 2 seats a GPU, for time-slicing
 #                          (each booking that shares a node holds at least one of its cores);
-#                          0: none, for a cluster of CLOUD nodes only)
+#                          0: none, for a cluster of CLOUD nodes only). Beside them one A100
+#                          node in MIG mode, mig001: two a100_3g.40gb instances and 8 shards
+#                          (four seats an instance), for time-sliced MIG instances
 #   TENANTRY_SLURM_CLOUD   extra powered-down (CLOUD) nodes for scale, cloud0001… (default 0): they
 #                          hold reservations but never run jobs
 #   TENANTRY_SLURM_DB      MariaDB database for accounting (default tenantry_slurm_acct)
@@ -44,6 +46,17 @@ DBD_PORT=$((PORT_BASE + 19))
 SLURMD_PORT0=$((PORT_BASE + 100))
 # The last emulated node also shares its GPUs as seats: gres/shard, 2 to a GPU (one a core).
 SHARDS=16
+# The emulated A100 in MIG mode: Slurm's MIG layout is its GRES, two 3g.40gb instances (one
+# device file each) and a shard for four seats of each.
+MIG_NODE=mig001
+MIG_GRES=gpu:a100_3g.40gb:2,shard:8
+# Every emulated node that runs jobs.
+all_nodes() {
+  local n
+  (( NODES > 0 )) || return 0
+  for n in $(seq 1 "$NODES"); do echo "$(node_name "$n")"; done
+  echo "$MIG_NODE"
+}
 
 say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31merror:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -77,7 +90,7 @@ start_munge() {
 
 write_config() {
   mkdir -p "$A"/{etc,state,log,run,dev} "$A"/spool
-  for i in 0 1 2 3 4 5 6 7; do
+  for i in 0 1 2 3 4 5 6 7 8 9; do
     [[ -e $A/dev/nvidia$i ]] || as_root mknod "$A/dev/nvidia$i" c 195 "$i"
   done
   local nodes=() n
@@ -133,6 +146,9 @@ CONF
       (( n == NODES )) && gres+=",shard:$SHARDS"
       echo "NodeName=$(node_name "$n") NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + n)) CPUs=16 RealMemory=2200000 TmpDisk=110000000 Gres=$gres Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
     done
+    if (( NODES > 0 )); then
+      echo "NodeName=$MIG_NODE NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + NODES + 1)) CPUs=16 RealMemory=1000000 TmpDisk=30000000 Gres=$MIG_GRES Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
+    fi
     if (( CLOUD > 0 )); then
       # Without it Slurm hides powered-down CLOUD nodes from `scontrol show node`, the inventory.
       echo "PrivateData=cloud"
@@ -146,6 +162,8 @@ CONF
     {
       echo "NodeName=gpu[001-$(printf '%03d' "$NODES")] Name=gpu Type=h100 File=$A/dev/nvidia[0-7]"
       echo "NodeName=$(node_name "$NODES") Name=shard Count=$SHARDS"
+      echo "NodeName=$MIG_NODE Name=gpu Type=a100_3g.40gb File=$A/dev/nvidia[8-9]"
+      echo "NodeName=$MIG_NODE Name=shard Count=8"
     } >"$A/etc/gres.conf"
   else
     : >"$A/etc/gres.conf"
@@ -194,7 +212,7 @@ wait_for() {
 others_on_ports() {
   local ours port
   ours=$(cat "$A"/run/*.pid 2>/dev/null || true)
-  for port in "$DBD_PORT" "$CTLD_PORT" $(seq $((SLURMD_PORT0 + 1)) $((SLURMD_PORT0 + NODES))); do
+  for port in "$DBD_PORT" "$CTLD_PORT" $(seq $((SLURMD_PORT0 + 1)) $((SLURMD_PORT0 + NODES + 1))); do
     ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2
   done | sort -u | grep -vxF -e "${ours:-none}" || true
 }
@@ -233,9 +251,8 @@ start() {
   else
     scontrol reconfigure >/dev/null
   fi
-  local n name
-  for n in $(seq 1 "$NODES"); do
-    name=$(node_name "$n")
+  local name
+  for name in $(all_nodes); do
     alive "$A/run/slurmd-$name.pid" && continue
     setsid slurmd -D -N "$name" >>"$A/log/slurmd-$name.out" 2>&1 < /dev/null &
   done
@@ -243,11 +260,13 @@ start() {
     say "Slurm is up (no emulated nodes): SLURM_CONF=$SLURM_CONF"
     return
   fi
-  say "waiting for $NODES nodes to answer"
+  local nodes
+  nodes=$(all_nodes | paste -sd,)
+  say "waiting for $((NODES + 1)) nodes to answer"
   for _ in $(seq 1 300); do
     local up
-    up=$(sinfo -h -N -n "gpu[001-$(printf '%03d' "$NODES")]" -o '%N %t' | grep -cvE 'down|unk|fail|drain' || true)
-    (( up >= NODES )) && { say "Slurm is up: SLURM_CONF=$SLURM_CONF"; return; }
+    up=$(sinfo -h -N -n "$nodes" -o '%N %t' | grep -cvE 'down|unk|fail|drain' || true)
+    (( up > NODES )) && { say "Slurm is up: SLURM_CONF=$SLURM_CONF"; return; }
     sleep 0.2
   done
   sinfo -N >&2

@@ -287,6 +287,58 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(reservation(&w.name(second)).await.is_none());
 });
 
+/// Checks on the running Slurm that two teams' seat bookings, `ours` (Acme's, `seats` of them)
+/// and `theirs` (one, Globex's), on `node` are capped at their shards and hold `cores` (their
+/// share of the node's cores, at least one); that
+/// `ours` is handed over saying how to use a seat, its job runs on a seat of `node`, and more
+/// seats or a whole GPU wait on the cap; and that Globex's people cannot use Acme's seats.
+async fn confined_to_seats(w: &World, lead: &Identity, bookings: [(i64, u32, u32); 2], node: &str) {
+    let [(ours, seats, _), (theirs, ..)] = bookings;
+    w.sync().await;
+    for (id, n, cores) in bookings {
+        let name = w.name(id);
+        let assoc =
+            slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={name}"), "format=user,grptres"])
+                .await
+                .unwrap();
+        assert!(assoc.lines().any(|l| l == format!("|gres/gpu=0,gres/shard={n}")), "{name}: {assoc}");
+        assert_eq!(reservation(&name).await.expect("Slurm holds it")["CoreCnt"], cores.to_string(), "{n} seat(s)");
+    }
+
+    // Handed over: the check ran on the seats, and the credentials say how to use one.
+    until_active(w, lead, ours).await;
+    let credential = w.engine.store.credential(ours).await.unwrap().unwrap();
+    assert!(credential.secret.contains("--gres=shard:1"), "{}", credential.secret);
+    assert!(credential.secret.contains(&format!("up to {seats} seat(s)")), "{}", credential.secret);
+
+    // Acme's job runs on its seat; a seat more, or a whole GPU, is more than it booked.
+    let account = format!("--account={}", w.name(ours));
+    let resv = format!("--reservation={}", w.name(ours));
+    let script = "echo $SLURMD_NODENAME $SLURM_SHARDS_ON_NODE";
+    let out =
+        as_user("ada", &["srun", &account, &resv, "--gres=shard:1", "-n1", "-t1", "bash", "-c", script]).await.unwrap();
+    assert_eq!(out.trim(), format!("{node} 1"));
+    for more in [format!("--gres=shard:{}", seats + 1), "--gres=gpu:1".to_owned()] {
+        let job = as_user("ada", &["sbatch", "--parsable", &account, &resv, &more, "-n1", "-t1", "--wrap", "true"])
+            .await
+            .unwrap();
+        let mut why = String::new();
+        for _ in 0..20 {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            why = slurm(&["squeue", "-h", "-j", job.trim(), "-o", "%T %r"]).await.unwrap();
+            if why.contains("AssocGrpGRES") {
+                break;
+            }
+        }
+        assert_eq!(why.trim(), "PENDING AssocGrpGRES", "{more}");
+        slurm(&["scancel", job.trim()]).await.unwrap();
+    }
+    // Globex's people cannot use Acme's seats.
+    let refused =
+        as_user("grace", &["sbatch", &account, &resv, "--gres=shard:1", "-n1", "-t1", "--wrap", "true"]).await;
+    assert!(refused.unwrap_err().contains("Invalid account"));
+}
+
 store_test!(seats_of_a_time_sliced_node_are_capped_at_their_shards_in_slurm, |store: Store| async move {
     use crate::error::EngineError;
     use tenantry_domain::fleet::TimeSlicingInput;
@@ -333,49 +385,10 @@ store_test!(seats_of_a_time_sliced_node_are_capped_at_their_shards_in_slurm, |st
     .await;
     assert_eq!(hosts(&w, ours).await, ["gpu004"]);
     assert_eq!(hosts(&w, theirs).await, ["gpu004"]);
-    w.sync().await;
-    for (id, cap, cores) in [(ours, "gres/gpu=0,gres/shard=3", "3"), (theirs, "gres/gpu=0,gres/shard=1", "1")] {
-        let name = w.name(id);
-        let assoc =
-            slurm(&["sacctmgr", "-n", "-P", "show", "assoc", &format!("account={name}"), "format=user,grptres"])
-                .await
-                .unwrap();
-        assert!(assoc.lines().any(|l| l == format!("|{cap}")), "{name}: {assoc}");
-        assert_eq!(reservation(&name).await.expect("Slurm holds it")["CoreCnt"], cores, "a core a seat");
-    }
-
-    // Handed over: the check ran on the seats, and the credentials say how to use one.
-    until_active(&w, &lead, ours).await;
-    let credential = w.engine.store.credential(ours).await.unwrap().unwrap();
-    assert!(credential.secret.contains("--gres=shard:1"), "{}", credential.secret);
-    assert!(credential.secret.contains("up to 3 seat(s)"), "{}", credential.secret);
-
-    // Acme's job runs on its seat; a fourth seat, or a whole GPU, is more than it booked.
+    // Half of one of gpu004's eight GPUs a seat: 16 cores × 1/16, so a core a seat.
+    confined_to_seats(&w, &lead, [(ours, 3, 3), (theirs, 1, 1)], "gpu004").await;
     let account = format!("--account={}", w.name(ours));
     let resv = format!("--reservation={}", w.name(ours));
-    let script = "echo $SLURMD_NODENAME $SLURM_SHARDS_ON_NODE";
-    let out =
-        as_user("ada", &["srun", &account, &resv, "--gres=shard:1", "-n1", "-t1", "bash", "-c", script]).await.unwrap();
-    assert_eq!(out.trim(), "gpu004 1");
-    for more in ["--gres=shard:4", "--gres=gpu:1"] {
-        let job = as_user("ada", &["sbatch", "--parsable", &account, &resv, more, "-n1", "-t1", "--wrap", "true"])
-            .await
-            .unwrap();
-        let mut why = String::new();
-        for _ in 0..20 {
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            why = slurm(&["squeue", "-h", "-j", job.trim(), "-o", "%T %r"]).await.unwrap();
-            if why.contains("AssocGrpGRES") {
-                break;
-            }
-        }
-        assert_eq!(why.trim(), "PENDING AssocGrpGRES", "{more}");
-        slurm(&["scancel", job.trim()]).await.unwrap();
-    }
-    // Globex's people cannot use Acme's seats.
-    let refused =
-        as_user("grace", &["sbatch", &account, &resv, "--gres=shard:1", "-n1", "-t1", "--wrap", "true"]).await;
-    assert!(refused.unwrap_err().contains("Invalid account"));
 
     // A seat that is busy reads busy, on its own: Acme's three seats with one job holding one
     // (its output goes nowhere: the team's user may not write where the tests run).
@@ -416,6 +429,51 @@ store_test!(seats_of_a_time_sliced_node_are_capped_at_their_shards_in_slurm, |st
     slurm(&["scancel", job.trim()]).await.unwrap();
     let pct: Vec<f64> = busy.iter().map(|s| s.utilization_pct).collect();
     assert_eq!(pct, [50.0, 0.0], "one seat of the two on GPU 0 busy, GPU 1's seat idle");
+});
+
+store_test!(seats_of_time_sliced_mig_instances_are_capped_at_their_shards_in_slurm, |store: Store| async move {
+    use crate::error::EngineError;
+    use tenantry_domain::fleet::TimeSlicingInput;
+    let Some(w) = world(store).await else { return };
+    let admin = who(&w.engine, "admin@tenantry.example").await;
+    let now = Utc::now();
+    // scripts/slurm.sh's mig001 is an A100 in MIG mode: its GRES declares two a100_3g.40gb
+    // instances and 8 shards. Instances it does not declare, or more seats than its shards,
+    // are refused at once, saying what to change.
+    let instances = |n, profile: &str| TimeSlicingInput { seats_per_gpu: Some(n), mig_profile: Some(profile.into()) };
+    for (node, slicing, says) in [
+        ("gpu001", instances(4, "3g.40gb"), "declares no 3g.40gb MIG instances"),
+        ("mig001", instances(4, "1g.10gb"), "declares no 1g.10gb MIG instances"),
+        ("mig001", instances(6, "3g.40gb"), "Name=shard Count=12"),
+    ] {
+        match w.engine.time_slice_node(&admin, node, &slicing, now).await {
+            Err(EngineError::Conflict(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("time-slicing {node}'s instances: {other:?}"),
+        }
+        assert_eq!(w.engine.fleet_node(&admin, node).await.unwrap().instance_seats, None, "nothing changed");
+    }
+    let node = w.engine.time_slice_node(&admin, "mig001", &instances(4, "3g.40gb"), now).await.unwrap();
+    assert_eq!(node.instance_seats.map(|s| (s.profile.code(), s.seats)), Some(("3g.40gb", 4)));
+
+    // The demo's `a100-3g.40gb-seat`: three seats for Acme fill one instance but one seat,
+    // which Globex's seat then takes.
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let other = who(&w.engine, "lead@globex.example").await;
+    let start = tenantry_domain::window::floor_minute(Utc::now());
+    let ours = book(&w, &lead, crate::test_helpers::ask("a100-3g.40gb-seat", 3, start, 2)).await;
+    let theirs = book(&w, &other, crate::test_helpers::ask("a100-3g.40gb-seat", 1, start, 2)).await;
+    assert_eq!(hosts(&w, ours).await, ["mig001"]);
+    assert_eq!(hosts(&w, theirs).await, ["mig001"]);
+    let mut held = w.engine.store.reservation_allocations(ours).await.unwrap();
+    held.extend(w.engine.store.reservation_allocations(theirs).await.unwrap());
+    let mut pieces: Vec<_> = held.iter().map(|(_, a)| (a.mig, a.slice_lo, a.slice_hi, a.seat)).collect();
+    pieces.sort_unstable();
+    let (lo, hi) = (pieces[0].1, pieces[0].2);
+    assert_eq!(hi - lo, 3, "a 3g.40gb instance: {pieces:?}");
+    assert_eq!(pieces, (0..4).map(|seat| (true, lo, hi, Some(seat))).collect::<Vec<_>>(), "four seats of one instance");
+    // A quarter of 3/7 of mig001's one GPU a seat: 16 cores × 9/28 for three seats is 5, and
+    // 16 × 3/28 is less than 2 for one.
+    confined_to_seats(&w, &lead, [(ours, 3, 5), (theirs, 1, 1)], "mig001").await;
 });
 
 store_test!(a_preemptible_reservation_cut_by_a_standard_booking_ends_early_in_slurm, |store: Store| async move {
