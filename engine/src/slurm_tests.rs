@@ -293,7 +293,7 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
 /// `ours` is handed over saying how to use a seat, its job runs on a seat of `node`, and more
 /// seats or a whole GPU wait on the cap; and that Globex's people cannot use Acme's seats.
 async fn confined_to_seats(w: &World, lead: &Identity, bookings: [(i64, u32, u32); 2], node: &str) {
-    let [(ours, seats, _), (theirs, ..)] = bookings;
+    let [(ours, seats, _), _] = bookings;
     w.sync().await;
     for (id, n, cores) in bookings {
         let name = w.name(id);

@@ -125,6 +125,16 @@ pub struct GpuTakes {
     pub instance_seats: Option<InstanceSeats>,
 }
 
+#[derive(sqlx::FromRow)]
+struct GpuTakesRow {
+    gpu_id: i64,
+    state: String,
+    gone: bool,
+    seats: Option<i64>,
+    instance_seats: Option<i64>,
+    seat_profile: Option<String>,
+}
+
 /// A GPU's time-sliced MIG instances, from its `seat_profile` and `instance_seats` columns.
 pub(crate) fn instance_seats_of(profile: Option<&str>, seats: Option<i64>) -> Option<InstanceSeats> {
     Some(InstanceSeats { profile: profile?.parse().ok()?, seats: u8::try_from(seats?).ok()? })
@@ -338,12 +348,12 @@ impl Store {
     /// Whether each of some GPUs may take new bookings now (its node's state and missing flag;
     /// a removed GPU takes none), and how it is time-sliced.
     pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<GpuTakes>> {
-        let rows: Vec<(i64, String, bool, Option<i64>, Option<i64>, Option<String>)> = on_pool!(self, |pool| {
+        let rows: Vec<GpuTakesRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(concat!(
                 "select g.gpu_id, ",
                 node_state_sql!(),
-                ", n.missing_since is not null or g.removed_at is not null, g.seats, g.instance_seats, g.seat_profile
-                 from gpu g join node n on n.node_id = g.node_id where g.gpu_id in ("
+                " as state, n.missing_since is not null or g.removed_at is not null as gone, g.seats, g.instance_seats,
+                 g.seat_profile from gpu g join node n on n.node_id = g.node_id where g.gpu_id in ("
             ));
             let mut list = q.separated(", ");
             for id in gpu_ids {
@@ -354,11 +364,11 @@ impl Store {
         });
         Ok(rows
             .into_iter()
-            .map(|(gpu_id, state, gone, seats, instance_seats, profile)| GpuTakes {
-                gpu_id,
-                schedulable: takes_new_work(&state, gone),
-                seats: seats.and_then(|s| u8::try_from(s).ok()),
-                instance_seats: instance_seats_of(profile.as_deref(), instance_seats),
+            .map(|r| GpuTakes {
+                gpu_id: r.gpu_id,
+                schedulable: takes_new_work(&r.state, r.gone),
+                seats: r.seats.and_then(|s| u8::try_from(s).ok()),
+                instance_seats: instance_seats_of(r.seat_profile.as_deref(), r.instance_seats),
             })
             .collect())
     }
