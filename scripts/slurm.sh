@@ -54,7 +54,7 @@ MIG_GRES=gpu:a100_3g.40gb:2,shard:8
 all_nodes() {
   local n
   (( NODES > 0 )) || return 0
-  for n in $(seq 1 "$NODES"); do echo "$(node_name "$n")"; done
+  for n in $(seq 1 "$NODES"); do node_name "$n"; done
   echo "$MIG_NODE"
 }
 
@@ -66,7 +66,7 @@ as_root() {
 }
 export SLURM_CONF="$A/etc/slurm.conf"
 
-node_name() { printf 'gpu%03d' "$1"; }
+node_name() { printf 'gpu%03d\n' "$1"; }
 
 install_packages() {
   command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v munged >/dev/null && return

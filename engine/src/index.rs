@@ -233,24 +233,24 @@ impl AvailabilityIndex {
         }
         // A node's state may have changed too (drained, failed, restored, admitted, its GPUs
         // time-sliced), and its facts (moved to another region, resized after an admin accepted its inventory).
-        let schedulable: HashMap<i64, GpuTakes> =
+        let takes: HashMap<i64, GpuTakes> =
             store.gpus_schedulable(gpu_ids).await?.into_iter().map(|g| (g.gpu_id, g)).collect();
-        if gpu_ids.iter().any(|id| !schedulable.contains_key(id)) || self.read(|s| !s.knows_all(gpu_ids)) {
+        if gpu_ids.iter().any(|id| !takes.contains_key(id)) || self.read(|s| !s.knows_all(gpu_ids)) {
             // GPUs came or went (a node enrolled, or its GPU count changed): start over.
             return self.rebuild(store, now).await;
         }
         let node_ids: Vec<i64> =
-            self.read(|s| s.gpus.iter().filter(|g| schedulable.contains_key(&g.gpu_id)).map(|g| g.node_id).collect());
+            self.read(|s| s.gpus.iter().filter(|g| takes.contains_key(&g.gpu_id)).map(|g| g.node_id).collect());
         let facts = store.node_facts(Some(&node_ids)).await?;
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             for gpu in state.gpus.iter_mut() {
                 // An admin may have time-sliced the GPU (or its MIG instances) into seats, or
                 // stopped it.
-                if let Some(takes) = schedulable.get(&gpu.gpu_id) {
-                    gpu.schedulable = takes.schedulable;
-                    gpu.seats = takes.seats;
-                    gpu.instance_seats = takes.instance_seats;
+                if let Some(current) = takes.get(&gpu.gpu_id) {
+                    gpu.schedulable = current.schedulable;
+                    gpu.seats = current.seats;
+                    gpu.instance_seats = current.instance_seats;
                 }
                 // An admin may have moved the node to another fabric domain (on this instance or
                 // another): compact placement must see where it is now.

@@ -287,11 +287,11 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(reservation(&w.name(second)).await.is_none());
 });
 
-/// Checks on the running Slurm that two teams' seat bookings, `ours` (Acme's, `seats` of them)
-/// and `theirs` (one, Globex's), on `node` are capped at their shards and hold `cores` (their
-/// share of the node's cores, at least one); that
-/// `ours` is handed over saying how to use a seat, its job runs on a seat of `node`, and more
-/// seats or a whole GPU wait on the cap; and that Globex's people cannot use Acme's seats.
+/// Checks on the running Slurm that two teams' seat bookings on `node`, each `(id, seats,
+/// cores)` (Acme's first, then Globex's), are capped at their shards and hold their cores
+/// (their share of the node's, at least one); that Acme's is handed over saying how to use a
+/// seat, its job runs on a seat of `node`, and more seats or a whole GPU wait on the cap; and
+/// that Globex's people cannot use Acme's seats.
 async fn confined_to_seats(w: &World, lead: &Identity, bookings: [(i64, u32, u32); 2], node: &str) {
     let [(ours, seats, _), _] = bookings;
     w.sync().await;
