@@ -301,7 +301,9 @@ impl Spans {
 fn units_on_free_gpu(slot: &GpuSlot, kind: &UnitKind) -> u32 {
     match kind.grain {
         Grain::Gpu => 1,
-        Grain::Mig if slot.mig => mig_fits(kind.profile(), slot.full_mask()).len() as u32,
+        Grain::Mig if slot.takes_instances_of(kind.profile()) => {
+            mig_fits(kind.profile(), slot.full_mask()).len() as u32
+        }
         Grain::Mig => 0,
         Grain::Shared if kind.seat_fits(slot) => match kind.instance_seats() {
             Some(per) => per.per_gpu(),
@@ -317,7 +319,7 @@ fn units_with_held(slot: &GpuSlot, kind: &UnitKind, held: &[Piece]) -> u32 {
     let free = slot.full_mask() & !busy;
     match kind.grain {
         Grain::Gpu => u32::from(free == slot.full_mask()),
-        Grain::Mig if slot.mig => mig_fits(kind.profile(), free).len() as u32,
+        Grain::Mig if slot.takes_instances_of(kind.profile()) => mig_fits(kind.profile(), free).len() as u32,
         Grain::Shared if kind.seat_fits(slot) => match kind.instance_seats() {
             Some(per) => free_instance_seats(per, held),
             None => free.count_ones(),
@@ -505,7 +507,7 @@ pub fn earliest_fit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::offering::InstanceSeats;
+    use crate::offering::{InstanceSeats, MigProfiles};
     use crate::placement::max_quantity;
     use crate::reservation::Placement;
     use crate::{GpuModel, MigProfile};
@@ -538,7 +540,9 @@ mod tests {
     /// A random small fleet: nodes of 2 GPUs, whole, in MIG mode, time-sliced into four seats or
     /// in MIG mode with 2g.20gb instances time-sliced into three seats, some unschedulable.
     fn fleet() -> impl Strategy<Value = Vec<GpuSlot>> {
-        prop::collection::vec((0u8..4, prop::bool::weighted(0.9), 0i64..3), 1..5).prop_map(|nodes| {
+        // Modes: whole GPUs, MIG, time-sliced, time-sliced MIG instances, and MIG with the
+        // layout fixed to 3g.40gb instances (as Slurm's gres.conf fixes it).
+        prop::collection::vec((0u8..5, prop::bool::weighted(0.9), 0i64..3), 1..5).prop_map(|nodes| {
             nodes
                 .into_iter()
                 .enumerate()
@@ -548,9 +552,14 @@ mod tests {
                         node_id: n as i64,
                         fabric_domain_id: domain,
                         gpu_model: GpuModel::A100_80,
-                        mig: mode == 1 || mode == 3,
+                        mig: matches!(mode, 1 | 3 | 4),
                         seats: (mode == 2).then_some(4),
                         instance_seats: (mode == 3).then_some(INSTANCE_SEATS),
+                        mig_profiles: if mode == 4 {
+                            [MigProfile::G3_40].into_iter().collect()
+                        } else {
+                            MigProfiles::ANY
+                        },
                         schedulable,
                     })
                 })
@@ -776,6 +785,7 @@ mod tests {
                 mig: false,
                 seats: None,
                 instance_seats: None,
+                mig_profiles: MigProfiles::ANY,
                 schedulable: true,
             })
             .collect()

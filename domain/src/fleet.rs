@@ -1,6 +1,7 @@
 //! The fleet: region → fabric domain → rack → node → GPU → slice. A MIG-capable GPU in MIG mode
 //! has seven compute slices; any other GPU has one. The slice is the atom of allocation.
 
+use crate::offering::MigProfile;
 use crate::provisioning::{JobKind, Step};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -101,6 +102,10 @@ pub struct InventoryNode {
     /// GPUs in MIG mode (the first `mig` GPUs by index).
     #[serde(default)]
     pub mig: u32,
+    /// The MIG profiles the fleet fixes those GPUs' instances to (Slurm: the MIG GRES types its
+    /// gres.conf declares); empty when the driver lays instances out for each booking (any).
+    #[serde(default)]
+    pub mig_profiles: Vec<MigProfile>,
     pub memory_gb: u32,
     pub nvme_tb: u32,
     pub cpu_cores: u32,
@@ -137,6 +142,9 @@ impl InventoryNode {
         if self.mig > 0 && !self.gpu_model.mig_capable() {
             return Some(format!("{}: {} cannot run MIG", self.hostname, self.gpu_model));
         }
+        if self.mig == 0 && !self.mig_profiles.is_empty() {
+            return Some(format!("{}: MIG profiles declared but no GPU in MIG mode", self.hostname));
+        }
         None
     }
 
@@ -154,6 +162,8 @@ impl InventoryNode {
         push("gpu_model", accepted.gpu_model.code().to_owned(), self.gpu_model.code().to_owned());
         push("gpu_count", accepted.gpu_count.to_string(), self.gpu_count.to_string());
         push("mig", accepted.mig.to_string(), self.mig.to_string());
+        let codes = |profiles: &[MigProfile]| profiles.iter().map(|p| p.code()).collect::<Vec<_>>().join(",");
+        push("mig_profiles", codes(&accepted.mig_profiles), codes(&self.mig_profiles));
         push("memory_gb", accepted.memory_gb.to_string(), self.memory_gb.to_string());
         push("nvme_tb", accepted.nvme_tb.to_string(), self.nvme_tb.to_string());
         push("cpu_cores", accepted.cpu_cores.to_string(), self.cpu_cores.to_string());
@@ -187,7 +197,7 @@ pub type PlacementPins = std::collections::BTreeMap<String, Option<String>>;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FactChange {
-    /// `gpu_model`, `gpu_count`, `mig`, `memory_gb`, `nvme_tb`, `cpu_cores`, `driver_branches`,
+    /// `gpu_model`, `gpu_count`, `mig`, `mig_profiles`, `memory_gb`, `nvme_tb`, `cpu_cores`, `driver_branches`,
     /// `region`, `fabric_domain` or `rack`.
     pub field: String,
     pub accepted: String,
@@ -487,6 +497,10 @@ pub struct NodeSummary {
     pub gpu_count: u32,
     /// GPUs of this node partitioned with MIG.
     pub mig_gpus: u32,
+    /// The MIG profiles its fleet fixes those GPUs' instances to (Slurm's gres.conf); empty when
+    /// the fleet driver lays instances out for each booking.
+    #[serde(default)]
+    pub mig_profiles: Vec<MigProfile>,
     /// The seats its GPUs outside MIG mode are time-sliced into (an admin's setting); none when
     /// they are not time-sliced.
     #[serde(default)]
@@ -633,6 +647,7 @@ mod tests {
             gpu_model: GpuModel::H100Sxm80,
             gpu_count: 8,
             mig: 0,
+            mig_profiles: Vec::new(),
             memory_gb: 2048,
             nvme_tb: 30,
             cpu_cores: 224,

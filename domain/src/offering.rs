@@ -110,6 +110,38 @@ impl MigProfile {
     }
 }
 
+/// The MIG profiles a fleet fixes a node's instances to, as a set; empty when the fleet driver
+/// lays instances out for each booking (the simulated fleet), so any profile fits. Slurm's MIG
+/// layout is its gres.conf: a node that declares only `a100_3g.40gb` instances cannot give a
+/// 1g.10gb slice, and a job capped at one `gres/gpu` would get a whole 3g.40gb instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MigProfiles(u8);
+
+impl MigProfiles {
+    /// No profile fixed: any fits.
+    pub const ANY: MigProfiles = MigProfiles(0);
+
+    fn bit(profile: MigProfile) -> u8 {
+        1 << MigProfile::ALL.iter().position(|p| *p == profile).unwrap_or(0)
+    }
+
+    /// Whether an instance of `profile` can be placed: the set is empty, or holds it.
+    pub fn allows(self, profile: MigProfile) -> bool {
+        self.0 == 0 || self.0 & Self::bit(profile) != 0
+    }
+
+    /// The fixed profiles, smallest first; empty for [`MigProfiles::ANY`].
+    pub fn profiles(self) -> Vec<MigProfile> {
+        MigProfile::ALL.iter().copied().filter(|p| self.0 & Self::bit(*p) != 0).collect()
+    }
+}
+
+impl FromIterator<MigProfile> for MigProfiles {
+    fn from_iter<I: IntoIterator<Item = MigProfile>>(profiles: I) -> Self {
+        MigProfiles(profiles.into_iter().fold(0, |set, p| set | Self::bit(p)))
+    }
+}
+
 /// A GPU quantity counted exactly, in [`GPU_SHARES`]ths of a GPU, so fractions never go through
 /// floating point: a whole GPU is 840, a 3g.40gb MIG slice (three sevenths) is 360, a seat of a
 /// GPU time-sliced four ways is 210, an 8-GPU node is 6,720.

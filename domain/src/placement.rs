@@ -11,7 +11,7 @@
 //! domain.
 
 use crate::fleet::{GpuModel, MIG_SLICES};
-use crate::offering::{GpuShares, Grain, InstanceSeats, MigProfile, GPU_SHARES};
+use crate::offering::{GpuShares, Grain, InstanceSeats, MigProfile, MigProfiles, GPU_SHARES};
 use crate::reservation::Placement;
 use crate::window::Window;
 use std::collections::BTreeMap;
@@ -30,11 +30,19 @@ pub struct GpuSlot {
     pub seats: Option<u8>,
     /// In MIG mode: its instances of one profile time-sliced into seats.
     pub instance_seats: Option<InstanceSeats>,
+    /// In MIG mode: the profiles its fleet fixes its instances to (Slurm's gres.conf), or any.
+    pub mig_profiles: MigProfiles,
     /// False when the node is failed, in maintenance or draining.
     pub schedulable: bool,
 }
 
 impl GpuSlot {
+    /// Whether MIG instances of `profile` can be made on this GPU: it is in MIG mode, and its
+    /// fleet lets its instances take that profile.
+    pub fn takes_instances_of(&self, profile: MigProfile) -> bool {
+        self.mig && self.mig_profiles.allows(profile)
+    }
+
     pub fn slice_count(&self) -> u8 {
         slice_count(self.mig, self.seats)
     }
@@ -475,7 +483,13 @@ pub(crate) fn mig_fits(profile: MigProfile, mut free: u8) -> Vec<u8> {
 }
 
 fn mig_units(nodes: &BTreeMap<i64, Vec<Candidate>>, profile: MigProfile, limit: u32) -> Vec<Vec<Placed>> {
-    let fits = |c: &Candidate| if c.slot.mig { mig_fits(profile, c.free).len() as u32 } else { 0 };
+    let fits = |c: &Candidate| {
+        if c.slot.takes_instances_of(profile) {
+            mig_fits(profile, c.free).len() as u32
+        } else {
+            0
+        }
+    };
     let mut out = Vec::new();
     for (node_id, gpus) in best_fit_nodes(nodes, fits) {
         // Within a node, the fullest GPU first.
@@ -615,6 +629,7 @@ mod tests {
                     mig,
                     seats: None,
                     instance_seats: None,
+                    mig_profiles: MigProfiles::ANY,
                     schedulable: true,
                 });
             }
@@ -719,6 +734,25 @@ mod tests {
         let g1 = request(Grain::Mig, Some(MigProfile::G1_10), 2, Placement::Any);
         let placed = place(&gpus, &holds, &g1).unwrap();
         assert_eq!(placed.iter().map(|p| (p.gpu_id, p.slice_lo)).collect::<Vec<_>>(), vec![(100, 4), (100, 5)]);
+    }
+
+    #[test]
+    fn a_fixed_mig_layout_takes_only_its_profiles() {
+        // Node 1's fleet fixes its instances to 3g.40gb (Slurm's gres.conf); node 2 takes any.
+        let mut gpus = fleet(GpuModel::H100Sxm80, true, &[(1, 1), (2, 1)]);
+        let fixed: MigProfiles = [MigProfile::G3_40].into_iter().collect();
+        for g in gpus.iter_mut().filter(|g| g.node_id == 1) {
+            g.mig_profiles = fixed;
+        }
+        assert!(fixed.allows(MigProfile::G3_40) && !fixed.allows(MigProfile::G1_10));
+        assert_eq!(fixed.profiles(), [MigProfile::G3_40]);
+        assert!(MigProfiles::ANY.allows(MigProfile::G1_10));
+        let g1 = request(Grain::Mig, Some(MigProfile::G1_10), 56, Placement::Any);
+        assert_eq!(max_quantity(&gpus, &[], &g1), 56, "node 2's eight GPUs, seven slices each");
+        assert!(place(&gpus, &[], &g1).unwrap().iter().all(|p| p.node_id == 2));
+        let g3 = request(Grain::Mig, Some(MigProfile::G3_40), 32, Placement::Any);
+        assert_eq!(max_quantity(&gpus, &[], &g3), 32, "both nodes");
+        assert_eq!(place(&gpus, &[], &g3).unwrap().len(), 32);
     }
 
     #[test]

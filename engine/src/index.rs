@@ -246,11 +246,13 @@ impl AvailabilityIndex {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             for gpu in state.gpus.iter_mut() {
                 // An admin may have time-sliced the GPU (or its MIG instances) into seats, or
-                // stopped it.
+                // stopped it, or accepted a new MIG layout from its fleet.
                 if let Some(current) = takes.get(&gpu.gpu_id) {
                     gpu.schedulable = current.schedulable;
+                    gpu.mig = current.mig;
                     gpu.seats = current.seats;
                     gpu.instance_seats = current.instance_seats;
+                    gpu.mig_profiles = current.mig_profiles;
                 }
                 // An admin may have moved the node to another fabric domain (on this instance or
                 // another): compact placement must see where it is now.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use tenantry_domain::audit::AuditFilter;
 use tenantry_domain::booking::BookingInput;
 use tenantry_domain::fleet::{AdmitInput, InventoryNode, NodeSummary, PlacementInput};
+use tenantry_domain::offering::MigProfile;
 use tenantry_domain::{GpuModel, Identity, NodeState};
 
 const DEMO: SeedOptions = SeedOptions { nodes: 8, reservations: 0, seed: 5, ..SeedOptions::DEMO };
@@ -494,4 +495,46 @@ store_test!(the_fleet_overview_counts_every_node_and_sends_one_page, |store: Sto
     // Admins only.
     let refused = engine.fleet_overview(&lead, &filter, &Default::default()).await;
     assert!(matches!(refused, Err(EngineError::Forbidden(_))));
+});
+
+store_test!(a_fleet_that_fixes_a_nodes_mig_layout_gets_only_its_profiles_booked_there, |store: Store| async move {
+    // Slurm's MIG layout is its gres.conf: a node that declares only 3g.40gb instances cannot
+    // give a 1g.10gb slice (a job capped at one `gres/gpu` would get a whole 3g.40gb instance).
+    let engine = world(store).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let free = |engine: Engine, offering: &'static str| {
+        let lead = lead.clone();
+        async move { engine.quote(&lead, &ask(offering, 1, start(), 2), Utc::now()).await.unwrap().max_quantity }
+    };
+    let (slices, instances) = (free(engine.clone(), "a100-1g.10gb").await, free(engine.clone(), "a100-3g.40gb").await);
+    assert!(slices > 0 && instances > 0, "the demo's A100s take any profile: {slices} / {instances}");
+    let mut nodes = demo_nodes();
+    let fixed: Vec<String> = nodes.iter().filter(|n| n.mig > 0).map(|n| n.hostname.clone()).collect();
+    for n in nodes.iter_mut().filter(|n| n.mig > 0) {
+        n.mig_profiles = vec![MigProfile::G3_40];
+    }
+    let declared = reporting(&engine, &fleet_of(nodes, vec![]));
+    let report = declared.reconcile_fleet(None, Utc::now()).await.unwrap();
+    assert_eq!(report.drifted, fixed, "a new layout is drift, for an admin to accept");
+    let shown = node(&declared, &admin, &fixed[0]).await;
+    let diff: Vec<(&str, &str, &str)> =
+        shown.drift.iter().map(|c| (c.field.as_str(), c.accepted.as_str(), c.reported.as_str())).collect();
+    assert_eq!(diff, [("mig_profiles", "", "3g.40gb")]);
+    assert_eq!(free(declared.clone(), "a100-1g.10gb").await, slices, "nothing applies before an admin accepts");
+    for host in &fixed {
+        let accepted = declared.accept_node_facts(&admin, host, Utc::now()).await.unwrap();
+        assert_eq!(accepted.mig_profiles, [MigProfile::G3_40]);
+    }
+    // The index follows at once, without a rebuild: no 1g.10gb slice is left to book, every
+    // 3g.40gb instance still is.
+    assert_eq!(free(declared.clone(), "a100-1g.10gb").await, 0);
+    assert_eq!(free(declared.clone(), "a100-3g.40gb").await, instances);
+    let err = declared.book(&lead, &ask("a100-1g.10gb", 1, start(), 2), None, Utc::now()).await.unwrap_err();
+    assert!(matches!(&err, EngineError::Conflict(m) if m.contains("free")), "{err:?}");
+    let booked = declared.book(&lead, &ask("a100-3g.40gb", 1, start(), 2), None, Utc::now()).await.unwrap();
+    assert!(fixed.contains(&booked.detail.allocations[0].node));
+    // A restart reads the same layout back from the store.
+    declared.index.rebuild(&declared.store, Utc::now()).await.unwrap();
+    assert_eq!(free(declared.clone(), "a100-1g.10gb").await, 0);
 });

@@ -6,6 +6,7 @@ use crate::error::EngineResult;
 use crate::identity::require_admin;
 use crate::Engine;
 use chrono::{DateTime, Utc};
+use tenantry_domain::placement::UnitKind;
 use tenantry_domain::setup::{SetupChecklist, SetupStep, SetupStepKind};
 use tenantry_domain::{Grain, Identity, NodeState, Offering};
 
@@ -104,13 +105,13 @@ impl Engine {
     }
 
     /// Whether an admitted, schedulable node can serve the offering (its GPU model, MIG mode
-    /// for MIG profiles, its regions).
+    /// that takes the offering's profile, its regions).
     fn has_capacity(&self, offering: &Offering) -> bool {
         self.index.read(|s| {
             s.gpus.iter().any(|g| {
                 g.schedulable
                     && g.gpu_model == offering.gpu_model
-                    && (offering.grain != Grain::Mig || g.mig)
+                    && (offering.grain != Grain::Mig || g.takes_instances_of(UnitKind::of(offering).profile()))
                     && (offering.regions.is_empty()
                         || s.nodes.get(&g.node_id).is_some_and(|n| offering.regions.contains(&n.region)))
             })

@@ -29,6 +29,7 @@ fn h100(hostname: &str, memory_gb: u32, nvme_tb: u32, branches: &[&str]) -> Inve
         gpu_model: GpuModel::H100Sxm80,
         gpu_count: 8,
         mig: 0,
+        mig_profiles: Vec::new(),
         memory_gb,
         nvme_tb,
         cpu_cores: 224,

@@ -464,6 +464,12 @@ store_test!(seats_of_time_sliced_mig_instances_are_capped_at_their_shards_in_slu
     let theirs = book(&w, &other, crate::test_helpers::ask("a100-3g.40gb-seat", 1, start, 2)).await;
     assert_eq!(hosts(&w, ours).await, ["mig001"]);
     assert_eq!(hosts(&w, theirs).await, ["mig001"]);
+    // Slurm's gres.conf fixes mig001's layout to its two 3g.40gb instances, and Tenantry read it
+    // so: no 1g.10gb slice is offered there (a job capped at one `gres/gpu` would get a whole
+    // 3g.40gb instance).
+    assert_eq!(node.mig_profiles, [tenantry_domain::offering::MigProfile::G3_40]);
+    let slice = crate::test_helpers::ask("a100-1g.10gb", 1, start, 2);
+    assert_eq!(w.engine.quote(&lead, &slice, Utc::now()).await.unwrap().max_quantity, 0);
     let mut held = w.engine.store.reservation_allocations(ours).await.unwrap();
     held.extend(w.engine.store.reservation_allocations(theirs).await.unwrap());
     let mut pieces: Vec<_> = held.iter().map(|(_, a)| (a.mig, a.slice_lo, a.slice_hi, a.seat)).collect();

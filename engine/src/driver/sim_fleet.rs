@@ -139,6 +139,7 @@ impl NodeGroup {
                     gpu_model: self.gpu_model,
                     gpu_count: self.gpu_count,
                     mig: self.mig,
+                    mig_profiles: Vec::new(),
                     memory_gb: self.memory_gb,
                     nvme_tb: self.nvme_tb,
                     cpu_cores: self.cpu_cores,

@@ -6,7 +6,7 @@ use crate::on_pool;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use tenantry_domain::fleet::{InventoryNode, NodeSummary, PlacementPins};
-use tenantry_domain::offering::InstanceSeats;
+use tenantry_domain::offering::{InstanceSeats, MigProfile, MigProfiles};
 use tenantry_domain::placement::GpuSlot;
 use tenantry_domain::{GpuModel, Health, NodeState};
 
@@ -44,6 +44,7 @@ struct NodeRow {
     health: String,
     health_reason: Option<String>,
     driver_branches: String,
+    mig_profiles: String,
     missing_since: Option<DateTime<Utc>>,
     reported_facts: Option<String>,
     placement_pins: Option<String>,
@@ -53,6 +54,7 @@ struct NodeRow {
 impl NodeRow {
     fn into_summary(self) -> Option<NodeSummary> {
         let driver_branches: Vec<String> = serde_json::from_str(&self.driver_branches).unwrap_or_default();
+        let mig_profiles: Vec<MigProfile> = serde_json::from_str(&self.mig_profiles).unwrap_or_default();
         let drift = match self.reported_facts.as_deref().map(serde_json::from_str::<InventoryNode>) {
             Some(Ok(reported)) => {
                 let pins: PlacementPins =
@@ -62,6 +64,7 @@ impl NodeRow {
                     gpu_model: self.gpu_model.parse().ok()?,
                     gpu_count: u32::try_from(self.gpu_count).ok()?,
                     mig: u32::try_from(self.mig_gpus).ok()?,
+                    mig_profiles: mig_profiles.clone(),
                     memory_gb: u32::try_from(self.memory_gb).ok()?,
                     nvme_tb: u32::try_from(self.nvme_tb).ok()?,
                     cpu_cores: u32::try_from(self.cpu_cores).ok()?,
@@ -84,6 +87,7 @@ impl NodeRow {
             gpu_model: self.gpu_model.parse::<GpuModel>().ok()?,
             gpu_count: u32::try_from(self.gpu_count).ok()?,
             mig_gpus: u32::try_from(self.mig_gpus).ok()?,
+            mig_profiles,
             seats_per_gpu: self.seats_per_gpu.and_then(|s| u8::try_from(s).ok()),
             instance_seats: instance_seats_of(self.seat_profile.as_deref(), self.instance_seats),
             cpu_cores: u32::try_from(self.cpu_cores).ok()?,
@@ -110,6 +114,7 @@ struct GpuSlotRow {
     seats: Option<i64>,
     instance_seats: Option<i64>,
     seat_profile: Option<String>,
+    mig_profiles: String,
     state: String,
     missing: bool,
     region: String,
@@ -121,8 +126,10 @@ struct GpuSlotRow {
 pub struct GpuTakes {
     pub gpu_id: i64,
     pub schedulable: bool,
+    pub mig: bool,
     pub seats: Option<u8>,
     pub instance_seats: Option<InstanceSeats>,
+    pub mig_profiles: MigProfiles,
 }
 
 #[derive(sqlx::FromRow)]
@@ -130,9 +137,16 @@ struct GpuTakesRow {
     gpu_id: i64,
     state: String,
     gone: bool,
+    mig_enabled: bool,
     seats: Option<i64>,
     instance_seats: Option<i64>,
     seat_profile: Option<String>,
+    mig_profiles: String,
+}
+
+/// The MIG profiles a node's fleet fixes its instances to, from its `mig_profiles` column.
+fn mig_profiles_of(column: &str) -> MigProfiles {
+    serde_json::from_str::<Vec<MigProfile>>(column).unwrap_or_default().into_iter().collect()
 }
 
 /// A GPU's time-sliced MIG instances, from its `seat_profile` and `instance_seats` columns.
@@ -217,7 +231,8 @@ impl Store {
                         gc.seats_per_gpu, gc.instance_seats, gc.seat_profile, n.cpu_cores, n.memory_gb, n.nvme_tb, ",
                 node_state_sql!(),
                 " as state, n.health, n.health_reason,
-                        n.driver_branches, n.missing_since, n.reported_facts, n.placement_pins, n.retire_requested_at
+                        n.driver_branches, n.mig_profiles, n.missing_since, n.reported_facts, n.placement_pins,
+                        n.retire_requested_at
                  from node n
                  join rack k on k.rack_id = n.rack_id
                  join fabric_domain f on f.fabric_domain_id = k.fabric_domain_id
@@ -246,7 +261,7 @@ impl Store {
         let rows = on_pool!(self, |pool| {
             sqlx::query_as::<_, GpuSlotRow>(concat!(
                 "select g.gpu_id, n.node_id, k.fabric_domain_id, n.gpu_model, g.mig_enabled, g.seats, g.instance_seats,
-                        g.seat_profile, ",
+                        g.seat_profile, n.mig_profiles, ",
                 node_state_sql!(),
                 " as state, n.missing_since is not null as missing, r.name as region
                  from gpu g
@@ -271,6 +286,7 @@ impl Store {
                     mig: r.mig_enabled,
                     seats: r.seats.and_then(|s| u8::try_from(s).ok()),
                     instance_seats: instance_seats_of(r.seat_profile.as_deref(), r.instance_seats),
+                    mig_profiles: mig_profiles_of(&r.mig_profiles),
                     schedulable: takes_new_work(&r.state, r.missing),
                 };
                 Some((slot, r.region))
@@ -346,14 +362,16 @@ impl Store {
 
 impl Store {
     /// Whether each of some GPUs may take new bookings now (its node's state and missing flag;
-    /// a removed GPU takes none), and how it is time-sliced.
+    /// a removed GPU takes none), its MIG mode and the profiles its fleet fixes, and how it is
+    /// time-sliced.
     pub async fn gpus_schedulable(&self, gpu_ids: &[i64]) -> EngineResult<Vec<GpuTakes>> {
         let rows: Vec<GpuTakesRow> = on_pool!(self, |pool| {
             let mut q = sqlx::QueryBuilder::<Db>::new(concat!(
                 "select g.gpu_id, ",
                 node_state_sql!(),
-                " as state, n.missing_since is not null or g.removed_at is not null as gone, g.seats, g.instance_seats,
-                 g.seat_profile from gpu g join node n on n.node_id = g.node_id where g.gpu_id in ("
+                " as state, n.missing_since is not null or g.removed_at is not null as gone, g.mig_enabled, g.seats,
+                 g.instance_seats, g.seat_profile, n.mig_profiles
+                 from gpu g join node n on n.node_id = g.node_id where g.gpu_id in ("
             ));
             let mut list = q.separated(", ");
             for id in gpu_ids {
@@ -367,8 +385,10 @@ impl Store {
             .map(|r| GpuTakes {
                 gpu_id: r.gpu_id,
                 schedulable: takes_new_work(&r.state, r.gone),
+                mig: r.mig_enabled,
                 seats: r.seats.and_then(|s| u8::try_from(s).ok()),
                 instance_seats: instance_seats_of(r.seat_profile.as_deref(), r.instance_seats),
+                mig_profiles: mig_profiles_of(&r.mig_profiles),
             })
             .collect())
     }

@@ -114,6 +114,7 @@ struct KnownRow {
     memory_gb: i64,
     nvme_tb: i64,
     driver_branches: String,
+    mig_profiles: String,
     region: String,
     fabric_domain: String,
     rack: String,
@@ -131,6 +132,7 @@ impl KnownRow {
             gpu_model: self.gpu_model.parse().ok()?,
             gpu_count: u32::try_from(self.gpu_count).ok()?,
             mig: u32::try_from(self.mig_gpus).ok()?,
+            mig_profiles: serde_json::from_str(&self.mig_profiles).unwrap_or_default(),
             memory_gb: u32::try_from(self.memory_gb).ok()?,
             nvme_tb: u32::try_from(self.nvme_tb).ok()?,
             cpu_cores: u32::try_from(self.cpu_cores).ok()?,
@@ -152,7 +154,7 @@ impl KnownRow {
 }
 
 const KNOWN_NODES: &str = "select n.node_id, n.hostname, n.admission, n.gpu_model, n.cpu_cores, n.memory_gb, n.nvme_tb,
-        n.driver_branches, r.name as region, f.name as fabric_domain, k.name as rack,
+        n.driver_branches, n.mig_profiles, r.name as region, f.name as fabric_domain, k.name as rack,
         n.missing_since is not null as missing, n.reported_facts, n.placement_pins,
         (select count(*) from gpu g where g.node_id = n.node_id and g.removed_at is null) as gpu_count,
         (select count(*) from gpu g where g.node_id = n.node_id and g.removed_at is null and g.mig_enabled) as mig_gpus
@@ -400,8 +402,8 @@ impl Store {
                     let (rack_id, _) = place_node!(tx, &mut places, region, domain, rack);
                     let inserted: Option<i64> = sqlx::query_scalar(
                         "insert into node (rack_id, hostname, gpu_model, cpu_cores, memory_gb, nvme_tb, state, health,
-                                           updated_at, admission, driver_branches, missing_since)
-                         values ($1, $2, $3, $4, $5, $6, 'available', 'healthy', $7, 'enrolled', $8, $9)
+                                           updated_at, admission, driver_branches, missing_since, mig_profiles)
+                         values ($1, $2, $3, $4, $5, $6, 'available', 'healthy', $7, 'enrolled', $8, $9, $10)
                          on conflict (hostname) do nothing returning node_id",
                     )
                     .bind(rack_id)
@@ -411,8 +413,9 @@ impl Store {
                     .bind(i64::from(node.memory_gb))
                     .bind(i64::from(node.nvme_tb))
                     .bind(now)
-                    .bind(serde_json::to_string(&node.driver_branches).unwrap_or_else(|_| "[]".into()))
+                    .bind(json_list(&node.driver_branches))
                     .bind((!node.reachable).then_some(now))
+                    .bind(json_list(&node.mig_profiles))
                     .fetch_optional(&mut *tx)
                     .await?;
                     let Some(node_id) = inserted else { continue };
@@ -917,18 +920,20 @@ impl Store {
             }
             sqlx::query(
                 "update node set gpu_model = $1, cpu_cores = $2, memory_gb = $3, nvme_tb = $4, driver_branches = $5,
-                    rack_id = coalesce($6, rack_id), placement_pins = $7, reported_facts = null, updated_at = $8
+                    rack_id = coalesce($6, rack_id), placement_pins = $7, reported_facts = null, updated_at = $8,
+                    mig_profiles = $10
                  where node_id = $9",
             )
             .bind(reported.gpu_model.code())
             .bind(i64::from(reported.cpu_cores))
             .bind(i64::from(reported.memory_gb))
             .bind(i64::from(reported.nvme_tb))
-            .bind(serde_json::to_string(&reported.driver_branches).unwrap_or_else(|_| "[]".into()))
+            .bind(json_list(&reported.driver_branches))
             .bind(rack_id)
             .bind((!pins.is_empty()).then(|| serde_json::to_string(&pins).unwrap_or_default()))
             .bind(now)
             .bind(row.node_id)
+            .bind(json_list(&reported.mig_profiles))
             .execute(&mut *tx)
             .await?;
             for index in 0..reported.gpu_count {
@@ -1060,4 +1065,9 @@ impl Store {
     pub async fn last_reconcile(&self) -> EngineResult<Option<ReconcileReport>> {
         self.last_report(LastReport::FleetReconcile).await
     }
+}
+
+/// A list as the JSON text a node's list columns hold (`driver_branches`, `mig_profiles`).
+fn json_list<T: serde::Serialize>(items: &[T]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }

@@ -400,7 +400,7 @@ fn DomainTable(
                     {nodes
                         .into_iter()
                         .map(|n| {
-                            let mig = (n.mig_gpus > 0).then(|| format!(" · MIG on {}", n.mig_gpus));
+                            let mig = (n.mig_gpus > 0).then(|| mig_text(&n));
                             let seats = n.seats_per_gpu.map(|s| format!(" · {s} seats each"));
                             let instance_seats = n
                                 .instance_seats
@@ -534,6 +534,17 @@ fn NodeActions(node: NodeSummary, service: ServiceAction, enrollment: Enrollment
     }
 }
 
+/// A node's MIG mode for its fleet row: the GPUs in it, and the profiles its fleet fixes their
+/// instances to, when it does (Slurm's gres.conf): only those profiles can be booked there.
+fn mig_text(n: &NodeSummary) -> String {
+    let profiles: Vec<&str> = n.mig_profiles.iter().map(|p| p.code()).collect();
+    if profiles.is_empty() {
+        format!(" · MIG on {}", n.mig_gpus)
+    } else {
+        format!(" · MIG on {} ({} only)", n.mig_gpus, profiles.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,6 +560,7 @@ mod tests {
             gpu_model: model,
             gpu_count: 8,
             mig_gpus: 0,
+            mig_profiles: Vec::new(),
             seats_per_gpu: None,
             instance_seats: None,
             cpu_cores: 1,

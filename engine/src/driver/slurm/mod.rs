@@ -3,8 +3,9 @@
 //!
 //! - **Inventory** is `scontrol show node`: GPUs from GRES (`gpu:<type>:<n>`, a type mapped to a
 //!   GPU model by `TENANTRY_SLURM_GPU_TYPES`; MIG profiles declared as GRES types count as MIG
-//!   instances), memory, cores, local disk, and node features `region-…`, `fabric-…`, `rack-…`
-//!   and `driver-<branch>`. A DOWN or FAILED node is reported unreachable.
+//!   instances, and fix the node's MIG layout to those profiles), memory, cores, local disk, and
+//!   node features `region-…`, `fabric-…`, `rack-…` and `driver-<branch>`. A DOWN or FAILED node
+//!   is reported unreachable.
 //! - **Sync** ([`SlurmDriver::sync`]) makes Slurm hold what Tenantry's store says, by the plan
 //!   in [`plan`]: a team account per team with its people as users, and an advanced
 //!   reservation on exactly the booked nodes for the window, open only to the team and
@@ -43,7 +44,7 @@ use futures::StreamExt;
 use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Cap, Desired, Names, ReservationSpec};
 use std::collections::{BTreeMap, BTreeSet};
 use tenantry_domain::fleet::{InventoryNode, NodeState, TimeSlicing};
-use tenantry_domain::offering::{InstanceSeats, GPU_SHARES};
+use tenantry_domain::offering::{InstanceSeats, MigProfile, GPU_SHARES};
 use tenantry_domain::provisioning::{fabric_of, profile_for_width, AcceptanceReport, AcceptanceRules, MigGpuConfig};
 use tenantry_domain::reservation::{Orchestrator, Workload};
 use tenantry_domain::GpuModel;
@@ -823,12 +824,27 @@ fn reservation_spec(rows: &[SlurmHeld]) -> (ReservationSpec, u32, u32) {
     (spec, sum(|n| n.held), sum(|n| n.seats))
 }
 
-/// GPUs of a node from its GRES (`gpu:h100:8(S:0-1),gpu:1g.10gb:14`): the model, whole GPUs
-/// and GPUs in MIG mode (seven instances' worth of a profile each, rounded up).
-fn gpus_of(gres: &str, types: &[(String, GpuModel)]) -> Option<(GpuModel, u32, u32)> {
+/// What a node's GRES (`gpu:h100:8(S:0-1),gpu:a100_1g.10gb:14`) says of its GPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct GresGpus {
+    model: GpuModel,
+    /// Whole GPUs and GPUs in MIG mode together.
+    gpus: u32,
+    /// GPUs in MIG mode: as few as hold the declared instances.
+    mig: u32,
+    /// The MIG profiles the GRES declares instances of: the only ones Tenantry may place there.
+    mig_profiles: Vec<MigProfile>,
+}
+
+/// GPUs of a node from its GRES: the model, whole GPUs, and the GPUs in MIG mode with the
+/// profiles of their instances. Slurm declares instances, not GPUs, so the GPUs in MIG mode are
+/// the fewest that hold them: enough for all their slices, and for each profile's instances at
+/// NVIDIA's placements per GPU (three 3g.40gb instances need two GPUs). Instances of a profile
+/// Tenantry does not know (`a100_3g.20gb` of a 40 GB A100) are left out, GPUs and all.
+fn gpus_of(gres: &str, types: &[(String, GpuModel)]) -> Option<GresGpus> {
     let mut model = None;
     let mut whole = 0u32;
-    let mut mig_instances = 0u32;
+    let mut instances: BTreeMap<MigProfile, u32> = BTreeMap::new();
     for entry in gres.split(',') {
         let entry = entry.split('(').next().unwrap_or(entry);
         let mut parts = entry.split(':');
@@ -841,18 +857,25 @@ fn gpus_of(gres: &str, types: &[(String, GpuModel)]) -> Option<(GpuModel, u32, u
             _ => continue,
         };
         if kind.contains("g.") {
-            // A MIG profile such as `1g.10gb` or `a100_3g.20gb`.
-            mig_instances += count;
-            if let Some(prefix) = kind.split('_').next().filter(|p| !p.contains("g.")) {
+            // A MIG profile such as `1g.10gb` or `a100_3g.40gb`.
+            let (prefix, profile) = kind.rsplit_once('_').map_or((None, kind.as_str()), |(m, p)| (Some(m), p));
+            if let Some(prefix) = prefix {
                 model = model.or_else(|| types.iter().find(|(t, _)| t == prefix).map(|(_, m)| *m));
+            }
+            if let Ok(profile) = profile.parse::<MigProfile>() {
+                *instances.entry(profile).or_default() += count;
             }
         } else {
             whole += count;
             model = model.or_else(|| types.iter().find(|(t, _)| *t == kind).map(|(_, m)| *m));
         }
     }
-    let mig = mig_instances.div_ceil(7);
-    model.map(|m| (m, whole + mig, mig))
+    let slices: u32 = instances.iter().map(|(p, n)| u32::from(p.slices()) * n).sum();
+    let mig = instances
+        .iter()
+        .map(|(p, n)| n.div_ceil(p.valid_starts().len() as u32))
+        .fold(slices.div_ceil(u32::from(tenantry_domain::fleet::MIG_SLICES)), u32::max);
+    model.map(|model| GresGpus { model, gpus: whole + mig, mig, mig_profiles: instances.into_keys().collect() })
 }
 
 /// Why a node whose Slurm record declares `gres` and `cores` cannot give `slicing`'s seats: a
@@ -867,7 +890,7 @@ fn slicing_problem(
     types: &[(String, GpuModel)],
 ) -> Option<String> {
     let shards = shards_of(gres);
-    let (all, mig) = gpus_of(gres, types).map_or((0, 0), |(_, all, mig)| (all, mig));
+    let (all, mig) = gpus_of(gres, types).map_or((0, 0), |g| (g.gpus, g.mig));
     let (needed, what) = match slicing {
         TimeSlicing::Gpus(Some(seats)) => {
             let gpus = all - mig;
@@ -930,16 +953,17 @@ fn shards_of(gres: &str) -> u32 {
 /// type (login nodes, or a type missing from `TENANTRY_SLURM_GPU_TYPES`).
 fn inventory_node(r: &BTreeMap<String, String>, types: &[(String, GpuModel)]) -> Option<InventoryNode> {
     let hostname = r.get("NodeName")?.clone();
-    let (gpu_model, gpu_count, mig) = gpus_of(r.get("Gres")?, types)?;
+    let gpus = gpus_of(r.get("Gres")?, types)?;
     let features: Vec<&str> = r.get("AvailableFeatures").map(|f| f.split(',').collect()).unwrap_or_default();
     let feature = |prefix: &str| features.iter().find_map(|f| f.strip_prefix(prefix)).map(str::to_owned);
     let number = |key: &str| r.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     let state = ActualNode { state: r.get("State").cloned().unwrap_or_default(), reason: None };
     Some(InventoryNode {
         hostname,
-        gpu_model,
-        gpu_count,
-        mig,
+        gpu_model: gpus.model,
+        gpu_count: gpus.gpus,
+        mig: gpus.mig,
+        mig_profiles: gpus.mig_profiles,
         memory_gb: (number("RealMemory") / 1024) as u32,
         nvme_tb: (number("TmpDisk") / 1_000_000) as u32,
         cpu_cores: number("CPUTot") as u32,
@@ -1281,10 +1305,30 @@ mod tests {
     #[test]
     fn gres_reads_models_whole_gpus_and_mig() {
         let types = default_gpu_types();
-        assert_eq!(gpus_of("gpu:h100:8(S:0-1)", &types), Some((GpuModel::H100Sxm80, 8, 0)));
-        assert_eq!(gpus_of("gpu:a100:4,gpu:a100_1g.10gb:14", &types), Some((GpuModel::A100_80, 6, 2)));
-        assert_eq!(gpus_of("gpu:mi300:8", &types), None);
-        assert_eq!(gpus_of("(null)", &types), None);
+        let read = |gres: &str| gpus_of(gres, &types).map(|g| (g.model, g.gpus, g.mig, g.mig_profiles));
+        assert_eq!(read("gpu:h100:8(S:0-1)"), Some((GpuModel::H100Sxm80, 8, 0, vec![])));
+        assert_eq!(
+            read("gpu:a100:4,gpu:a100_1g.10gb:14"),
+            Some((GpuModel::A100_80, 6, 2, vec![MigProfile::G1_10])),
+            "seven 1g.10gb instances a GPU"
+        );
+        assert_eq!(
+            read("gpu:a100_3g.40gb:3,shard:8"),
+            Some((GpuModel::A100_80, 2, 2, vec![MigProfile::G3_40])),
+            "two 3g.40gb instances a GPU at most, though nine slices would fit seven a GPU twice"
+        );
+        assert_eq!(
+            read("gpu:a100_3g.40gb:1,gpu:a100_1g.10gb:4"),
+            Some((GpuModel::A100_80, 1, 1, vec![MigProfile::G1_10, MigProfile::G3_40])),
+            "one GPU holds a 3g.40gb and four 1g.10gb instances"
+        );
+        assert_eq!(
+            read("gpu:a100:2,gpu:a100_3g.20gb:2"),
+            Some((GpuModel::A100_80, 2, 0, vec![])),
+            "instances of a profile Tenantry does not know are left out"
+        );
+        assert_eq!(read("gpu:mi300:8"), None);
+        assert_eq!(read("(null)"), None);
     }
 
     #[test]
