@@ -172,3 +172,21 @@ test('a lead takes a development seat, told first what a seat does not isolate, 
   }).toPass({ timeout: 120_000, intervals: [5_000] });
 });
 
+test('a lead takes a seat of a time-sliced MIG instance, told what the instance does and does not isolate', async ({ page }) => {
+  await signIn(page, 'lead@acme.example');
+  await page.goto('/availability?offering=a100-3g.40gb-seat');
+  await hydrated(page);
+  const notice = page.getByTestId('seat-isolation-notice');
+  await expect(notice).toContainText('A seat is not isolated');
+  await expect(notice).toContainText('Each 3g.40gb MIG instance is time-sliced into 4 seats');
+  await expect(notice).toContainText('the instance is isolated from the rest of the GPU');
+  // A seat now, on demand: 1 seat × 2 h × $0.28.
+  await page.getByTestId('burst-quantity').fill('1');
+  await page.getByTestId('burst-hours').fill('2');
+  await page.getByRole('button', { name: 'Burst now' }).click();
+  await expect(page).toHaveURL(/\/reservations\/\d+$/);
+  await expect(page.getByTestId('reservation-price')).toHaveText('$0.56');
+  await expect(page.getByTestId('allocations')).toContainText(
+    /seat \d of 4 of the instance on MIG slices \d–\d \(time-sliced\)/,
+  );
+});

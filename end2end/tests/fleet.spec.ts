@@ -149,3 +149,19 @@ test('an admin time-slices a node into seats on the Fleet page, and a wrong coun
   await expect(page.getByTestId('fleet-command-outcome')).toContainText('time-slicing stopped');
   await expect(row).not.toContainText('seats each');
 });
+
+test('the Seats form shows the time-sliced MIG instances of a node and names a wrong seat count', async ({ page }) => {
+  await signIn(page, 'admin@tenantry.example');
+  await page.goto('/admin/fleet?q=a100&limit=1000');
+  await hydrated(page);
+  // The demo time-slices one A100 node's 3g.40gb instances into four seats.
+  const row = page.getByTestId('fleet-node').filter({ hasText: '3g.40gb instances 4 seats each' });
+  await expect(row).toHaveCount(1);
+  await row.getByTestId('time-slice-node').click();
+  await expect(page.getByTestId('slice-seats')).toHaveValue('4');
+  await expect(page.getByTestId('slice-profile')).toHaveValue('3g.40gb');
+  await page.getByTestId('slice-seats').fill('7');
+  await page.getByTestId('slice-submit').click();
+  await expect(page.getByTestId('fleet-command-error')).toContainText('time-slice a MIG instance into 2 to 6 seats');
+  await expect(row).toContainText('3g.40gb instances 4 seats each');
+});
