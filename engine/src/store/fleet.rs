@@ -120,8 +120,9 @@ struct GpuSlotRow {
     region: String,
 }
 
-/// What new bookings a GPU takes now: whether it takes any, and how it is time-sliced (an admin
-/// may change both while the portal runs; the availability index follows).
+/// What new bookings a GPU takes now: whether it takes any, its MIG mode and the profiles its
+/// fleet fixes, and how it is time-sliced (an admin may change each while the portal runs, by
+/// hand or by accepting the inventory's facts; the availability index follows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuTakes {
     pub gpu_id: i64,
