@@ -693,6 +693,8 @@ mod tests {
         assert!(report().problem().is_none());
         assert!(InventoryNode { gpu_count: 0, ..report() }.problem().unwrap().contains("1 to 64"));
         assert!(InventoryNode { mig: 9, ..report() }.problem().is_some());
+        let profiles_without_mig = InventoryNode { mig_profiles: vec![MigProfile::G3_40], ..report() };
+        assert!(profiles_without_mig.problem().unwrap().contains("no GPU in MIG mode"));
         let l40s = InventoryNode { gpu_model: GpuModel::L40s, mig: 1, ..report() };
         assert!(l40s.problem().unwrap().contains("cannot run MIG"));
         assert!(InventoryNode { hostname: "a b".into(), ..report() }.problem().is_some());
