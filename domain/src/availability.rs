@@ -160,6 +160,32 @@ impl HoldsByGpu {
         }
     }
 
+    /// Adds holds to their GPUs' own, leaving out any the index holds already. Each chunk they
+    /// touch is rewritten once, as [`HoldsByGpu::set_many`] does. The booking planner adds the
+    /// holds it has just committed this way instead of reading their GPUs' holds back from the
+    /// store. It leaves out holds it already has because a refresh that read the store after the
+    /// commit may have loaded them first. Two equal holds cannot both be live in the store: the
+    /// database refuses the second as an overlap.
+    pub fn add_many(&mut self, holds: impl IntoIterator<Item = Hold>) {
+        let mut by_chunk: HashMap<i64, Vec<Hold>> = HashMap::new();
+        for hold in holds {
+            by_chunk.entry(hold.gpu_id.div_euclid(CHUNK_GPUS)).or_default().push(hold);
+        }
+        for (key, mut new) in by_chunk {
+            new.sort_unstable_by_key(sort_key);
+            new.dedup();
+            let held = self.chunks.remove(&key).map(|chunk| chunk.holds).unwrap_or_default();
+            new.retain(|h| {
+                let from = held.partition_point(|o| sort_key(o) < sort_key(h));
+                !held[from..].iter().take_while(|o| sort_key(o) == sort_key(h)).any(|o| o == h)
+            });
+            let merged = merge_sorted(held, new);
+            if !merged.is_empty() {
+                self.chunks.insert(key, Chunk::sorted(key, merged));
+            }
+        }
+    }
+
     /// Every hold on one GPU, in order of start.
     pub fn on(&self, gpu_id: i64) -> &[Hold] {
         match self.chunks.get(&gpu_id.div_euclid(CHUNK_GPUS)) {
@@ -711,6 +737,41 @@ mod tests {
                 let id = spread(gpu.gpu_id);
                 prop_assert!(index.on(id).windows(2).all(|w| sort_key(&w[0]) <= sort_key(&w[1])));
                 prop_assert_eq!(sorted(index.on(id)), sorted(afresh.on(id)), "GPU {}", id);
+            }
+        }
+
+        /// Adding holds gives the index built afresh with them, and adding holds it already has
+        /// (a refresh loaded them first) changes nothing.
+        #[test]
+        fn adding_holds_gives_the_index_built_afresh(
+            (_gpus, holds) in fleet().prop_flat_map(|g| { let h = holds_for(&g); (Just(g), h) }),
+            every in 1usize..4, again in 0usize..3) {
+            // GPUs in two chunks, so an addition touches more than one.
+            let spread = |id: i64| id * (CHUNK_GPUS / 2 + 1);
+            let spread_out: Vec<Hold> = holds.into_iter().map(|h| Hold { gpu_id: spread(h.gpu_id), ..h }).collect();
+            // The store never holds two equal live holds (it refuses the second as an overlap).
+            let holds: Vec<Hold> =
+                spread_out.iter().enumerate().filter(|(i, h)| !spread_out[..*i].contains(h)).map(|(_, h)| *h).collect();
+            let (added, before): (Vec<(usize, Hold)>, Vec<(usize, Hold)>) =
+                holds.iter().copied().enumerate().partition(|(i, _)| i % every == 0);
+            let mut index = HoldsByGpu::of(before.iter().map(|(_, h)| *h));
+            // Some of the added holds are in the index already, and some come twice.
+            let already: Vec<Hold> = added.iter().step_by(again + 2).map(|(_, h)| *h).collect();
+            index.add_many(already.iter().copied());
+            index.add_many(added.iter().rev().map(|(_, h)| *h).chain(already.iter().copied()));
+            let afresh = HoldsByGpu::of(holds.iter().copied());
+            prop_assert_eq!(index.len(), afresh.len());
+            let sorted = |on: &[Hold]| {
+                let mut all: Vec<String> = on.iter().map(|h| format!("{h:?}")).collect();
+                all.sort();
+                all
+            };
+            for id in holds.iter().map(|h| h.gpu_id) {
+                prop_assert!(index.on(id).windows(2).all(|w| sort_key(&w[0]) <= sort_key(&w[1])));
+                prop_assert_eq!(sorted(index.on(id)), sorted(afresh.on(id)), "GPU {}", id);
+                let starts: Vec<i64> = index.on(id).iter().map(|h| h.window.start.timestamp()).collect();
+                let window = Window { start: t0() - Duration::days(30), end: t0() + Duration::days(30) };
+                prop_assert_eq!(index.on_during(id, &window).count(), starts.len(), "the chunk's starts follow its holds");
             }
         }
 

@@ -218,6 +218,21 @@ impl AvailabilityIndex {
         Ok(())
     }
 
+    /// Shows holds this instance has just committed, without reading their GPUs back from the
+    /// store; those it shows already are left out (see [`HoldsByGpu::add_many`]). Only for new
+    /// holds that change nothing else: a write that also cut or moved other holds, or changed a
+    /// node, reloads its GPUs with [`AvailabilityIndex::refresh_gpus`].
+    pub fn add_holds(&self, holds: Vec<Hold>) {
+        if holds.is_empty() {
+            return;
+        }
+        {
+            let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+            state.holds.add_many(holds);
+        }
+        self.bump();
+    }
+
     /// Reloads the holds of some GPUs from the store (after a commit touched them). Past
     /// [`REFRESH_WHOLE_ABOVE`] GPUs it reads the whole index again instead.
     pub async fn refresh_gpus(&self, store: &Store, gpu_ids: &[i64], now: DateTime<Utc>) -> EngineResult<()> {
@@ -273,8 +288,8 @@ pub type SharedIndex = Arc<AvailabilityIndex>;
 
 /// The GPUs a notice on the allocation channel asks `writer`'s index to reload: its comma-separated
 /// ids, after `<writer>:` where a planner announced its own bookings. `None` for this index's own
-/// bookings: its planner has reloaded their GPUs after the commit already, and reloading them again
-/// read every hold on them a second time (4.1 s of PostgreSQL's 35 s in the Slurm bench's 5,000
+/// bookings: its planner has shown them after the commit already, and reloading their GPUs read
+/// every hold on them again (4.1 s of PostgreSQL's 35 s in the Slurm bench's 5,000
 /// bookings, docs/PERFORMANCE.md "Slurm").
 fn gpus_to_refresh(payload: &str, writer: u64) -> Option<Vec<i64>> {
     let ids = match payload.split_once(':') {

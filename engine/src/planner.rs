@@ -446,17 +446,6 @@ impl Engine {
                         return Err(Box::new((w, EngineError::Conflict(message))));
                     }
                 };
-                let driver = Some(DriverBranch::of(&t.valid.options.cuda_driver));
-                beside.extend(pieces.iter().map(|p| Hold {
-                    gpu_id: p.gpu_id,
-                    slice_lo: p.slice_lo,
-                    slice_hi: p.slice_hi,
-                    seat: p.seat,
-                    window: request.window,
-                    preemptible: false,
-                    driver,
-                    tenant_id: Some(t.tenant_id),
-                }));
                 let holding = Holding { window: t.valid.window, gpu_model: t.offering.gpu_model, gpus };
                 team_held.add(holding);
                 // Bursts are looked for and cut in the write only where the index shows one in
@@ -491,6 +480,9 @@ impl Engine {
                         (JobKind::Provision, at)
                     }),
                 };
+                // Held for the bookings after it in the batch, as one no booking of the batch may
+                // cut: the write cuts only the preemptible holds the index showed in the way.
+                beside.extend(holds_of(&new).map(|h| Hold { preemptible: false, ..h }));
                 Ok(Planned { waiting: w, new, preempt_until, holding })
             })
             .collect()
@@ -507,7 +499,7 @@ impl Engine {
                 idempotency: p.waiting.ticket.idempotency.as_ref().map(|(k, f)| (k.as_str(), f.as_str())),
                 preempt_until: p.preempt_until,
                 now: p.waiting.ticket.now,
-                // Reloaded below, after the commit.
+                // Shown in this index below, after the commit.
                 announced_by: Some(self.index.writer()),
             })
             .collect();
@@ -553,10 +545,16 @@ impl Engine {
         let model_gpus = |s: &Snapshot, model: GpuModel| -> Vec<i64> {
             s.gpus.iter().filter(|g| g.gpu_model == model).map(|g| g.gpu_id).collect()
         };
+        // The new holds are shown as written, without reading their GPUs back (in the Slurm
+        // bench that read was every hold on a booked node's GPUs after every batch, thousands of
+        // rows, while the model's turn was held: docs/PERFORMANCE.md, "Slurm"). A booking that
+        // cut bursts changed other holds too: its GPUs and theirs are read again.
+        let mut added: Vec<Hold> = Vec::new();
         let mut touched: Vec<i64> = Vec::new();
         let mut lost_any = None;
         for (p, answer) in planned.iter().zip(&answers) {
             match answer {
+                Ok(Inserted::Created { preempted, .. }) if preempted.is_empty() => added.extend(holds_of(&p.new)),
                 Ok(Inserted::Created { preempted, .. }) => {
                     touched.extend(p.new.allocations.iter().map(|a| a.gpu_id));
                     for burst in preempted {
@@ -573,6 +571,7 @@ impl Engine {
             // Another instance won some of these slices: learn what it holds before planning again.
             touched.extend(self.index.read(|s| model_gpus(s, model)));
         }
+        self.index.add_holds(added);
         touched.sort_unstable();
         touched.dedup();
         if let Err(e) = self.index.refresh_gpus(&self.store, &touched, Utc::now()).await {
@@ -637,6 +636,26 @@ impl Engine {
         }
         again
     }
+}
+
+/// The holds a new booking's allocations make, as the store reads them back
+/// ([`crate::store::Store::live_holds`]: a burst, and a preemptible reservation until it is
+/// provisioned, may be cut; none while the booking holds no capacity).
+fn holds_of(new: &NewReservation) -> impl Iterator<Item = Hold> + '_ {
+    let preemptible =
+        new.kind == ReservationKind::Burst || (new.class.preemptible() && new.state != ReservationState::Provisioning);
+    let driver = Some(DriverBranch::of(&new.options.cuda_driver));
+    let window = Window { start: new.window.start, end: new.hold_until };
+    new.allocations.iter().filter(|_| new.state.holds_capacity()).map(move |p| Hold {
+        gpu_id: p.gpu_id,
+        slice_lo: p.slice_lo,
+        slice_hi: p.slice_hi,
+        seat: p.seat,
+        window,
+        preemptible,
+        driver,
+        tenant_id: Some(new.tenant_id),
+    })
 }
 
 /// Places a request on the index's view with `beside` (bookings planned before it in the batch)

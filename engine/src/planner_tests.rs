@@ -247,3 +247,44 @@ store_test!(a_teams_kept_holdings_follow_every_change_made_elsewhere, |store: St
         "four are held again: {refused:?}"
     );
 });
+
+store_test!(a_batchs_holds_shown_in_the_index_are_those_the_store_holds, |store: Store| async move {
+    let (engine, lead) = world(store).await;
+    // MIG slices on two driver branches, larger MIG instances, and a preemptible booking, in one batch.
+    let mut requests: Vec<(BookingInput, Option<&'static str>)> = (0..4)
+        .map(|i| {
+            let mut input = ask("a100-1g.10gb", 1 + i % 2, day_after_tomorrow(9 + i), 3);
+            input.options.cuda_driver = Some(if i % 2 == 0 { "550" } else { "570" }.into());
+            (input, None)
+        })
+        .collect();
+    requests.push((ask("a100-3g.40gb", 2, day_after_tomorrow(8), 5), None));
+    let mut preemptible = ask("a100-3g.40gb", 1, day_after_tomorrow(20), 2);
+    preemptible.class = Some("preemptible".into());
+    requests.push((preemptible, None));
+    let (answers, (batches, batched)) = in_one_batch(&engine, &lead, GpuModel::A100_80, requests).await;
+    assert_eq!((batches, batched), (1, 6), "{answers:?}");
+    assert!(answers.iter().all(|a| a.is_ok()), "{answers:?}");
+
+    // The planner showed the batch's holds without reading them back; an index read afresh
+    // from the store has exactly the same ones (windows, drivers, teams, which may be cut).
+    let all =
+        tenantry_domain::Window { start: Utc::now() - crate::index::HISTORY, end: Utc::now() + Duration::days(400) };
+    let holds = |index: &crate::index::AvailabilityIndex| {
+        let mut all: Vec<String> = index.read(|s| s.holds.during(&all).map(|h| format!("{h:?}")).collect());
+        all.sort();
+        all
+    };
+    let afresh = crate::index::AvailabilityIndex::default();
+    afresh.rebuild(&engine.store, Utc::now()).await.unwrap();
+    let shown = holds(&engine.index);
+    assert_eq!(shown, holds(&afresh));
+    // One hold per allocation: none shown twice (the seed booked nothing else).
+    let allocations: usize = answers.iter().map(|a| a.as_ref().unwrap().detail.allocations.len()).sum();
+    assert_eq!(shown.len(), allocations);
+    assert_eq!(
+        shown.iter().filter(|h| h.contains("preemptible: true")).count(),
+        1,
+        "the preemptible booking may be cut"
+    );
+});

@@ -670,7 +670,6 @@ impl Store {
                             .execute(&mut *sp)
                             .await?;
                     }
-                    allocations_changed!(self, sp, gpus = r.allocations.iter().map(|p| p.gpu_id), by = w.announced_by);
                     if let Some(after) = aftermath(i, id) {
                         insert_audit!(sp, &after.audit);
                         for notice in &after.notices {
@@ -696,6 +695,23 @@ impl Store {
                     }
                     Err(err) => return Err(err.into()),
                 }
+            }
+            // One notice for the batch's new allocations (one for each index that announced
+            // them; the planner's are all its own) rather than one a booking: a statement less
+            // for every booking but one.
+            let mut announced: Vec<(Option<u64>, Vec<i64>)> = Vec::new();
+            for (w, answer) in writes.iter().zip(&out) {
+                if !matches!(answer, Some(Ok(_))) {
+                    continue;
+                }
+                let gpus = w.new.allocations.iter().map(|p| p.gpu_id);
+                match announced.iter_mut().find(|(by, _)| *by == w.announced_by) {
+                    Some((_, ids)) => ids.extend(gpus),
+                    None => announced.push((w.announced_by, gpus.collect())),
+                }
+            }
+            for (by, gpus) in announced {
+                allocations_changed!(self, tx, gpus = gpus, by = by);
             }
         });
         let mut answers = Vec::with_capacity(out.len());
