@@ -752,13 +752,15 @@ mod tests {
             // The store never holds two equal live holds (it refuses the second as an overlap).
             let holds: Vec<Hold> =
                 spread_out.iter().enumerate().filter(|(i, h)| !spread_out[..*i].contains(h)).map(|(_, h)| *h).collect();
-            let (added, before): (Vec<(usize, Hold)>, Vec<(usize, Hold)>) =
-                holds.iter().copied().enumerate().partition(|(i, _)| i % every == 0);
-            let mut index = HoldsByGpu::of(before.iter().map(|(_, h)| *h));
+            let (mut added, mut before) = (Vec::new(), Vec::new());
+            for (i, hold) in holds.iter().enumerate() {
+                if i % every == 0 { added.push(*hold) } else { before.push(*hold) }
+            }
+            let mut index = HoldsByGpu::of(before.iter().copied());
             // Some of the added holds are in the index already, and some come twice.
-            let already: Vec<Hold> = added.iter().step_by(again + 2).map(|(_, h)| *h).collect();
+            let already: Vec<Hold> = added.iter().step_by(again + 2).copied().collect();
             index.add_many(already.iter().copied());
-            index.add_many(added.iter().rev().map(|(_, h)| *h).chain(already.iter().copied()));
+            index.add_many(added.iter().rev().copied().chain(already.iter().copied()));
             let afresh = HoldsByGpu::of(holds.iter().copied());
             prop_assert_eq!(index.len(), afresh.len());
             let sorted = |on: &[Hold]| {
