@@ -38,9 +38,25 @@ impl From<IdentityRow> for Identity {
     }
 }
 
-const IDENTITY_SELECT: &str = "select u.user_id, u.email, u.name, u.is_admin, u.role,
-        t.tenant_id, t.slug as tenant_slug, t.name as tenant_name
-    from app_user u left join tenant t on t.tenant_id = u.tenant_id";
+/// An [`IdentityRow`]'s columns, from `u` (the user) and `t` (its team); a macro, so that
+/// queries can `concat!` it.
+macro_rules! identity_columns {
+    () => {
+        "u.user_id, u.email, u.name, u.is_admin, u.role, t.tenant_id, t.slug as tenant_slug, t.name as tenant_name"
+    };
+}
+
+const IDENTITY_SELECT: &str =
+    concat!("select ", identity_columns!(), " from app_user u left join tenant t on t.tenant_id = u.tenant_id");
+
+/// An identity with the API token it was found by.
+#[derive(sqlx::FromRow)]
+struct TokenIdentityRow {
+    api_token_id: i64,
+    last_used_at: Option<DateTime<Utc>>,
+    #[sqlx(flatten)]
+    identity: IdentityRow,
+}
 
 /// A new user's details.
 #[derive(Debug, Clone)]
@@ -190,30 +206,33 @@ impl Store {
     /// last-used time is refreshed at most once a minute, so a busy API client does not turn
     /// every read into a write.
     pub async fn identity_by_token_hash(&self, token_hash: &str, now: DateTime<Utc>) -> EngineResult<Option<Identity>> {
+        // One query: an API client's every request begins here.
         let found = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, i64, Option<DateTime<Utc>>)>(
-                "select k.api_token_id, k.user_id, k.last_used_at from api_token k
-                 join app_user u on u.user_id = k.user_id
-                 where k.token_hash = $1 and k.revoked_at is null and k.expires_at > $2 and u.disabled_at is null",
-            )
+            sqlx::query_as::<_, TokenIdentityRow>(concat!(
+                "select k.api_token_id, k.last_used_at, ",
+                identity_columns!(),
+                " from api_token k join app_user u on u.user_id = k.user_id
+                  left join tenant t on t.tenant_id = u.tenant_id
+                 where k.token_hash = $1 and k.revoked_at is null and k.expires_at > $2 and u.disabled_at is null"
+            ))
             .bind(token_hash)
             .bind(now)
             .fetch_optional(pool)
             .await?
         });
-        let Some((token_id, user_id, last_used)) = found else {
+        let Some(found) = found else {
             return Ok(None);
         };
-        if last_used.is_none_or(|t| now - t >= chrono::Duration::minutes(1)) {
+        if found.last_used_at.is_none_or(|t| now - t >= chrono::Duration::minutes(1)) {
             write_tx!(self, |tx| {
                 sqlx::query("update api_token set last_used_at = $1 where api_token_id = $2")
                     .bind(now)
-                    .bind(token_id)
+                    .bind(found.api_token_id)
                     .execute(&mut *tx)
                     .await?;
             });
         }
-        self.identity_by_user_id(user_id).await
+        Ok(Some(found.identity.into()))
     }
 }
 
