@@ -293,6 +293,14 @@ pub struct SyncReport {
     /// making what was booked is never held back.
     #[serde(default)]
     pub read_ms: u64,
+    /// Whether this sync read what Slurm holds (accounts, reservations, nodes), which finds
+    /// drift; otherwise it compared the store with what the last read found, updated with the
+    /// changes syncs made since (a sync at an allocation change).
+    #[serde(default)]
+    pub read_slurm: bool,
+    /// When what Slurm holds was last read: `foreign`, `down` and `drained_by_others` are as of then.
+    #[serde(default)]
+    pub slurm_read_at: Option<DateTime<Utc>>,
 }
 
 impl SyncReport {

@@ -1,13 +1,14 @@
 //! Keeps a real fleet's scheduler in step with the store (Slurm: see
 //! [`crate::driver::slurm`]): a loop that syncs at every allocation change this instance hears
-//! of (its own and, on PostgreSQL, other instances'), and every period regardless, so what the
-//! scheduler lost or someone changed by hand is repaired within one period. When the scheduler
+//! of (its own and, on PostgreSQL, other instances'), comparing the store with what it last
+//! read of Slurm plus the changes it made since, and reads Slurm afresh every period, so what
+//! the scheduler lost or someone changed by hand is repaired within one period. When the scheduler
 //! does not answer, the loop backs off (2 s doubling to the period) while booking goes on, and
 //! catches up when it returns. Nodes the scheduler reports down get a health check, whose
 //! verdict quarantines and replaces them like any failed check.
 
 use crate::audit::Change;
-use crate::driver::slurm::{SlurmDriver, SyncReport};
+use crate::driver::slurm::{SlurmDriver, SlurmRead, SyncReport};
 use crate::identity::require_admin;
 use crate::{Engine, EngineResult};
 use chrono::{DateTime, Utc};
@@ -19,9 +20,10 @@ const RUNNING: &[&str] = &["active", "degraded"];
 
 impl Engine {
     /// One sync into Slurm: makes the change, stores the report for Admin → Fleet, audits the
-    /// drift it repaired or found, and asks for health checks of reservations on down nodes.
-    pub async fn sync_slurm(&self, driver: &SlurmDriver, now: DateTime<Utc>) -> SyncReport {
-        let report = driver.sync(now).await;
+    /// drift it repaired or found, and, when it read Slurm, asks for health checks of
+    /// reservations on nodes Slurm reports down.
+    pub async fn sync_slurm(&self, driver: &SlurmDriver, now: DateTime<Utc>, read: SlurmRead) -> SyncReport {
+        let report = driver.sync(now, read).await;
         if let Err(e) = self.store.save_slurm_sync(&report).await {
             tracing::warn!(error = %e, "cannot store the Slurm sync report");
         }
@@ -41,7 +43,8 @@ impl Engine {
             );
             self.record_system(system_change("slurm.drift_repaired", detail), now).await;
         }
-        if !report.down.is_empty() {
+        // A node's being down is news only when read: one known from an earlier read may be back.
+        if report.read_slurm && !report.down.is_empty() {
             if let Err(e) = self.check_down_nodes(&report.down, now).await {
                 tracing::warn!(error = %e, "cannot queue health checks for down nodes");
             }
@@ -77,17 +80,25 @@ fn system_change(action: &'static str, detail: String) -> Change<'static> {
     Change { action, object_type: "fleet", object_id: None, tenant_id: None, detail }
 }
 
-/// Syncs at every allocation change and every `every` until `shutdown` turns true; backs off
-/// while Slurm does not answer.
+/// Syncs at every allocation change, reading Slurm afresh at least every `every`, until
+/// `shutdown` turns true; backs off while Slurm does not answer.
 pub async fn run_slurm_sync(engine: Engine, every: Duration, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let Some(driver) = engine.driver.as_slurm() else { return };
     let mut changes = engine.index.subscribe();
     let mut failures = 0u32;
+    // When the last sync that read Slurm started.
+    let mut read_at: Option<std::time::Instant> = None;
     loop {
-        let report = engine.sync_slurm(driver, Utc::now()).await;
+        let started = std::time::Instant::now();
+        let due = read_at.is_none_or(|at| at.elapsed() >= every);
+        let read = if due { SlurmRead::Fresh } else { SlurmRead::Cached };
+        let report = engine.sync_slurm(driver, Utc::now(), read).await;
+        if report.ok && report.read_slurm {
+            read_at = Some(started);
+        }
         let wait = if report.ok {
             failures = 0;
-            every
+            every.saturating_sub(read_at.map_or(Duration::ZERO, |at| at.elapsed()))
         } else {
             failures += 1;
             Duration::from_secs(2u64.saturating_pow(failures.min(6))).min(every)
@@ -99,8 +110,8 @@ pub async fn run_slurm_sync(engine: Engine, every: Duration, mut shutdown: tokio
                 if changed.is_err() {
                     return;
                 }
-                // A burst of bookings becomes one sync, and a sync that spent R reading the
-                // store and Slurm is followed by at least R of rest: under a stream of bookings
+                // A burst of bookings becomes one sync, and a sync that spent R reading (the
+                // store, and Slurm when it did) is followed by at least R of rest: under a stream of bookings
                 // reading takes at most half the time, and a booking reaches Slurm within about
                 // two syncs. The time spent making changes earns no rest: resting as long as a
                 // sync that made hundreds of reservations took halved the rate Slurm got them at

@@ -10,7 +10,7 @@
 //! fail under CI and are skipped (with a message) elsewhere.
 
 use crate::driver::slurm::cli::{parse_records, SlurmCli};
-use crate::driver::slurm::{SlurmConfig, SlurmDriver};
+use crate::driver::slurm::{SlurmConfig, SlurmDriver, SlurmRead};
 use crate::seed::{seed_demo, SeedOptions};
 use crate::store::Store;
 use crate::test_helpers::{starting_now, who};
@@ -43,7 +43,7 @@ impl World {
         format!("{}-r{id}", self.prefix)
     }
     async fn sync(&self) -> crate::driver::slurm::SyncReport {
-        let report = self.engine.sync_slurm(self.driver(), Utc::now()).await;
+        let report = self.engine.sync_slurm(self.driver(), Utc::now(), SlurmRead::Fresh).await;
         assert!(report.ok, "{report:?}");
         report
     }
@@ -253,7 +253,7 @@ store_test!(a_booking_becomes_a_slurm_reservation_that_follows_its_changes, |sto
     assert!(refused.is_err());
 
     // After the window, Slurm holds it no more.
-    let after = w.engine.sync_slurm(w.driver(), detail.end + Duration::hours(2)).await;
+    let after = w.engine.sync_slurm(w.driver(), detail.end + Duration::hours(2), SlurmRead::Fresh).await;
     assert!(after.deleted.contains(&name), "{after:?}");
     assert!(reservation(&name).await.is_none());
     w.sync().await;
@@ -687,7 +687,7 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
         ..starting_now("h100-gpu", 1, 1, "any")
     };
     let booked_while_down = w.name(book(&w, &lead, input).await);
-    let down = w.engine.sync_slurm(w.driver(), Utc::now()).await;
+    let down = w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Fresh).await;
     assert!(!down.ok && down.error.as_deref().unwrap_or("").contains("Unable to contact"), "{down:?}");
     names.push(booked_while_down);
     let started = std::process::Command::new("bash").args([script, "start"]).output().unwrap();
@@ -726,6 +726,70 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
     assert!(report.foreign.contains(&"site-owned".to_owned()));
     assert!(reservation("site-owned").await.is_some());
     slurm(&["scontrol", "delete", "ReservationName=site-owned"]).await.unwrap();
+});
+
+store_test!(syncs_at_allocation_changes_work_from_what_slurm_was_last_seen_to_hold, |store: Store| async move {
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    let read = w.sync().await;
+    assert!(read.read_slurm && read.slurm_read_at == Some(read.at), "{read:?}");
+    let cached = || w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Cached);
+    // Each shape Slurm holds differently: GPUs of a shared node (an account of its own,
+    // capped), a whole node, and a window that starts tomorrow.
+    let shared = book(&w, &lead, starting_now("h100-gpu", 2, 2, "any")).await;
+    let whole = book(&w, &lead, starting_now("h100-node", 1, 1, "any")).await;
+    let tomorrow = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(1);
+    let window = |hours| BookingInput {
+        start: tomorrow,
+        end: tomorrow + Duration::hours(hours),
+        ..starting_now("h100-gpu", 1, 1, "any")
+    };
+    let later = book(&w, &lead, window(3)).await;
+    let report = cached().await;
+    assert!(report.ok && !report.read_slurm && report.slurm_read_at == read.slurm_read_at, "{report:?}");
+    for id in [shared, whole, later] {
+        assert!(report.created.contains(&w.name(id)), "{report:?}");
+        assert!(reservation(&w.name(id)).await.is_some());
+    }
+    w.engine.change_end(&lead, later, tomorrow + Duration::hours(2), Utc::now()).await.unwrap();
+    w.engine.cancel(&lead, whole, Utc::now()).await.unwrap();
+    let report = cached().await;
+    assert!(!report.read_slurm && report.updated == [w.name(later)] && report.deleted == [w.name(whole)], "{report:?}");
+    assert_eq!(minute(&reservation(&w.name(later)).await.unwrap()["EndTime"]), tomorrow + Duration::hours(2));
+    assert!(reservation(&w.name(whole)).await.is_none());
+    // What the syncs took Slurm to hold is what it holds: reading it finds nothing to change.
+    let report = w.sync().await;
+    let changed = report.created.len() + report.recreated.len() + report.updated.len() + report.deleted.len();
+    let associations = report.accounts_added + report.accounts_removed + report.users_added + report.users_removed;
+    assert!(changed == 0 && associations == 0 && report.failed.is_empty(), "{report:?}");
+
+    // Changed by hand: unseen until Slurm is read again, then repaired.
+    slurm(&["scontrol", "delete", &format!("ReservationName={}", w.name(shared))]).await.unwrap();
+    assert!(cached().await.recreated.is_empty());
+    assert_eq!(w.sync().await.recreated, [w.name(shared)]);
+
+    // A change Slurm refuses (every node held by a site reservation that day) leaves what it
+    // holds unknown: the next sync reads it, whatever it was asked.
+    let (begin, end) = (tomorrow + Duration::hours(5), tomorrow + Duration::hours(6));
+    slurm(&[
+        "scontrol",
+        "create",
+        "reservation",
+        "ReservationName=site-owned",
+        "Nodes=ALL",
+        &format!("StartTime={}", crate::driver::slurm::cli::format_time(begin)),
+        &format!("EndTime={}", crate::driver::slurm::cli::format_time(end)),
+        "Users=root",
+    ])
+    .await
+    .unwrap();
+    let refused = book(&w, &lead, BookingInput { start: begin, end, ..starting_now("h100-gpu", 1, 1, "any") }).await;
+    let report = cached().await;
+    assert!(report.failed.iter().any(|f| f.starts_with(&w.name(refused))), "{report:?}");
+    slurm(&["scontrol", "delete", "ReservationName=site-owned"]).await.unwrap();
+    let report = cached().await;
+    assert!(report.read_slurm && report.created == [w.name(refused)], "{report:?}");
+    assert!(!cached().await.read_slurm);
 });
 
 store_test!(people_who_leave_lose_slurm_access_and_come_back_when_enabled, |store: Store| async move {

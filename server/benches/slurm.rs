@@ -43,7 +43,7 @@ use tenantry_app::server::PortalSettings;
 use tenantry_domain::booking::{BookingInput, OptionsInput};
 use tenantry_engine::driver::slurm::cli::{format_time, parse_records, SlurmCli};
 use tenantry_engine::driver::slurm::plan;
-use tenantry_engine::driver::slurm::{SlurmConfig, SlurmDriver, SyncReport};
+use tenantry_engine::driver::slurm::{SlurmConfig, SlurmDriver, SlurmRead, SyncReport};
 use tenantry_engine::seed::{seed_demo, SeedOptions};
 use tenantry_engine::{Engine, EngineConfig, Store};
 use tenantry_server::state::WebSettings;
@@ -217,7 +217,7 @@ async fn world(store: Store) -> Engine {
     }))
     .unwrap();
     engine.patch_tenant_policy(&admin, "acme", &unlimited, Utc::now()).await.unwrap();
-    let report = engine.sync_slurm(engine.driver.as_slurm().unwrap(), Utc::now()).await;
+    let report = engine.sync_slurm(engine.driver.as_slurm().unwrap(), Utc::now(), SlurmRead::Fresh).await;
     assert!(report.ok && report.failed.is_empty(), "{report:?}");
     engine
 }
@@ -483,11 +483,11 @@ async fn reconcile(label: &str, engine: &Engine, n: usize, held_all: bool) {
     let driver = engine.driver.as_slurm().unwrap();
     let now = Utc::now();
     let whole = if held_all {
-        let report = engine.sync_slurm(driver, now).await;
+        let report = engine.sync_slurm(driver, now, SlurmRead::Fresh).await;
         let changes = report.created.len() + report.updated.len() + report.deleted.len() + report.failed.len();
         assert!(report.ok && changes == 0, "nothing to change: {}", report.summary());
         let t = median_ms(5, || async {
-            engine.sync_slurm(driver, Utc::now()).await;
+            engine.sync_slurm(driver, Utc::now(), SlurmRead::Fresh).await;
         })
         .await;
         format!("{t:.0} ms")

@@ -337,9 +337,12 @@ app_test_with!(admins_read_the_last_slurm_sync_over_http_and_on_the_page, |app: 
     assert!(!page.contains("slurm-panel"), "no panel before a sync");
     assert_eq!(call(&app, "GET", "/admin/slurm/sync", &lead, None).await.0, StatusCode::FORBIDDEN);
 
+    let at = chrono::Utc::now();
     let report = tenantry_domain::fleet::SyncReport {
-        at: chrono::Utc::now(),
+        at,
         ok: true,
+        // A sync at a booking, 30 s after Slurm was last read.
+        slurm_read_at: Some(at - chrono::Duration::seconds(30)),
         created: vec!["tenantry-r7".into(), "tenantry-r8".into()],
         foreign: vec!["maint-weekly".into()],
         failed: vec!["tenantry-r9: Requested nodes are busy".into()],
@@ -365,6 +368,7 @@ app_test_with!(admins_read_the_last_slurm_sync_over_http_and_on_the_page, |app: 
         "Requested nodes are busy",
         "Nodes Slurm reports down (1)",
         "People who cannot be Slurm users (1)",
+        "Slurm as read at ",
     ] {
         assert!(page.contains(text), "the page shows {text:?}");
     }

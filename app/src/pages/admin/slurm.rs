@@ -73,6 +73,11 @@ fn SlurmReport(report: SyncReport, folds: Folds) -> impl IntoView {
         report.drained.len(),
         report.resumed.len(),
     );
+    // A sync at a booking compares with Slurm as last read; the lists below are as of then.
+    let read_at = report
+        .slurm_read_at
+        .filter(|at| !report.read_slurm && *at != report.at)
+        .map(|at| format!("Slurm as read at {}, with the changes made since; it is read again each sync period (TENANTRY_SLURM_SYNC_SECONDS).", at.format("%H:%M:%S UTC")));
     let lists = [
         ("foreign", "Reservations in Slurm but not Tenantry's: left alone", report.foreign),
         ("failed", "Changes Slurm refused (tried again at the next sync)", report.failed),
@@ -103,6 +108,14 @@ fn SlurmReport(report: SyncReport, folds: Folds) -> impl IntoView {
                     .collect_view()}
             </dl>
             <p class="mt-2 text-xs text-slate-500">{accounts}</p>
+            {read_at
+                .map(|read_at| {
+                    view! {
+                        <p class="mt-1 text-xs text-slate-500" data-testid="slurm-read-at">
+                            {read_at}
+                        </p>
+                    }
+                })}
             {lists
                 .into_iter()
                 .filter(|(_, _, items)| !items.is_empty())

@@ -17,9 +17,10 @@
 //!   its shards; Tenantry checks it declares enough before an admin's time-slicing is taken,
 //!   and the cluster must count `gres/shard` in `AccountingStorageTRES`). Node drains follow
 //!   quarantine, maintenance and retirement. The partition requires a reservation
-//!   (`ReqResv=YES`), so no job gets a GPU outside one. Sync runs at every allocation change
-//!   and every minute; Slurm down makes it back off, and it catches up when Slurm returns
-//!   (re-creating what Slurm lost).
+//!   (`ReqResv=YES`), so no job gets a GPU outside one. Sync runs at every allocation change,
+//!   against what Slurm was last read to hold plus the changes made since ([`SlurmRead`]), and
+//!   reads Slurm every minute; Slurm down makes it back off, and it catches up when Slurm
+//!   returns (re-creating what Slurm lost).
 //! - **Lifecycle steps** run on Slurm: acceptance and health checks are jobs (`srun`) inside
 //!   the reservation running `TENANTRY_SLURM_CHECK`; credentials say how to submit; release
 //!   cancels the jobs in the reservation and the sync removes it (and its account, if any).
@@ -156,14 +157,37 @@ struct HeldCache {
     by_team: BTreeMap<i64, Vec<SlurmHeld>>,
 }
 
+/// How a sync learns what Slurm holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlurmRead {
+    /// Read Slurm's accounts, reservations and nodes (`sacctmgr`, `scontrol`): finds drift.
+    Fresh,
+    /// Compare with what the last read found, updated with the changes syncs made since (one
+    /// `scontrol` call per change instead of three reads that grow with the cluster); read
+    /// afresh when there is nothing to go on: no read yet, or the last sync failed or had a
+    /// change refused. For the syncs at allocation changes; drift is found at the next fresh read.
+    Cached,
+}
+
+/// One sync at a time in a process: the last sync's number and report, and what Slurm holds
+/// as far as the syncs know.
+#[derive(Default)]
+struct SyncState {
+    last: Option<(u64, SyncReport)>,
+    /// What Slurm held at the last read, with every change syncs made since; `None` after a
+    /// sync that failed or had a change refused (what Slurm holds is then unknown).
+    slurm: Option<(DateTime<Utc>, Actual)>,
+}
+
 pub struct SlurmDriver {
     pub config: SlurmConfig,
     pub names: Names,
     store: Store,
-    /// One sync at a time in this process, and the last one's number and report: a caller
-    /// that waited while another sync ran takes the report of one that started after it asked
-    /// instead of running its own (a burst of provisioning steps becomes one or two syncs).
-    sync_lock: tokio::sync::Mutex<Option<(u64, SyncReport)>>,
+    /// One sync at a time in this process, the last one's number and report, and what Slurm
+    /// holds as far as the syncs know: a caller that waited while another sync ran takes the
+    /// report of one that started after it asked (and read Slurm, if it asked for a fresh
+    /// read) instead of running its own (a burst of provisioning steps becomes one or two syncs).
+    sync_state: tokio::sync::Mutex<SyncState>,
     /// Syncs started in this process.
     syncs_started: std::sync::atomic::AtomicU64,
     /// The store's holdings as the syncs last read them (see [`HeldCache`]).
@@ -191,7 +215,7 @@ impl SlurmDriver {
             config,
             names,
             store,
-            sync_lock: Default::default(),
+            sync_state: Default::default(),
             syncs_started: Default::default(),
             held: Default::default(),
             known: Default::default(),
@@ -368,46 +392,82 @@ impl SlurmDriver {
         Ok(a)
     }
 
-    /// Makes Slurm hold what the store says (see the module's documentation). One at a time
-    /// per process; several instances may sync at once (each change is idempotent).
-    pub async fn sync(&self, now: DateTime<Utc>) -> SyncReport {
+    /// Makes Slurm hold what the store says (see the module's documentation), comparing with
+    /// what Slurm holds as `read` says. One at a time per process; several instances may sync
+    /// at once (each change is idempotent: one that another instance made already is taken as
+    /// made).
+    pub async fn sync(&self, now: DateTime<Utc>, read: SlurmRead) -> SyncReport {
         use std::sync::atomic::Ordering::SeqCst;
         let asked = self.syncs_started.load(SeqCst);
-        let mut last = self.sync_lock.lock().await;
-        if let Some((_, report)) = last.as_ref().filter(|(number, _)| *number > asked) {
+        let mut state = self.sync_state.lock().await;
+        if let Some((_, report)) = state
+            .last
+            .as_ref()
+            .filter(|(number, report)| *number > asked && (read == SlurmRead::Cached || report.read_slurm))
+        {
             // Started after this caller asked: it read the store as this caller left it.
             return report.clone();
         }
         let number = self.syncs_started.fetch_add(1, SeqCst) + 1;
         let started = std::time::Instant::now();
         let mut report = SyncReport { at: now, ..Default::default() };
+        // Taken: a sync that does not finish every change leaves what Slurm holds unknown.
+        let known_slurm = match read {
+            SlurmRead::Cached => state.slurm.take(),
+            SlurmRead::Fresh => None,
+        };
         let outcome = async {
             let (desired, unmapped) = self.desired(now).await?;
             report.unmapped = unmapped;
-            let actual = self.actual().await?;
+            let (read_at, mut actual) = match known_slurm {
+                Some((read_at, mut actual)) => {
+                    actual.forget_ended(now);
+                    (read_at, actual)
+                }
+                None => {
+                    report.read_slurm = true;
+                    (now, self.actual().await?)
+                }
+            };
+            report.slurm_read_at = Some(read_at);
             report.read_ms = started.elapsed().as_millis() as u64;
             let p = plan::plan(&desired, &actual, &self.names, now);
             report.foreign = p.foreign.clone();
             report.down = p.down.clone();
             report.drained_by_others = p.drained_by_others.clone();
-            self.apply(p.actions, now, &mut report).await?;
+            for action in &p.actions {
+                actual.make(action, now);
+            }
+            let refused = self.apply(p.actions, now, &mut report).await?;
+            // A reservation Slurm refused is not held: made later, it is new, not re-created.
             let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-            *known = desired.reservations.keys().cloned().collect();
-            Ok::<(), DriverError>(())
+            *known = desired.reservations.keys().filter(|name| !refused.contains(*name)).cloned().collect();
+            Ok::<_, DriverError>((read_at, actual))
         }
         .await;
         match outcome {
-            Ok(()) => report.ok = true,
+            Ok(slurm) => {
+                report.ok = true;
+                if report.failed.is_empty() {
+                    state.slurm = Some(slurm);
+                }
+            }
             Err(e) => report.error = Some(e.message),
         }
         report.took_ms = started.elapsed().as_millis() as u64;
-        *last = Some((number, report.clone()));
+        state.last = Some((number, report.clone()));
         report
     }
 
     /// Carries out a plan's actions in its order, batching what Slurm takes in one call. A
-    /// refusal is recorded and the rest goes on; Slurm not answering stops the sync.
-    async fn apply(&self, actions: Vec<Action>, now: DateTime<Utc>, report: &mut SyncReport) -> DriverResult<()> {
+    /// refusal is recorded and the rest goes on; Slurm not answering stops the sync. Returns the
+    /// reservations Slurm refused to make, which it does not hold.
+    async fn apply(
+        &self,
+        actions: Vec<Action>,
+        now: DateTime<Utc>,
+        report: &mut SyncReport,
+    ) -> DriverResult<BTreeSet<String>> {
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut adds: BTreeMap<(String, Cap), Vec<String>> = BTreeMap::new();
         let mut user_adds: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -483,6 +543,7 @@ impl SlurmDriver {
             outcomes.extend(done);
         }
         let mut unreachable = None;
+        let mut refused = BTreeSet::new();
         for (action, result) in outcomes {
             let (bucket, name) = match &action {
                 Action::CreateReservation { name, .. } if known.contains(name) => (&mut report.recreated, name),
@@ -496,7 +557,12 @@ impl SlurmDriver {
             match result {
                 Ok(()) => bucket.push(name.clone()),
                 Err(e) if e.transient => unreachable = Some(e),
-                Err(e) => report.failed.push(format!("{name}: {}", e.message)),
+                Err(e) => {
+                    report.failed.push(format!("{name}: {}", e.message));
+                    if matches!(action, Action::CreateReservation { .. } | Action::RecreateReservation { .. }) {
+                        refused.insert(name.clone());
+                    }
+                }
             }
         }
         if let Some(e) = unreachable {
@@ -534,7 +600,7 @@ impl SlurmDriver {
                 _ => {}
             }
         }
-        Ok(())
+        Ok(refused)
     }
 
     /// Removes a user's associations with `accounts`. Slurm refuses to remove a user's default
@@ -663,7 +729,7 @@ impl SlurmDriver {
         let mut resv = self.reservation_record(node.reservation_id).await?;
         if !resv.as_ref().is_some_and(holds_node) {
             // A replacement node: Slurm learns of it before the check runs there.
-            let report = self.sync(Utc::now()).await;
+            let report = self.sync(Utc::now(), SlurmRead::Cached).await;
             if let Some(e) = report.error {
                 return Err(DriverError::transient(e));
             }
@@ -1081,7 +1147,7 @@ impl FleetDriver for SlurmDriver {
                 transient: false,
             });
         }
-        let report = self.sync(Utc::now()).await;
+        let report = self.sync(Utc::now(), SlurmRead::Cached).await;
         if let Some(e) = report.error {
             return Err(DriverError::transient(format!("Slurm did not take the reservation yet: {e}")));
         }
@@ -1167,7 +1233,7 @@ impl FleetDriver for SlurmDriver {
     async fn revoke_credentials(&self, _: &EffectKey, tenant: &TenantTarget, username: &str) -> DriverResult<String> {
         let reservation = self.names.reservation(tenant.reservation_id);
         self.run("scancel", &["--reservation", &reservation]).await?;
-        let report = self.sync(Utc::now()).await;
+        let report = self.sync(Utc::now(), SlurmRead::Fresh).await;
         if let Some(e) = report.error {
             return Err(DriverError::transient(format!("Slurm did not take the change: {e}")));
         }

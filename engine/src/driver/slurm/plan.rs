@@ -115,6 +115,20 @@ impl ActualReservation {
     }
 }
 
+impl ActualReservation {
+    /// The reservation Slurm holds once Tenantry has made (or changed) it to `spec` at `now`.
+    pub fn made(spec: &ReservationSpec, now: DateTime<Utc>) -> Self {
+        ActualReservation {
+            start: Some(spec.start.max(now)),
+            end: Some(spec.end),
+            nodes: spec.nodes.clone(),
+            core_count: spec.cores.as_ref().map(|c| c.iter().sum()),
+            accounts: spec.accounts.clone(),
+            flags: String::new(),
+        }
+    }
+}
+
 /// A node as Slurm reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActualNode {
@@ -142,6 +156,59 @@ pub struct Actual {
     pub users: BTreeSet<(String, String)>,
     pub reservations: BTreeMap<String, ActualReservation>,
     pub nodes: BTreeMap<String, ActualNode>,
+}
+
+impl Actual {
+    /// What Slurm holds once `action` is made at `now`: a sync whose every change was taken
+    /// keeps this for the next sync at an allocation change, instead of reading Slurm again.
+    pub fn make(&mut self, action: &Action, now: DateTime<Utc>) {
+        match action {
+            Action::AddAccount { name, spec } => {
+                self.accounts.insert(name.clone(), spec.clone());
+            }
+            Action::SetAccountCap { name, cap, .. } => {
+                if let Some(account) = self.accounts.get_mut(name) {
+                    account.cap = *cap;
+                }
+            }
+            Action::AddUser { user, account } => {
+                self.users.insert((user.clone(), account.clone()));
+            }
+            Action::RemoveUser { user, account } => {
+                self.users.remove(&(user.clone(), account.clone()));
+            }
+            // Deleting an account deletes its users' associations with it.
+            Action::DeleteAccount { name } => {
+                self.accounts.remove(name);
+                self.users.retain(|(_, account)| account != name);
+            }
+            Action::CreateReservation { name, spec }
+            | Action::UpdateReservation { name, spec }
+            | Action::RecreateReservation { name, spec } => {
+                self.reservations.insert(name.clone(), ActualReservation::made(spec, now));
+            }
+            Action::DeleteReservation { name } => {
+                self.reservations.remove(name);
+            }
+            Action::Drain { node, reason } => {
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.state = format!("{}+DRAIN", n.state);
+                    n.reason = Some(reason.clone());
+                }
+            }
+            Action::Resume { node } => {
+                if let Some(n) = self.nodes.get_mut(node) {
+                    n.state = n.state.split('+').filter(|w| *w != "DRAIN").collect::<Vec<_>>().join("+");
+                    n.reason = None;
+                }
+            }
+        }
+    }
+
+    /// Forgets the reservations whose windows ended by `now`: Slurm removes them itself.
+    pub fn forget_ended(&mut self, now: DateTime<Utc>) {
+        self.reservations.retain(|_, r| r.end.is_none_or(|end| end > now));
+    }
 }
 
 /// One change to make in Slurm.
@@ -522,6 +589,57 @@ mod tests {
         );
         assert_eq!(p.drained_by_others, ["gpu003"]);
         assert_eq!(p.down, ["gpu003"]);
+    }
+
+    #[test]
+    fn slurm_after_a_plans_changes_needs_no_more() {
+        let mut d = desired();
+        d.accounts.insert("tenantry-r2".into(), AccountSpec { parent: "tenantry-acme".into(), cap: Cap::default() });
+        d.users.insert(("bo".into(), "tenantry-acme".into()));
+        let mut moved_end = spec(&["gpu002"], None, 8, 14);
+        moved_end.accounts = vec!["tenantry-acme".into(), "tenantry-ops".into()];
+        d.reservations.insert("tenantry-r2".into(), moved_end.clone());
+        d.reservations.insert("tenantry-r3".into(), spec(&["gpu003"], Some(vec![8]), 8, 9));
+        d.nodes.insert("gpu001".into(), Some("tenantry: quarantined".into()));
+        d.nodes.insert("gpu002".into(), None);
+
+        let mut a = Actual::default();
+        a.accounts.insert("tenantry-acme".into(), AccountSpec { parent: "root".into(), cap: Cap::default() });
+        a.accounts.insert(
+            "tenantry-r2".into(),
+            AccountSpec { parent: "tenantry-acme".into(), cap: Cap { gpus: Some(1), shards: None } },
+        );
+        a.accounts.insert("tenantry-old".into(), AccountSpec { parent: "root".into(), cap: Cap::default() });
+        a.users.insert(("max".into(), "tenantry-acme".into()));
+        a.users.insert(("max".into(), "tenantry-old".into()));
+        let mut ended_early = actual_of(&moved_end);
+        ended_early.end = Some(t(11));
+        a.reservations.insert("tenantry-r2".into(), ended_early);
+        a.reservations.insert("tenantry-r3".into(), actual_of(&spec(&["gpu004"], Some(vec![8]), 8, 9)));
+        a.reservations.insert("tenantry-r9".into(), actual_of(&spec(&["gpu005"], None, 8, 20)));
+        a.reservations.insert("site-maint".into(), actual_of(&spec(&["gpu009"], None, 8, 20)));
+        a.nodes.insert("gpu001".into(), ActualNode { state: "MIXED".into(), reason: None });
+        a.nodes.insert(
+            "gpu002".into(),
+            ActualNode { state: "IDLE+DRAIN".into(), reason: Some("tenantry: in maintenance".into()) },
+        );
+
+        let now = t(8) + Duration::minutes(30);
+        let p = plan(&d, &a, &names(), now);
+        let kinds: std::collections::HashSet<std::mem::Discriminant<Action>> =
+            p.actions.iter().map(std::mem::discriminant).collect();
+        assert_eq!(kinds.len(), 11, "every kind of change is made: {:?}", p.actions);
+        for action in &p.actions {
+            a.make(action, now);
+        }
+        let again = plan(&d, &a, &names(), now);
+        assert_eq!(again.actions, [], "what is left to do once every change is made");
+        assert_eq!(again.foreign, ["site-maint"]);
+        assert!(!a.nodes["gpu002"].drained() && a.nodes["gpu001"].drained());
+
+        // Slurm removes ended reservations itself.
+        a.forget_ended(t(9));
+        assert_eq!(a.reservations.keys().collect::<Vec<_>>(), ["site-maint", "tenantry-r1", "tenantry-r2"]);
     }
 
     #[test]
