@@ -74,10 +74,10 @@ fn SlurmReport(report: SyncReport, folds: Folds) -> impl IntoView {
         report.resumed.len(),
     );
     // A sync at a booking compares with Slurm as last read; the lists below are as of then.
-    let read_at = report
-        .slurm_read_at
-        .filter(|at| !report.read_slurm && *at != report.at)
-        .map(|at| format!("Slurm as read at {}, with the changes made since; it is read again each sync period (TENANTRY_SLURM_SYNC_SECONDS).", at.format("%H:%M:%S UTC")));
+    let read_at = report.slurm_read_at.filter(|at| !report.read_slurm && *at != report.at).map(|at| {
+        let at = at.format("%H:%M:%S UTC");
+        format!("Slurm as read at {at}, with the changes made since; read again each sync period.")
+    });
     let lists = [
         ("foreign", "Reservations in Slurm but not Tenantry's: left alone", report.foreign),
         ("failed", "Changes Slurm refused (tried again at the next sync)", report.failed),
