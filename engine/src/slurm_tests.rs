@@ -739,12 +739,12 @@ store_test!(syncs_at_allocation_changes_work_from_what_slurm_was_last_seen_to_ho
     let shared = book(&w, &lead, starting_now("h100-gpu", 2, 2, "any")).await;
     let whole = book(&w, &lead, starting_now("h100-node", 1, 1, "any")).await;
     let tomorrow = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(1);
-    let window = |hours| BookingInput {
-        start: tomorrow,
-        end: tomorrow + Duration::hours(hours),
-        ..starting_now("h100-gpu", 1, 1, "any")
-    };
-    let later = book(&w, &lead, window(3)).await;
+    let later = book(
+        &w,
+        &lead,
+        BookingInput { start: tomorrow, end: tomorrow + Duration::hours(3), ..starting_now("h100-gpu", 1, 1, "any") },
+    )
+    .await;
     let report = cached().await;
     assert!(report.ok && !report.read_slurm && report.slurm_read_at == read.slurm_read_at, "{report:?}");
     for id in [shared, whole, later] {
