@@ -7,7 +7,7 @@
 
 use crate::offering::{GpuShares, GPU_SHARES};
 use crate::reservation::PriorityClass;
-use crate::window::Window;
+use crate::window::{floor_minute, Window};
 use crate::GpuModel;
 use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
@@ -454,7 +454,7 @@ pub fn burst_window(input: &BurstInput, now: DateTime<Utc>) -> Result<Window, cr
             format!("a burst lasts 1 to {BURST_MAX_HOURS} hours (30 days, the longest window)"),
         ));
     }
-    let start = crate::window::floor_minute(now);
+    let start = floor_minute(now);
     Ok(Window { start, end: start + Duration::hours(input.hours) })
 }
 
@@ -604,7 +604,9 @@ pub fn decide_held(policy: &Policy, held: &Held, ask: &Ask, now: DateTime<Utc>) 
         }
     }
     if let Some(minutes) = policy.min_notice_minutes {
-        if ask.window.start < now + Duration::minutes(i64::from(minutes)) - Duration::seconds(59) {
+        // The current minute counts as now, as it does for a window's own check: with no notice
+        // a start in this minute is bookable to its last second.
+        if ask.window.start < floor_minute(now) + Duration::minutes(i64::from(minutes)) {
             refused.push(format!("your team must book at least {minutes} minutes ahead"));
         }
     }
@@ -789,6 +791,24 @@ mod tests {
         assert!(matches!(&d, Decision::Refused(r) if r.len() == 2), "{d:?}");
         let (d, _) = decide(&p, &[], &ask(w(now + Duration::minutes(30), now + Duration::hours(2)), 1, 1), now);
         assert!(matches!(&d, Decision::Refused(r) if r[0].contains("60 minutes")), "{d:?}");
+    }
+
+    #[test]
+    fn notice_counts_the_current_minute_as_now_to_its_last_second() {
+        let minute = at(1, 0);
+        let late_in_the_minute = minute + Duration::milliseconds(59_900);
+        let from = |offset: i64| ask(w(minute + Duration::minutes(offset), at(1, 3)), 1, 1);
+        let mut p = strict();
+        p.min_notice_minutes = Some(0);
+        let (d, _) = decide(&p, &[], &from(0), late_in_the_minute);
+        assert!(!matches!(d, Decision::Refused(_)), "a start in the current minute with no notice: {d:?}");
+        let (d, _) = decide(&p, &[], &from(-1), late_in_the_minute);
+        assert!(matches!(&d, Decision::Refused(r) if r[0].contains("0 minutes")), "the minute before: {d:?}");
+        p.min_notice_minutes = Some(60);
+        let (d, _) = decide(&p, &[], &from(60), late_in_the_minute);
+        assert!(!matches!(d, Decision::Refused(_)), "an hour after the current minute: {d:?}");
+        let (d, _) = decide(&p, &[], &from(59), late_in_the_minute);
+        assert!(matches!(&d, Decision::Refused(r) if r[0].contains("60 minutes")), "a minute short: {d:?}");
     }
 
     #[test]
