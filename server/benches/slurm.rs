@@ -5,7 +5,7 @@
 //!    (as many as Tenantry's sync runs at once) and one at a time; then deleted.
 //! 2. Tenantry: a fresh database, the Slurm driver, the demo teams with the nodes Slurm reports
 //!    admitted; the demo lead books whole H100 nodes over the REST API (the real router on
-//!    loopback, 8 clients) while the sync loop `tenantry serve` runs (`run_slurm_sync`) makes
+//!    loopback, 8 clients, BENCH_SLURM_CLIENTS) while the sync loop `tenantry serve` runs (`run_slurm_sync`) makes
 //!    them in Slurm; timed from the first booking until `scontrol show reservation` holds all.
 //!    As deployed, the portal is warm when bookings come in: the loop's first sync (a read of
 //!    Slurm) is done, and each client has listed the team's reservations once
@@ -58,9 +58,17 @@ const PREFIX: &str = "bench";
 const ALONE: &str = "scbench";
 /// Slurm calls in flight at once: as many as the driver's sync runs (`buffer_unordered(8)`).
 const IN_FLIGHT: usize = 8;
+
+/// The load generator's clients, each booking one at a time (BENCH_SLURM_CLIENTS, default
+/// [`IN_FLIGHT`]).
+fn clients() -> usize {
+    std::env::var("BENCH_SLURM_CLIENTS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(IN_FLIGHT)
+}
+
 /// How often the bench asks Slurm whether it holds Tenantry's reservations yet, by default
-/// (BENCH_SLURM_POLL_MS). Each ask costs Slurm's side an `scontrol show reservation` (27 ms with
-/// 5,000 held), which `scontrol` alone does not pay.
+/// (BENCH_SLURM_POLL_MS), and once more when the syncs' reports say they made them all. Each
+/// ask costs Slurm's side an `scontrol show reservation` (27 ms with 5,000 held), which
+/// `scontrol` alone does not pay.
 const POLL_MS: u64 = 250;
 
 /// The driver's own runner (a child process per call, `TZ=UTC`), with a deadline long enough
@@ -229,7 +237,7 @@ async fn world(store: Store) -> Engine {
 /// `/proc`: Tenantry is this process (its server, engine and the in-process load generator;
 /// SQLite too, when it is the store), the Slurm tools it runs are its reaped children, and
 /// the daemons are found by name. `USER_HZ` is 100 on every Linux this runs on.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Cpu {
     tenantry: f64,
     slurm_tools: f64,
@@ -237,6 +245,9 @@ struct Cpu {
     slurmdbd: f64,
     mariadb: f64,
     postgres: f64,
+    /// Each core's busy seconds (all but idle and I/O wait in `/proc/stat`): what the parties
+    /// above leave out (interrupts, the kernel's work for loopback traffic) included.
+    cores: Vec<f64>,
 }
 
 impl Cpu {
@@ -250,6 +261,15 @@ impl Cpu {
             Some(((utime + stime) / 100.0, (cutime + cstime) / 100.0))
         }
         let mut cpu = Cpu::default();
+        for line in std::fs::read_to_string("/proc/stat").unwrap_or_default().lines() {
+            let mut fields = line.split_whitespace();
+            if !fields.next().is_some_and(|name| name.len() > 3 && name.starts_with("cpu")) {
+                continue;
+            }
+            let jiffies: Vec<f64> = fields.filter_map(|f| f.parse().ok()).collect();
+            let (idle, total) = (jiffies.iter().skip(3).take(2).sum::<f64>(), jiffies.iter().take(8).sum::<f64>());
+            cpu.cores.push((total - idle) / 100.0);
+        }
         if let Some((own, children)) = std::fs::read_to_string("/proc/self/stat").ok().as_deref().and_then(times) {
             cpu.tenantry = own;
             cpu.slurm_tools = children;
@@ -287,7 +307,14 @@ impl Cpu {
             .filter(|(_, s)| *s > 0.0)
             .map(|(what, s)| format!("{what} {s:.1} s ({:.0} %)", 100.0 * s / total.max(f64::EPSILON)))
             .collect();
-        format!("CPU {total:.1} s in {wall_s:.1} s of wall time: {}", shares.join(", "))
+        let cores: Vec<String> = self
+            .cores
+            .iter()
+            .zip(&before.cores)
+            .enumerate()
+            .map(|(i, (now, then))| format!("core {i} {:.0} %", 100.0 * (now - then) / wall_s.max(f64::EPSILON)))
+            .collect();
+        format!("CPU {total:.1} s in {wall_s:.1} s of wall time ({} busy): {}", cores.join(", "), shares.join(", "))
     }
 }
 
@@ -303,8 +330,8 @@ struct Run {
     cpu: String,
 }
 
-/// Books `n` whole H100 nodes as the demo lead over the REST API, 8 clients, while the sync
-/// loop runs; waits until Slurm holds them all, or `limit` from the first booking.
+/// Books `n` whole H100 nodes as the demo lead over the REST API, [`clients`] at once, while
+/// the sync loop runs; waits until Slurm holds them all, or `limit` from the first booking.
 async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Duration) -> Run {
     let token = engine.create_api_token("lead@acme.example", "bench", Utc::now()).await.unwrap();
     let sessions = sessions::DbSessionStore::open(&engine.store).await.unwrap();
@@ -329,25 +356,26 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
         warm_up(engine, &client, &url, &token, before).await
     };
     // The loop's syncs, as they store their reports (each begins at a new instant), until the
-    // loop has stopped.
+    // loop has stopped. Looked at every 20 ms: a sync takes longer, with its rest.
     let (stopped, mut done) = tokio::sync::watch::channel(false);
+    let reports: Arc<std::sync::Mutex<Vec<SyncReport>>> = Arc::default();
     let watcher = {
-        let store = engine.store.clone();
+        let (store, reports) = (engine.store.clone(), reports.clone());
         tokio::spawn(async move {
-            let mut reports: Vec<SyncReport> = Vec::new();
             loop {
                 let last = *done.borrow_and_update();
                 if let Ok(Some(report)) = store.last_slurm_sync().await {
+                    let mut reports = reports.lock().unwrap();
                     if Some(report.at) != before && reports.last().is_none_or(|r| r.at != report.at) {
                         reports.push(report);
                     }
                 }
                 if last {
-                    return reports;
+                    return;
                 }
                 tokio::select! {
                     _ = done.changed() => {}
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
                 }
             }
         })
@@ -356,8 +384,8 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
     let start = base();
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let cpu = Cpu::now();
-    let began = Instant::now();
-    let clients: Vec<_> = (0..IN_FLIGHT)
+    let (began, began_at) = (Instant::now(), Utc::now());
+    let clients: Vec<_> = (0..clients())
         .map(|_| {
             let (client, url, token, next) = (client.clone(), url.clone(), token.clone(), next.clone());
             tokio::spawn(async move {
@@ -396,13 +424,36 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
     }
     let booked_s = began.elapsed().as_secs_f64();
     let ours = format!("{PREFIX}-r");
-    let mut count = held(&ours).await.len();
-    let poll = std::env::var("BENCH_SLURM_POLL_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(POLL_MS);
-    while count < n && began.elapsed() < limit {
-        tokio::time::sleep(std::time::Duration::from_millis(poll)).await;
-        count = held(&ours).await.len();
+    // Held from the end of the sync that made the last of them, as the syncs' reports say,
+    // once Slurm confirms it holds them all: exact, where the time Slurm is seen to hold them
+    // adds up to a poll's wait. Slurm is still asked every poll, so a sync the watcher missed,
+    // or a reservation Slurm lost, times the run from the ask that finds them all.
+    let all_made_at = |reports: &[SyncReport]| {
+        let mut made = 0;
+        reports.iter().find_map(|r| {
+            made += r.created.iter().chain(&r.recreated).filter(|name| name.starts_with(&ours)).count();
+            (made >= n).then(|| r.at + Duration::milliseconds(i64::try_from(r.took_ms).unwrap_or(i64::MAX)))
+        })
+    };
+    let poll = std::time::Duration::from_millis(
+        std::env::var("BENCH_SLURM_POLL_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(POLL_MS),
+    );
+    let (mut count, mut held_s, mut asked, mut asked_once_made) = (0, None, None::<Instant>, false);
+    while held_s.is_none() && began.elapsed() < limit {
+        let made_at = all_made_at(&reports.lock().unwrap());
+        if (made_at.is_some() && !asked_once_made) || asked.is_none_or(|a| a.elapsed() >= poll) {
+            asked = Some(Instant::now());
+            asked_once_made |= made_at.is_some();
+            count = held(&ours).await.len();
+            held_s = (count == n).then(|| match made_at {
+                Some(at) => (at - began_at).num_microseconds().unwrap_or(0) as f64 / 1e6,
+                None => began.elapsed().as_secs_f64(),
+            });
+        }
+        if held_s.is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
-    let held_s = (count == n).then(|| began.elapsed().as_secs_f64());
     let cpu = Cpu::now().since(&cpu, began.elapsed().as_secs_f64());
     stop.send(true).unwrap();
     if tokio::time::timeout(std::time::Duration::from_secs(5), &mut sync).await.is_err() {
@@ -415,7 +466,8 @@ async fn tenantry(engine: &Engine, n: usize, nodes: usize, limit: std::time::Dur
         analyze.abort();
     }
     stopped.send(true).unwrap();
-    let syncs = watcher.await.unwrap();
+    watcher.await.unwrap();
+    let syncs = std::mem::take(&mut *reports.lock().unwrap());
     Run { booked_s, held_s, held: count, syncs, cpu }
 }
 
@@ -431,7 +483,7 @@ async fn warm_up(
     before: Option<DateTime<Utc>>,
 ) -> Option<DateTime<Utc>> {
     let listed =
-        futures_util::future::join_all((0..IN_FLIGHT).map(|_| client.get(url).bearer_auth(token).send())).await;
+        futures_util::future::join_all((0..clients()).map(|_| client.get(url).bearer_auth(token).send())).await;
     for answer in listed {
         assert!(answer.expect("the server answers").status().is_success(), "listing reservations");
     }
