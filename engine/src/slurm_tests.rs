@@ -784,8 +784,20 @@ store_test!(syncs_at_allocation_changes_work_from_what_slurm_was_last_seen_to_ho
     .await
     .unwrap();
     let refused = book(&w, &lead, BookingInput { start: begin, end, ..starting_now("h100-gpu", 1, 1, "any") }).await;
+    let (after, beside) = (end + Duration::hours(2), end + Duration::hours(3));
+    let beside =
+        book(&w, &lead, BookingInput { start: after, end: beside, ..starting_now("h100-gpu", 1, 1, "any") }).await;
+    // Made by one `scontrol` together: the one Slurm takes is made, the other says why not.
     let report = cached().await;
-    assert!(report.failed.iter().any(|f| f.starts_with(&w.name(refused))), "{report:?}");
+    assert_eq!(report.created, [w.name(beside)], "{report:?}");
+    assert!(reservation(&w.name(beside)).await.is_some());
+    assert!(
+        report
+            .failed
+            .iter()
+            .any(|f| f.starts_with(&w.name(refused)) && f.contains("overlaps with another reservation")),
+        "{report:?}"
+    );
     slurm(&["scontrol", "delete", "ReservationName=site-owned"]).await.unwrap();
     let report = cached().await;
     assert!(report.read_slurm && report.created == [w.name(refused)], "{report:?}");

@@ -71,26 +71,8 @@ impl SlurmCli {
             }
             None => tokio::process::Command::new(self.program(name)),
         };
-        // Slurm reads and prints times in the local time zone; Tenantry speaks UTC.
-        command.args(args).env("TZ", "UTC").kill_on_drop(true).stdin(std::process::Stdio::null());
-        let output = match tokio::time::timeout(self.timeout, command.output()).await {
-            Err(_) => {
-                return Err(DriverError::transient(format!(
-                    "`{name}` did not answer within {} s",
-                    self.timeout.as_secs()
-                )))
-            }
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(DriverError {
-                    message: format!(
-                    "`{name}` was not found: install Slurm's client tools or set TENANTRY_SLURM_BIN to their directory"
-                ),
-                    transient: false,
-                })
-            }
-            Ok(Err(e)) => return Err(DriverError::transient(format!("cannot run `{name}`: {e}"))),
-            Ok(Ok(output)) => output,
-        };
+        command.args(args).stdin(std::process::Stdio::null());
+        let output = self.output(name, command, None).await?;
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         if output.status.success() {
             return Ok(stdout);
@@ -100,6 +82,58 @@ impl SlurmCli {
         let said = if said.is_empty() { stdout.trim() } else { said };
         let message = format!("`{name} {}` failed: {said}", args.first().map(String::as_str).unwrap_or(""));
         Err(DriverError { transient: is_unreachable(&stderr) || is_unreachable(&stdout), message })
+    }
+
+    /// Runs `name` with no arguments, reading `commands` (one a line) on its standard input, as
+    /// `scontrol` does: one process for many commands, where each call is otherwise a process
+    /// of its own (its start costs more of Slurm's CPU than a reservation does). Returns what it
+    /// printed on standard output, whether or not each command succeeded: the caller tells which
+    /// did from it. Fails only when the tool could not run or did not finish in time.
+    pub async fn run_commands(&self, name: &str, commands: String) -> DriverResult<String> {
+        let mut command = tokio::process::Command::new(self.program(name));
+        command.stdin(std::process::Stdio::piped());
+        let output = self.output(name, command, Some(commands)).await?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// Runs `command` (in UTC, killed past the deadline) with `input` on its standard input
+    /// when given, and collects what it printed.
+    async fn output(
+        &self,
+        name: &str,
+        mut command: tokio::process::Command,
+        input: Option<String>,
+    ) -> DriverResult<std::process::Output> {
+        // Slurm reads and prints times in the local time zone; Tenantry speaks UTC.
+        command.env("TZ", "UTC").kill_on_drop(true);
+        command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let run = async {
+            let mut child = command.spawn()?;
+            // Written while the output is read: either may outgrow a pipe's buffer.
+            let stdin = child.stdin.take();
+            let feed = async move {
+                if let (Some(mut stdin), Some(input)) = (stdin, input) {
+                    use tokio::io::AsyncWriteExt;
+                    // A tool that stops reading early says why in its output.
+                    let _ = stdin.write_all(input.as_bytes()).await;
+                }
+            };
+            let (output, ()) = tokio::join!(child.wait_with_output(), feed);
+            output
+        };
+        match tokio::time::timeout(self.timeout, run).await {
+            Err(_) => {
+                Err(DriverError::transient(format!("`{name}` did not answer within {} s", self.timeout.as_secs())))
+            }
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(DriverError {
+                message: format!(
+                    "`{name}` was not found: install Slurm's client tools or set TENANTRY_SLURM_BIN to their directory"
+                ),
+                transient: false,
+            }),
+            Ok(Err(e)) => Err(DriverError::transient(format!("cannot run `{name}`: {e}"))),
+            Ok(Ok(output)) => Ok(output),
+        }
     }
 }
 
