@@ -80,6 +80,10 @@ fn system_change(action: &'static str, detail: String) -> Change<'static> {
     Change { action, object_type: "fleet", object_id: None, tenant_id: None, detail }
 }
 
+/// A sync at an allocation change that read only the store is followed by this many times as
+/// long as it spent reading, at rest (see [`run_slurm_sync`]).
+const READ_TO_REST: u64 = 4;
+
 /// Syncs at every allocation change, reading Slurm afresh at least every `every`, until
 /// `shutdown` turns true; backs off while Slurm does not answer.
 pub async fn run_slurm_sync(engine: Engine, every: Duration, mut shutdown: tokio::sync::watch::Receiver<bool>) {
@@ -111,13 +115,16 @@ pub async fn run_slurm_sync(engine: Engine, every: Duration, mut shutdown: tokio
                     return;
                 }
                 // A burst of bookings becomes one sync, and a sync that spent R reading (the
-                // store, and Slurm when it did) is followed by at least R of rest: under a stream of bookings
-                // reading takes at most half the time, and a booking reaches Slurm within about
-                // two syncs. The time spent making changes earns no rest: resting as long as a
-                // sync that made hundreds of reservations took halved the rate Slurm got them at
+                // store only) is followed by 4 R of rest: under a stream of bookings reading
+                // takes at most a fifth of the time (it competes with booking for the store),
+                // and a booking reaches Slurm within about two syncs. A sync that read Slurm too
+                // (its reading mostly Slurm's CPU, not the store's) rests R. The time
+                // spent making changes earns no rest: resting as long as a sync that made
+                // hundreds of reservations took halved the rate Slurm got them at
                 // (docs/PERFORMANCE.md, "Slurm"). The floor only lets a burst's bookings commit:
                 // 100 ms left Slurm idle a fifth of the time under a stream.
-                let read = Duration::from_millis(report.read_ms);
+                let factor = if report.read_slurm { 1 } else { READ_TO_REST };
+                let read = Duration::from_millis(report.read_ms.saturating_mul(factor));
                 tokio::time::sleep(read.clamp(Duration::from_millis(10), every)).await;
                 changes.borrow_and_update();
             }
