@@ -3,14 +3,14 @@
 //! team's policy and holdings are read once for the batch; each booking is decided and placed on
 //! the index in arrival order, seeing the bookings before it in the batch as if they were stored
 //! (their holdings count against the team's quota, their slices are taken); all are written in
-//! one transaction, a savepoint each, so a batch costs one commit; and the index is refreshed
-//! once. Each booking's audit event and notices are written in its savepoint, so they commit
-//! with it, and the batch is read back with two queries. Each team's holdings are kept between
-//! batches (a [`Ledger`]) while the store's count of writes to the team's reservations says
-//! nobody else changed them, so a batch reads one row per team instead of all its holdings. A
-//! booking that loses a race to another instance (the database refuses it) is planned again in
-//! the next round, up to a bound. Each caller then answers on its own task, while the next batch
-//! is planned.
+//! one transaction, so a batch costs one commit (one the database refuses is rolled back alone);
+//! and the index is refreshed once. Each booking's audit event and notices are written with it,
+//! so they commit with it, and the batch is read back with two queries. Each team's holdings
+//! are kept between batches (a [`Ledger`]) while the store's count of writes to the team's
+//! reservations says nobody else changed them, so a batch reads one row per team instead of all
+//! its holdings. A booking that loses a race to another instance (the database refuses it) is
+//! planned again in the next round, up to a bound. Each caller then answers on its own task,
+//! while the next batch is planned.
 //!
 //! Bookings used to be planned and committed one at a time, which bounded an instance at about
 //! 200 bookings a second on PostgreSQL however many clients waited: the commit, the policy reads
@@ -35,7 +35,8 @@ use tokio::sync::{oneshot, Mutex, OwnedMutexGuard};
 /// up with a 409. Each lost round means another booking committed, so this is a safety bound.
 const MAX_PLAN_ATTEMPTS: u32 = 16;
 
-/// The most bookings written in one transaction: each has a savepoint, and PostgreSQL slows
+/// The most bookings written in one transaction: each may have a savepoint (when one is refused
+/// and the batch is written again, see `Store::insert_bookings`), and PostgreSQL slows
 /// every session down once a transaction has more than 64 subtransactions.
 const MAX_BATCH: usize = 32;
 

@@ -752,7 +752,7 @@ impl Store {
     /// the node is unknown. Refused while anything holds those GPUs after `now`: a change would
     /// change what each holder holds. On PostgreSQL the node's row is locked first, as a booking's check locks it, so a
     /// booking that committed first is seen here, and one that comes after sees the new seats
-    /// (see `layout_changed!` in the reservations store).
+    /// (see `fleet_refusal!` in the reservations store).
     pub async fn set_time_slicing(
         &self,
         hostname: &str,

@@ -291,22 +291,50 @@ impl Store {
 pub const ALLOCATION_CHANNEL: &str = "tenantry_allocations";
 
 /// What a write answers when it would put a second CUDA driver branch on a node (see
-/// [`driver_clash!`]); [`is_overlap`] treats it like an overlap, so the booking re-plans.
+/// [`fleet_refusal!`]); [`is_overlap`] treats it like an overlap, so the booking re-plans.
 const DRIVER_CLASH: &str = "node driver branch clash";
 
+/// What a write answers when a booking's slices were planned against GPUs that an admin has
+/// since time-sliced into other seats (or stopped time-slicing); [`is_overlap`] treats it like an
+/// overlap, so the booking re-plans on the fleet as it is now.
+const LAYOUT_CHANGED: &str = "GPU time-slicing changed";
+
+/// Counts the allocations of the reservation whose id is pushed after it that no longer fit
+/// their GPU as the GPU is divided now. A seat needs a GPU time-sliced into the offering's seats
+/// (a seat of a MIG instance, a GPU in MIG mode whose instances of the offering's profile are);
+/// a whole GPU (or node) needs slices `[0, n)` of all the GPU's `n` slices; a MIG slice needs
+/// MIG mode. Placement planned on the index, which may not have heard yet of an admin's
+/// time-slicing; this is where the database, which has, says so (an admin's change locks the
+/// node's row as [`fleet_refusal!`] does, so one of the two sees the other's commit).
+const STALE_LAYOUT_COUNT: &str = "select count(*) from allocation a join gpu g on g.gpu_id = a.gpu_id
+     join reservation r on r.reservation_id = a.reservation_id
+     join offering o on o.offering_id = r.offering_id
+     where not (case
+         when o.grain = 'shared' and o.mig_profile is not null then g.mig_enabled
+             and g.seat_profile = o.mig_profile and g.instance_seats = o.seats_per_gpu and a.seat is not null
+         when o.grain = 'shared' then g.seats is not null and g.seats = o.seats_per_gpu
+         when o.grain = 'mig' then g.mig_enabled
+         else a.slice_lo = 0 and a.slice_hi = case when g.mig_enabled then 7 else coalesce(g.seats, 1) end
+     end) and a.reservation_id = ";
+
 /// Inside a write transaction that has just written allocations of reservation `$id` on the
-/// nodes `$nodes` for `[$start, $hold_until)`: whether another reservation holds part of those
-/// nodes then with
-/// another CUDA driver branch than `$driver` (a node-wide setting, so tenants sharing a node
-/// share it). On PostgreSQL the nodes' rows are locked first, so two instances booking the same
-/// node check one after the other; SQLite's single writer does that already. The lock is `for no
-/// key update`: the allocations just written already hold a `key share` lock on their node (the
-/// foreign key), which `for update` would have to wait out, so two bookings of one node each
-/// waited for the other's key share, a deadlock PostgreSQL breaks after a second (measured with
-/// three instances behind a balancer: 43 deadlocks and 6 bookings/s instead of 129).
-/// `no key update` locks still exclude each other, so the checks still take turns.
-macro_rules! driver_clash {
-    ($store:expr, $tx:ident, $id:expr, $nodes:expr, $start:expr, $hold_until:expr, $driver:expr) => {{
+/// nodes `$nodes` for `[$start, $hold_until)`: why the fleet refuses them, if it does. Either
+/// another reservation holds part of those nodes then with another CUDA driver branch than
+/// `$driver` (a node-wide setting, so tenants sharing a node share it): [`DRIVER_CLASH`]. Or,
+/// with `layout = true`, one of them no longer fits its GPU (see [`STALE_LAYOUT_COUNT`]):
+/// [`LAYOUT_CHANGED`]. Both are asked in one statement.
+///
+/// On PostgreSQL the nodes' rows are locked first, in a statement of their own (a statement
+/// reads what had committed when it began, so the check must begin after the lock is granted),
+/// so two instances booking the same node check one after the other; SQLite's single writer
+/// does that already. The lock is `for no key update`: the allocations just written already hold
+/// a `key share` lock on their node (the foreign key), which `for update` would have to wait
+/// out, so two bookings of one node each waited for the other's key share, a deadlock PostgreSQL
+/// breaks after a second (measured with three instances behind a balancer: 43 deadlocks and 6
+/// bookings/s instead of 129). `no key update` locks still exclude each other, so the checks
+/// still take turns.
+macro_rules! fleet_refusal {
+    ($store:expr, $tx:ident, $id:expr, $nodes:expr, $start:expr, $hold_until:expr, $driver:expr, layout = $layout:expr) => {{
         let nodes: std::collections::BTreeSet<i64> = $nodes;
         if $store.backend() == super::Backend::Postgres {
             let mut lock = sqlx::QueryBuilder::<Db>::new("select node_id from node where node_id in (");
@@ -318,7 +346,7 @@ macro_rules! driver_clash {
             lock.build().execute(&mut *$tx).await?;
         }
         let mut q = sqlx::QueryBuilder::<Db>::new(
-            "select count(*) from gpu g join allocation a on a.gpu_id = g.gpu_id
+            "select (select count(*) from gpu g join allocation a on a.gpu_id = g.gpu_id
              join reservation o on o.reservation_id = a.reservation_id
              where a.live and a.reservation_id <> ",
         );
@@ -329,43 +357,20 @@ macro_rules! driver_clash {
         for node in &nodes {
             list.push_bind(*node);
         }
-        q.push(")");
-        let clashes: i64 = q.build_query_scalar().fetch_one(&mut *$tx).await?;
-        clashes > 0
-    }};
-}
-
-/// What a write answers when a booking's slices were planned against GPUs that an admin has
-/// since time-sliced into other seats (or stopped time-slicing); [`is_overlap`] treats it like an
-/// overlap, so the booking re-plans on the fleet as it is now.
-const LAYOUT_CHANGED: &str = "GPU time-slicing changed";
-
-/// Inside the write transaction of reservation `$id`, after [`driver_clash!`] has locked its
-/// nodes: whether any of its allocations no longer fits its GPU as the GPU is divided now. A seat
-/// needs a GPU time-sliced into the offering's seats (a seat of a MIG instance, a GPU in MIG mode
-/// whose instances of the offering's profile are); a whole GPU (or node) needs slices `[0, n)`
-/// of all the GPU's `n` slices; a MIG slice needs MIG mode. Placement planned on the index, which
-/// may not have heard yet of an admin's time-slicing; this is where the database, which has, says
-/// so (an admin's change locks the node's row as the driver check does, so one of the two sees
-/// the other's commit).
-macro_rules! layout_changed {
-    ($tx:ident, $id:expr) => {{
-        let stale: i64 = sqlx::query_scalar(
-            "select count(*) from allocation a join gpu g on g.gpu_id = a.gpu_id
-             join reservation r on r.reservation_id = a.reservation_id
-             join offering o on o.offering_id = r.offering_id
-             where a.reservation_id = $1 and not (case
-                 when o.grain = 'shared' and o.mig_profile is not null then g.mig_enabled
-                     and g.seat_profile = o.mig_profile and g.instance_seats = o.seats_per_gpu and a.seat is not null
-                 when o.grain = 'shared' then g.seats is not null and g.seats = o.seats_per_gpu
-                 when o.grain = 'mig' then g.mig_enabled
-                 else a.slice_lo = 0 and a.slice_hi = case when g.mig_enabled then 7 else coalesce(g.seats, 1) end
-             end)",
-        )
-        .bind($id)
-        .fetch_one(&mut *$tx)
-        .await?;
-        stale > 0
+        q.push(")), ");
+        if $layout {
+            q.push("(").push(STALE_LAYOUT_COUNT).push_bind($id).push(")");
+        } else {
+            q.push("cast(0 as bigint)");
+        }
+        let (clashes, stale): (i64, i64) = q.build_query_as().fetch_one(&mut *$tx).await?;
+        if clashes > 0 {
+            Some(DRIVER_CLASH)
+        } else if stale > 0 {
+            Some(LAYOUT_CHANGED)
+        } else {
+            None
+        }
     }};
 }
 
@@ -412,6 +417,30 @@ pub fn is_overlap(err: &sqlx::Error) -> bool {
 fn is_idempotency_clash(err: &sqlx::Error) -> bool {
     super::is_unique_violation(err)
         && matches!(err, sqlx::Error::Database(db) if db.message().contains("idempotency_key") || db.constraint().is_some_and(|c| c.contains("idempotency")))
+}
+
+/// One booking's answer from a write: `None` when its idempotency key was used before (the
+/// earlier reservation is looked up once the batch has committed, as it may be in the batch).
+type Answer = Option<Result<Inserted, sqlx::Error>>;
+
+/// What one attempt at writing a batch of bookings did.
+enum Batch {
+    /// Committed: each booking's answer, refused ones included.
+    Written(Vec<Answer>),
+    /// Rolled back at the first refused booking (written without savepoints): its answer.
+    Refused(Answer),
+}
+
+/// A booking's answer when the database refused it: an overlap (see [`is_overlap`]) or, where it
+/// brought a key, a reused idempotency key. Any other error is no refusal and stays an error.
+fn refusal(err: sqlx::Error, keyed: bool) -> Result<Answer, sqlx::Error> {
+    if is_overlap(&err) {
+        Ok(Some(Err(err)))
+    } else if keyed && is_idempotency_clash(&err) {
+        Ok(None)
+    } else {
+        Err(err)
+    }
 }
 
 /// A live allocation that stands in a booking's way, for the 409 message.
@@ -609,111 +638,39 @@ impl Store {
         }
     }
 
-    /// Writes several bookings in one transaction, each in a savepoint of its own: a booking the
-    /// database refuses (an overlap or a second driver branch on a node, see [`is_overlap`]) is
-    /// rolled back alone and answered with that error, so the others still commit, together,
-    /// with one commit. A reused idempotency key answers the earlier reservation. Any other
-    /// error rolls back the whole batch.
+    /// Writes several bookings in one transaction, with one commit. A booking the database
+    /// refuses (an overlap or a second driver branch on a node, see [`is_overlap`]) is answered
+    /// with that error and the others still commit; a reused idempotency key answers the earlier
+    /// reservation. Any other error rolls back the whole batch.
+    ///
+    /// The batch is first written without savepoints, since the planner has already placed each
+    /// booking where its index saw room and refusals are rare: two statements a booking fewer.
+    /// If one is refused, that attempt is rolled back and (for more than one booking) the batch
+    /// is written again with each booking in a savepoint of its own, so the refused one is rolled
+    /// back alone.
     ///
     /// Keep batches under 64: PostgreSQL tracks a transaction's first 64 subtransactions in
     /// shared memory and gets slower for every session past that.
     ///
     /// `aftermath(i, id)` gives what the `i`th booking, written as reservation `id`, records and
-    /// tells (see [`Aftermath`]); it is written in that booking's savepoint.
+    /// tells (see [`Aftermath`]); it is written with that booking, so it commits with it or not at
+    /// all. It may be asked again for the same booking under another id when the batch is
+    /// written again.
     pub async fn insert_bookings<'w>(
         &self,
         writes: &[BookingWrite<'w>],
         aftermath: impl Fn(usize, i64) -> Option<Aftermath<'w>> + Sync,
     ) -> EngineResult<Vec<Result<Inserted, sqlx::Error>>> {
-        use sqlx::Acquire;
-        let mut out: Vec<Option<Result<Inserted, sqlx::Error>>> = Vec::with_capacity(writes.len());
-        write_tx!(self, |tx| {
-            for (i, w) in writes.iter().enumerate() {
-                let (r, now) = (w.new, w.now);
-                let (key, fingerprint) = w.idempotency.unzip();
-                let mut sp = (&mut tx).begin().await?;
-                let written: Result<(i64, Vec<i64>), sqlx::Error> = async {
-                    let mut preempted = Vec::new();
-                    let mut insert = sqlx::QueryBuilder::<Db>::new(INSERT_RESERVATION);
-                    insert.push_values(std::iter::once(r), |mut row, r| {
-                        bind_reservation!(row, r, key, fingerprint, now);
-                    });
-                    insert.push(" returning reservation_id");
-                    let id: i64 = insert.build_query_scalar().fetch_one(&mut *sp).await?;
-                    if let Some(until) = w.preempt_until {
-                        // Preemptible reservations and bursts on these slices end before this
-                        // booking begins; their owners are told.
-                        preempted = cut_preemptible!(sp, &r.allocations, r.window.start, r.hold_until, until, now);
-                        for victim in &preempted {
-                            allocations_changed!(self, sp, reservation = *victim);
-                        }
-                    }
-                    let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
-                    builder.push_values(&r.allocations, |mut row, p| {
-                        bind_allocation!(row, id, r, p);
-                    });
-                    builder.build().execute(&mut *sp).await?;
-                    let nodes = r.allocations.iter().map(|p| p.node_id).collect();
-                    if driver_clash!(self, sp, id, nodes, r.window.start, r.hold_until, &r.options.cuda_driver) {
-                        return Err(sqlx::Error::Protocol(DRIVER_CLASH.to_owned()));
-                    }
-                    if layout_changed!(sp, id) {
-                        return Err(sqlx::Error::Protocol(LAYOUT_CHANGED.to_owned()));
-                    }
-                    if let Some((kind, run_at)) = r.first_job {
-                        sqlx::query(INSERT_JOB)
-                            .bind(kind.code())
-                            .bind(id)
-                            .bind(kind.first_step().code())
-                            .bind(run_at)
-                            .bind(now)
-                            .execute(&mut *sp)
-                            .await?;
-                    }
-                    if let Some(after) = aftermath(i, id) {
-                        insert_audit!(sp, &after.audit);
-                        for notice in &after.notices {
-                            insert_notice!(sp, notice, now);
-                        }
-                    }
-                    Ok((id, preempted))
+        let out = match self.write_bookings(writes, &aftermath, false).await? {
+            Batch::Written(out) => out,
+            Batch::Refused(answer) if writes.len() == 1 => vec![answer],
+            Batch::Refused(_) => match self.write_bookings(writes, &aftermath, true).await? {
+                Batch::Written(out) => out,
+                Batch::Refused(_) => {
+                    return Err(sqlx::Error::Protocol("a write in savepoints gave up on its batch".to_owned()).into())
                 }
-                .await;
-                match written {
-                    Ok((reservation_id, preempted)) => {
-                        sp.commit().await?;
-                        out.push(Some(Ok(Inserted::Created { reservation_id, preempted })));
-                    }
-                    Err(err) if is_overlap(&err) => {
-                        sp.rollback().await?;
-                        out.push(Some(Err(err)));
-                    }
-                    Err(err) if key.is_some() && is_idempotency_clash(&err) => {
-                        // Looked up once the batch has committed (the earlier one may be in it).
-                        sp.rollback().await?;
-                        out.push(None);
-                    }
-                    Err(err) => return Err(err.into()),
-                }
-            }
-            // One notice for the batch's new allocations (one for each index that announced
-            // them; the planner's are all its own) rather than one a booking: a statement less
-            // for every booking but one.
-            let mut announced: Vec<(Option<u64>, Vec<i64>)> = Vec::new();
-            for (w, answer) in writes.iter().zip(&out) {
-                if !matches!(answer, Some(Ok(_))) {
-                    continue;
-                }
-                let gpus = w.new.allocations.iter().map(|p| p.gpu_id);
-                match announced.iter_mut().find(|(by, _)| *by == w.announced_by) {
-                    Some((_, ids)) => ids.extend(gpus),
-                    None => announced.push((w.announced_by, gpus.collect())),
-                }
-            }
-            for (by, gpus) in announced {
-                allocations_changed!(self, tx, gpus = gpus, by = by);
-            }
-        });
+            },
+        };
         let mut answers = Vec::with_capacity(out.len());
         for (w, answer) in writes.iter().zip(out) {
             answers.push(match answer {
@@ -735,6 +692,108 @@ impl Store {
             });
         }
         Ok(answers)
+    }
+
+    /// One attempt at [`Store::insert_bookings`]: in `savepoints`, each booking in one of its own
+    /// (a refused one is rolled back alone); otherwise none, and the first refusal rolls back
+    /// the whole attempt. A booking answered `None` reused an idempotency key.
+    async fn write_bookings<'w>(
+        &self,
+        writes: &[BookingWrite<'w>],
+        aftermath: &(impl Fn(usize, i64) -> Option<Aftermath<'w>> + Sync),
+        savepoints: bool,
+    ) -> EngineResult<Batch> {
+        let mut out: Vec<Answer> = Vec::with_capacity(writes.len());
+        write_tx!(self, |tx| {
+            for (i, w) in writes.iter().enumerate() {
+                let (r, now) = (w.new, w.now);
+                let (key, fingerprint) = w.idempotency.unzip();
+                if savepoints {
+                    sqlx::query("savepoint booking").execute(&mut *tx).await?;
+                }
+                let written: Result<(i64, Vec<i64>), sqlx::Error> = async {
+                    let mut preempted = Vec::new();
+                    let mut insert = sqlx::QueryBuilder::<Db>::new(INSERT_RESERVATION);
+                    insert.push_values(std::iter::once(r), |mut row, r| {
+                        bind_reservation!(row, r, key, fingerprint, now);
+                    });
+                    insert.push(" returning reservation_id");
+                    let id: i64 = insert.build_query_scalar().fetch_one(&mut *tx).await?;
+                    if let Some(until) = w.preempt_until {
+                        // Preemptible reservations and bursts on these slices end before this
+                        // booking begins; their owners are told.
+                        preempted = cut_preemptible!(tx, &r.allocations, r.window.start, r.hold_until, until, now);
+                        for victim in &preempted {
+                            allocations_changed!(self, tx, reservation = *victim);
+                        }
+                    }
+                    let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
+                    builder.push_values(&r.allocations, |mut row, p| {
+                        bind_allocation!(row, id, r, p);
+                    });
+                    builder.build().execute(&mut *tx).await?;
+                    let nodes = r.allocations.iter().map(|p| p.node_id).collect();
+                    let (start, hold_until, driver) = (r.window.start, r.hold_until, &r.options.cuda_driver);
+                    if let Some(why) = fleet_refusal!(self, tx, id, nodes, start, hold_until, driver, layout = true) {
+                        return Err(sqlx::Error::Protocol(why.to_owned()));
+                    }
+                    if let Some((kind, run_at)) = r.first_job {
+                        sqlx::query(INSERT_JOB)
+                            .bind(kind.code())
+                            .bind(id)
+                            .bind(kind.first_step().code())
+                            .bind(run_at)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    if let Some(after) = aftermath(i, id) {
+                        insert_audit!(tx, &after.audit);
+                        for notice in &after.notices {
+                            insert_notice!(tx, notice, now);
+                        }
+                    }
+                    Ok((id, preempted))
+                }
+                .await;
+                match written {
+                    Ok((reservation_id, preempted)) => {
+                        if savepoints {
+                            sqlx::query("release savepoint booking").execute(&mut *tx).await?;
+                        }
+                        out.push(Some(Ok(Inserted::Created { reservation_id, preempted })));
+                    }
+                    Err(err) => {
+                        let answer = refusal(err, key.is_some())?;
+                        if !savepoints {
+                            // Dropping the transaction rolls the attempt back.
+                            return Ok(Batch::Refused(answer));
+                        }
+                        sqlx::query("rollback to savepoint booking").execute(&mut *tx).await?;
+                        sqlx::query("release savepoint booking").execute(&mut *tx).await?;
+                        out.push(answer);
+                    }
+                }
+            }
+            // One notice for the batch's new allocations (one for each index that announced
+            // them; the planner's are all its own) rather than one a booking: a statement less
+            // for every booking but one.
+            let mut announced: Vec<(Option<u64>, Vec<i64>)> = Vec::new();
+            for (w, answer) in writes.iter().zip(&out) {
+                if !matches!(answer, Some(Ok(_))) {
+                    continue;
+                }
+                let gpus = w.new.allocations.iter().map(|p| p.gpu_id);
+                match announced.iter_mut().find(|(by, _)| *by == w.announced_by) {
+                    Some((_, ids)) => ids.extend(gpus),
+                    None => announced.push((w.announced_by, gpus.collect())),
+                }
+            }
+            for (by, gpus) in announced {
+                allocations_changed!(self, tx, gpus = gpus, by = by);
+            }
+        });
+        Ok(Batch::Written(out))
     }
 
     /// Live allocations overlapping `[start, hold_until)` on the slices of `pieces`.
@@ -919,8 +978,11 @@ impl Store {
                         .bind(reservation_id)
                         .fetch_all(&mut *tx)
                         .await?;
-                if driver_clash!(self, tx, reservation_id, nodes.into_iter().collect(), start, hold_until, &driver) {
-                    return Err(sqlx::Error::Protocol(DRIVER_CLASH.to_owned()).into());
+                let nodes = nodes.into_iter().collect();
+                if let Some(why) =
+                    fleet_refusal!(self, tx, reservation_id, nodes, start, hold_until, &driver, layout = false)
+                {
+                    return Err(sqlx::Error::Protocol(why.to_owned()).into());
                 }
                 if end < previous_end {
                     // Metering charges the cancellation policy on time given back.
