@@ -82,75 +82,99 @@ impl NewNotice {
     }
 }
 
+/// Who is told of a notice, as a condition on `app_user u`, and its argument (`$9`), if any.
+fn recipients_filter(recipients: Recipients) -> (&'static str, Option<i64>) {
+    match recipients {
+        Recipients::User(u) => ("u.user_id = $9", Some(u)),
+        Recipients::Leads(t) => ("u.tenant_id = $9 and u.role = 'lead'", Some(t)),
+        Recipients::Admins => ("u.is_admin", None),
+        Recipients::Nobody => ("1 = 0", None),
+    }
+}
+
+/// The fan-out of a notice just written as `n` (its `notice_id`) to `t` (the notifications
+/// written, their `user_id`s and `notice_id`): the e-mail deliveries of those whose preference
+/// (or the kind's default) says so, and a webhook delivery for each live webhook of its team.
+/// Parameters: `$1` kind, `$2` team, `$5` now, `$7` e-mail by default, `$8` the only webhook.
+const DELIVERIES: [&str; 2] = [
+    "insert into delivery (notice_id, channel, user_id, state, run_at, created_at, updated_at)
+     select t.notice_id, 'email', t.user_id, 'queued', $5, $5, $5 from t
+     left join notice_preference p on p.user_id = t.user_id and p.kind = $1
+     where coalesce(p.email, $7)",
+    "insert into delivery (notice_id, channel, webhook_id, state, run_at, created_at, updated_at)
+     select n.notice_id, 'webhook', h.webhook_id, 'queued', $5, $5, $5 from n, webhook h
+     where h.tenant_id = $2 and h.deleted_at is null and h.disabled_at is null
+       and ($8 is null or h.webhook_id = $8)",
+];
+
+/// The statements [`insert_notice!`] makes, parameters as [`DELIVERIES`] says plus `$3` the
+/// reservation, `$4` the message, `$6` the `once_key` and `$9` the recipients' argument.
+///
+/// On PostgreSQL one statement, the notice, its notifications and deliveries as data-modifying
+/// parts of one query (a notice is written with every booking, and these were four of its
+/// statements). SQLite has no data-modifying `with`, so there they are four statements in turn,
+/// each reading what the one before wrote: the notice answers its id (none when its `once_key`
+/// was written before, and then nothing else runs), and the later ones read it back as `n` and
+/// the notifications written as `t`.
+pub fn notice_statements(postgres: bool, recipients: Recipients) -> (Vec<String>, Option<i64>) {
+    let (who, arg) = recipients_filter(recipients);
+    let notice = "insert into notice (kind, tenant_id, reservation_id, message, at, once_key)
+         values ($1, $2, $3, $4, $5, $6) on conflict do nothing returning notice_id";
+    let told = format!(
+        "insert into notification (user_id, at, message, reservation_id, notice_id, kind)
+         select u.user_id, $5, $4, $3, n.notice_id, $1 from n, app_user u where u.disabled_at is null and {who}"
+    );
+    if postgres {
+        let [email, webhook] = DELIVERIES;
+        let sql = format!(
+            "with n as ({notice}), t as ({told} returning user_id, notice_id), e as ({email}), w as ({webhook})
+             select notice_id from n"
+        );
+        return (vec![sql], arg);
+    }
+    // SQLite: `n` and `t` are the rows just written, read back by the notice's id ($10).
+    let n = "with n as (select $10 as notice_id)";
+    let t = "t as (select user_id, notice_id from notification where notice_id = $10)";
+    let [email, webhook] = DELIVERIES;
+    let statements =
+        vec![notice.to_owned(), format!("{n} {told}"), format!("{n}, {t} {email}"), format!("{n} {webhook}")];
+    (statements, arg)
+}
 /// Writes `$notice` (a [`NewNotice`]) and fans it out, inside the caller's transaction `$tx`:
 /// the notice row, a notification for each recipient, an e-mail delivery for each recipient
 /// whose preference (or the kind's default) says so, and a webhook delivery for each live
-/// webhook of the notice's team. Evaluates to the notice's id, or `None` when its `once_key` was
-/// written before.
+/// webhook of the notice's team (see [`notice_statements`]). Evaluates to the notice's id, or
+/// `None` when its `once_key` was written before.
 #[macro_export]
 macro_rules! insert_notice {
     ($tx:ident, $notice:expr, $now:expr) => {{
+        use sqlx::Row;
         let notice: &$crate::store::notices::NewNotice = $notice;
-        let id: Option<i64> = sqlx::query_scalar(
-            "insert into notice (kind, tenant_id, reservation_id, message, at, once_key)
-             values ($1, $2, $3, $4, $5, $6) on conflict do nothing returning notice_id",
-        )
-        .bind(notice.kind.code())
-        .bind(notice.tenant_id)
-        .bind(notice.reservation_id)
-        .bind(&notice.message)
-        .bind($now)
-        .bind(&notice.once_key)
-        .fetch_optional(&mut *$tx)
-        .await?;
-        if let Some(id) = id {
-            use $crate::store::notices::Recipients;
-            // Who is told, as a filter on app_user and its argument, if any.
-            let (who, arg): (&str, Option<i64>) = match notice.recipients {
-                Recipients::User(u) => ("user_id = $6", Some(u)),
-                Recipients::Leads(t) => ("tenant_id = $6 and role = 'lead'", Some(t)),
-                Recipients::Admins => ("is_admin", None),
-                Recipients::Nobody => ("1 = 0", None),
-            };
-            let sql = format!(
-                "insert into notification (user_id, at, message, reservation_id, notice_id, kind)
-                 select user_id, $1, $2, $3, $4, $5 from app_user where disabled_at is null and {who}"
-            );
-            let mut told = sqlx::query(&sql)
-                .bind($now)
-                .bind(&notice.message)
+        let postgres = <Db as sqlx::Database>::NAME == "PostgreSQL";
+        let (statements, arg) = $crate::store::notices::notice_statements(postgres, notice.recipients);
+        let mut id: Option<i64> = None;
+        for (i, sql) in statements.iter().enumerate() {
+            let mut q = sqlx::query::<Db>(sql)
+                .bind(notice.kind.code())
+                .bind(notice.tenant_id)
                 .bind(notice.reservation_id)
-                .bind(id)
-                .bind(notice.kind.code());
-            if let Some(arg) = arg {
-                told = told.bind(arg);
-            }
-            told.execute(&mut *$tx).await?;
-            sqlx::query(
-                "insert into delivery (notice_id, channel, user_id, state, run_at, created_at, updated_at)
-                 select n.notice_id, 'email', n.user_id, 'queued', $2, $2, $2 from notification n
-                 left join notice_preference p on p.user_id = n.user_id and p.kind = $3
-                 where n.notice_id = $1 and coalesce(p.email, $4)",
-            )
-            .bind(id)
-            .bind($now)
-            .bind(notice.kind.code())
-            .bind(notice.kind.email_by_default())
-            .execute(&mut *$tx)
-            .await?;
-            if let Some(tenant_id) = notice.tenant_id {
-                sqlx::query(
-                    "insert into delivery (notice_id, channel, webhook_id, state, run_at, created_at, updated_at)
-                     select $1, 'webhook', webhook_id, 'queued', $2, $2, $2 from webhook
-                     where tenant_id = $3 and deleted_at is null and disabled_at is null
-                       and ($4 is null or webhook_id = $4)",
-                )
-                .bind(id)
+                .bind(&notice.message)
                 .bind($now)
-                .bind(tenant_id)
-                .bind(notice.only_webhook)
-                .execute(&mut *$tx)
-                .await?;
+                .bind(&notice.once_key)
+                .bind(notice.kind.email_by_default())
+                .bind(notice.only_webhook);
+            // PostgreSQL takes exactly the parameters a statement names; SQLite reads the
+            // notice's id as `$10`, after `$9` whether or not the recipients name it.
+            if arg.is_some() || !postgres {
+                q = q.bind(arg);
+            }
+            if i == 0 {
+                id = q.fetch_optional(&mut *$tx).await?.map(|row| row.try_get::<i64, _>(0)).transpose()?;
+                if id.is_none() {
+                    break;
+                }
+            } else {
+                q.bind(id).execute(&mut *$tx).await?;
             }
         }
         id
