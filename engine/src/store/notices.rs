@@ -140,6 +140,7 @@ pub fn notice_statements(postgres: bool, recipients: Recipients) -> (Vec<String>
         vec![notice.to_owned(), format!("{n} {told}"), format!("{n}, {t} {email}"), format!("{n} {webhook}")];
     (statements, arg)
 }
+
 /// Writes `$notice` (a [`NewNotice`]) and fans it out, inside the caller's transaction `$tx`:
 /// the notice row, a notification for each recipient, an e-mail delivery for each recipient
 /// whose preference (or the kind's default) says so, and a webhook delivery for each live
