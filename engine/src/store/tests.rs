@@ -357,6 +357,73 @@ store_test!(the_database_refuses_a_second_driver_branch_on_a_node, |store: Store
     assert!(store.overlapping_allocations().await.unwrap().is_empty());
 });
 
+store_test!(a_refused_booking_in_a_batch_is_rolled_back_alone_with_its_audit_event, |store: Store| async move {
+    use crate::store::audit::NewAuditEvent;
+    use crate::store::reservations::{Aftermath, BookingWrite, Inserted};
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
+    let store = &engine.store;
+    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
+    let slots: Vec<GpuSlot> = store.list_gpu_slots().await.unwrap().into_iter().map(|(g, _)| g).collect();
+    let h100: Vec<&GpuSlot> =
+        slots.iter().filter(|g| g.gpu_model == tenantry_domain::GpuModel::H100Sxm80 && !g.mig).take(2).collect();
+    let now = now();
+    let first = booking(t, u, h100[0].node_id, h100[0].gpu_id, 10, 12);
+    let second = booking(t, u, h100[1].node_id, h100[1].gpu_id, 10, 12);
+    let audited = |i: usize, id: i64| {
+        Some(Aftermath {
+            audit: NewAuditEvent {
+                at: now,
+                actor_user_id: Some(u),
+                actor_email: "lead@acme.example",
+                tenant_id: Some(t),
+                action: "reservation.created",
+                object_type: "reservation",
+                object_id: Some(id.to_string()),
+                detail: format!("batch member {i}"),
+                client_addr: None,
+            },
+            notices: Vec::new(),
+        })
+    };
+    let write = |new| BookingWrite { new, idempotency: None, preempt_until: None, now, announced_by: None };
+    let created = |answer: &Result<Inserted, sqlx::Error>| match answer {
+        Ok(Inserted::Created { reservation_id, .. }) => Some(*reservation_id),
+        _ => None,
+    };
+
+    // A batch of one refused: nothing of it is left.
+    let mine = store.insert_bookings(&[write(&first)], audited).await.unwrap();
+    let taken = created(&mine[0]).expect("the first booking is written");
+    let lost = store.insert_bookings(&[write(&first)], audited).await.unwrap();
+    assert!(matches!(&lost[0], Err(e) if is_overlap(e)), "{lost:?}");
+
+    // A batch of three whose middle one overlaps: the other two commit, each with its audit event.
+    let batch = store.insert_bookings(&[write(&second), write(&first), write(&second)], audited).await.unwrap();
+    let written = created(&batch[0]).expect("the first member is written");
+    assert!(matches!(&batch[1], Err(e) if is_overlap(e)), "the member on a held GPU is refused: {batch:?}");
+    assert!(matches!(&batch[2], Err(e) if is_overlap(e)), "so is the one after it on the first's GPU: {batch:?}");
+
+    let mut ids: Vec<i64> = store.list_reservations(t).await.unwrap().iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![taken, written], "only the written bookings exist");
+    let filter =
+        tenantry_domain::audit::AuditFilter { action: Some("reservation.created".into()), ..Default::default() };
+    let mut events: Vec<String> = store
+        .list_audit(&filter, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.detail.starts_with("batch member"))
+        .filter_map(|e| e.object_id)
+        .collect();
+    events.sort();
+    let mut expected = vec![taken.to_string(), written.to_string()];
+    expected.sort();
+    assert_eq!(events, expected, "an audit event for each written booking and none for a refused one");
+    assert!(store.overlapping_allocations().await.unwrap().is_empty());
+});
+
 store_test!(postgresql_connections_never_compile_queries_just_in_time, |store: Store| async move {
     // Compiling a plan took a second where running it takes a tenth (the Slurm sync's read, at
     // every sync): every connection of every pool runs with JIT off.
