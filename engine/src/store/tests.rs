@@ -22,6 +22,15 @@ async fn seeded(store: Store, options: SeedOptions) -> Engine {
     engine
 }
 
+/// Eight demo nodes and no reservations: the engine, acme's lead as (team, user), and every GPU.
+async fn acme_on_eight_nodes(store: Store) -> (Engine, i64, i64, Vec<GpuSlot>) {
+    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
+    let lead = engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
+    let slots = engine.store.list_gpu_slots().await.unwrap().into_iter().map(|(g, _)| g).collect();
+    (engine, t, u, slots)
+}
+
 fn options() -> ReservationOptions {
     ReservationOptions {
         orchestrator: Orchestrator::Kubernetes,
@@ -331,11 +340,8 @@ store_test!(an_unverified_or_unlinked_email_takes_over_no_one, |store: Store| as
 });
 
 store_test!(the_database_refuses_a_second_driver_branch_on_a_node, |store: Store| async move {
-    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
+    let (engine, t, u, slots) = acme_on_eight_nodes(store).await;
     let store = &engine.store;
-    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
-    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
-    let slots: Vec<GpuSlot> = store.list_gpu_slots().await.unwrap().into_iter().map(|(g, _)| g).collect();
     let h100 = |node: i64| slots.iter().filter(move |g| g.node_id == node && !g.mig).map(|g| g.gpu_id);
     let node = slots.iter().find(|g| g.gpu_model == tenantry_domain::GpuModel::H100Sxm80).unwrap().node_id;
     let other_node = slots.iter().find(|g| g.gpu_model == tenantry_domain::GpuModel::H100Sxm80 && g.node_id != node);
@@ -360,11 +366,8 @@ store_test!(the_database_refuses_a_second_driver_branch_on_a_node, |store: Store
 store_test!(a_refused_booking_in_a_batch_is_rolled_back_alone_with_its_audit_event, |store: Store| async move {
     use crate::store::audit::NewAuditEvent;
     use crate::store::reservations::{Aftermath, BookingWrite, Inserted};
-    let engine = seeded(store, SeedOptions { nodes: 8, reservations: 0, seed: 1, ..SeedOptions::DEMO }).await;
+    let (engine, t, u, slots) = acme_on_eight_nodes(store).await;
     let store = &engine.store;
-    let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
-    let (t, u) = (lead.tenant_id().unwrap(), lead.user_id);
-    let slots: Vec<GpuSlot> = store.list_gpu_slots().await.unwrap().into_iter().map(|(g, _)| g).collect();
     let h100: Vec<&GpuSlot> =
         slots.iter().filter(|g| g.gpu_model == tenantry_domain::GpuModel::H100Sxm80 && !g.mig).take(2).collect();
     let now = now();
