@@ -422,7 +422,10 @@ impl Engine {
             let ends = r.end.format("%Y-%m-%d %H:%M");
             let (message, event, detail) = match (r.kind, r.state) {
                 (ReservationKind::Burst, _) => (
-                    format!("Your burst #{victim} ({what}) ends early, at {ends} UTC: reservation #{by} needs its capacity."),
+                    // Not which reservation: it may be another team's, and its number is theirs.
+                    format!(
+                        "Your burst #{victim} ({what}) ends early, at {ends} UTC: a reservation needs its capacity."
+                    ),
                     "burst.preempted",
                     format!("preempted by reservation #{by}; ends at {}", r.end),
                 ),

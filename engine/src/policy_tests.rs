@@ -141,7 +141,10 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
     let cut = engine.reservation_detail(&lead, b.id).await.unwrap().reservation;
     assert_eq!(cut.end, start - Duration::minutes(30), "the burst ends a turnaround before the reservation");
     assert!(cut.decision_reason.unwrap().contains("preempted"));
-    assert!(engine.notifications(&lead).await.unwrap()[0].message.contains("ends early"));
+    let told = &engine.notifications(&lead).await.unwrap()[0].message;
+    assert!(told.contains(&format!("burst #{} ", b.id)) && told.contains("ends early"), "{told}");
+    // Globex's reservation took the capacity; acme is not told its number.
+    assert!(!told.contains(&format!("#{}", taken.detail.reservation.id)), "{told}");
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
 });
 
