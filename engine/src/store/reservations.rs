@@ -327,12 +327,12 @@ const STALE_LAYOUT_COUNT: &str = "select count(*) from allocation a join gpu g o
 /// On PostgreSQL the nodes' rows are locked first, in a statement of their own (a statement
 /// reads what had committed when it began, so the check must begin after the lock is granted),
 /// so two instances booking the same node check one after the other; SQLite's single writer
-/// does that already. The lock is `for no key update`: the allocations just written already hold
-/// a `key share` lock on their node (the foreign key), which `for update` would have to wait
-/// out, so two bookings of one node each waited for the other's key share, a deadlock PostgreSQL
-/// breaks after a second (measured with three instances behind a balancer: 43 deadlocks and 6
-/// bookings/s instead of 129). `no key update` locks still exclude each other, so the checks
-/// still take turns.
+/// does that already. The lock is `for no key update`: `for update` would also wait out every
+/// `key share` lock on the node, which each write of a row referring to it takes (before
+/// migration 0019 the allocations just written were such rows, so two bookings of one node each
+/// waited for the other's key share, a deadlock PostgreSQL breaks after a second: measured with
+/// three instances behind a balancer, 43 deadlocks and 6 bookings/s instead of 129). `no key
+/// update` locks still exclude each other, so the checks still take turns.
 macro_rules! fleet_refusal {
     ($store:expr, $tx:ident, $id:expr, $nodes:expr, $start:expr, $hold_until:expr, $driver:expr, layout = $layout:expr) => {{
         let nodes: std::collections::BTreeSet<i64> = $nodes;

@@ -523,3 +523,45 @@ store_test!(the_database_refuses_a_seat_held_twice_or_beside_its_whole_instance,
     store.insert_booking(&write_of("a100-3g.40gb", vec![piece(4, 7, None)]), None, None, now()).await.unwrap();
     assert!(store.overlapping_allocations().await.unwrap().is_empty());
 });
+
+store_test!(the_database_refuses_an_allocation_of_another_team_or_node, |store: Store| async move {
+    // Straight to the database, past the code that copies an allocation's team and node from its
+    // reservation and GPU (migration 0019): the copies are what the per-team reads trust.
+    let (engine, t, u, slots) = acme_on_eight_nodes(store).await;
+    let store = &engine.store;
+    let globex = store.identity_by_email("lead@globex.example").await.unwrap().unwrap().tenant_id().unwrap();
+    let a = slots[0].clone();
+    let elsewhere = slots.iter().find(|g| g.node_id != a.node_id).unwrap().node_id;
+    // Through the store, a GPU named with another node: refused, and nothing left behind.
+    let err = store.insert_reservations(&[booking(t, u, elsewhere, a.gpu_id, 10, 12)], now()).await;
+    assert!(matches!(err, Err(EngineError::Store(sqlx::Error::Database(_)))), "{err:?}");
+    assert!(store.list_reservations(t).await.unwrap().is_empty());
+    let ids = store.insert_reservations(&[booking(t, u, a.node_id, a.gpu_id, 10, 12)], now()).await.unwrap();
+    let allocate = |tenant: Option<i64>, gpu: &GpuSlot, h0: u32| {
+        let at = Utc.with_ymd_and_hms(2026, 12, 3, h0, 0, 0).unwrap();
+        let (reservation, node, gpu) = (ids[0], gpu.node_id, gpu.gpu_id);
+        async move {
+            crate::on_pool!(store, |pool| sqlx::query(
+                "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id, slice_lo, slice_hi,
+                                         start_at, end_at, hold_until)
+                 values ($1, $2, 'reservation', $3, $4, 0, 1, $5, $6, $6)"
+            )
+            .bind(reservation)
+            .bind(tenant)
+            .bind(node)
+            .bind(gpu)
+            .bind(at)
+            .bind(at + Duration::hours(1))
+            .execute(pool)
+            .await
+            .map(|_| ()))
+        }
+    };
+    // Acme's reservation with globex as its team, or with no team: refused.
+    assert!(allocate(Some(globex), &a, 1).await.is_err(), "another team's copy");
+    assert!(allocate(None, &a, 2).await.is_err(), "a reservation's allocation without its team");
+    assert_eq!(store.reservation_allocations(ids[0]).await.unwrap().len(), 1, "the refused rows are not written");
+    // The same allocation with its own team is written.
+    allocate(Some(t), &a, 3).await.unwrap();
+    assert_eq!(store.reservation_allocations(ids[0]).await.unwrap().len(), 2);
+});
