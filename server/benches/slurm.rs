@@ -27,6 +27,10 @@
 //! SLURM_CONF=$PWD/.tmp/slurm-bench/etc/slurm.conf cargo bench -p tenantry-server --bench slurm
 //! ```
 //!
+//! `scripts/bench-slurm.sh` does both, with each side on a core of its own (Slurm's daemons, its
+//! tools and MariaDB on one; this process and PostgreSQL on the other), as the figures in
+//! docs/PERFORMANCE.md since 2026-12-05 were measured.
+//!
 //! BENCH_SLURM_COUNTS (default `500,5000`) and BENCH_SLURM_STORES (default `sqlite,postgres`;
 //! PostgreSQL at TENANTRY_TEST_POSTGRES_URL) change what runs; BENCH_SLURM_ANALYZE_S (default 10,
 //! 0 never) is how often the bench analyses PostgreSQL's tables while Tenantry books, standing in
