@@ -12,7 +12,9 @@
 # release mode, pins the daemons, runs it, and gives every process back all the machine's CPUs,
 # whatever way it ends. BENCH_SLURM_* settings pass through (BENCH_SLURM_COUNTS=5000,
 # BENCH_SLURM_STORES=postgres, …); PostgreSQL is TENANTRY_TEST_POSTGRES_URL (default: the local
-# one). With fewer than two CPUs nothing is pinned.
+# one). With fewer than two CPUs nothing is pinned. BENCH_BINARY runs that build of the bench
+# instead of building one (to compare two commits on one warm machine: build each, copy each
+# aside, run them in turn).
 #
 # The Slurm tools are pinned by a small static wrapper (built here with gcc) that sets its CPU
 # and execs the tool: a shell script calling `taskset` ran a third of each tool's start-up on
@@ -27,10 +29,13 @@ export SLURM_CONF="$TENANTRY_SLURM_DIR/etc/slurm.conf"
 say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 
 scripts/slurm.sh start
-say "building the bench (release)"
-bench=$(cargo bench --locked -p tenantry-server --bench slurm --no-run --message-format=json 2>/dev/null \
-  | grep -o '"executable":"[^"]*slurm-[^"]*"' | tail -1 | cut -d'"' -f4)
-[[ -x $bench ]] || { echo "the bench did not build: run cargo bench -p tenantry-server --bench slurm" >&2; exit 1; }
+bench="${BENCH_BINARY:-}"
+if [[ -z $bench ]]; then
+  say "building the bench (release)"
+  bench=$(cargo bench --locked -p tenantry-server --bench slurm --no-run --message-format=json 2>/dev/null \
+    | grep -o '"executable":"[^"]*slurm-[^"]*"' | tail -1 | cut -d'"' -f4)
+  [[ -x $bench ]] || { echo "the bench did not build: run cargo bench -p tenantry-server --bench slurm" >&2; exit 1; }
+fi
 
 if (( $(nproc) < 2 )); then
   say "one CPU: running unpinned"
