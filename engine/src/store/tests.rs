@@ -564,4 +564,14 @@ store_test!(the_database_refuses_an_allocation_of_another_team_or_node, |store: 
     // The same allocation with its own team is written.
     allocate(Some(t), &a, 3).await.unwrap();
     assert_eq!(store.reservation_allocations(ids[0]).await.unwrap().len(), 2);
+    // Nor can a written allocation be handed to another team afterwards.
+    let handed =
+        crate::on_pool!(store, |pool| sqlx::query("update allocation set tenant_id = $1 where reservation_id = $2")
+            .bind(globex)
+            .bind(ids[0])
+            .execute(pool)
+            .await
+            .map(|_| ()));
+    assert!(handed.is_err(), "{handed:?}");
+    assert!(store.list_reservations(globex).await.unwrap().is_empty());
 });
