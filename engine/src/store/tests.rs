@@ -537,9 +537,9 @@ store_test!(the_database_refuses_an_allocation_of_another_team_or_node, |store: 
     assert!(matches!(err, Err(EngineError::Store(sqlx::Error::Database(_)))), "{err:?}");
     assert!(store.list_reservations(t).await.unwrap().is_empty());
     let ids = store.insert_reservations(&[booking(t, u, a.node_id, a.gpu_id, 10, 12)], now()).await.unwrap();
-    let allocate = |tenant: Option<i64>, gpu: &GpuSlot, h0: u32| {
+    let allocate = |tenant: Option<i64>, h0: u32| {
         let at = Utc.with_ymd_and_hms(2026, 12, 3, h0, 0, 0).unwrap();
-        let (reservation, node, gpu) = (ids[0], gpu.node_id, gpu.gpu_id);
+        let (reservation, node, gpu) = (ids[0], a.node_id, a.gpu_id);
         async move {
             crate::on_pool!(store, |pool| sqlx::query(
                 "insert into allocation (reservation_id, tenant_id, kind, node_id, gpu_id, slice_lo, slice_hi,
@@ -558,11 +558,11 @@ store_test!(the_database_refuses_an_allocation_of_another_team_or_node, |store: 
         }
     };
     // Acme's reservation with globex as its team, or with no team: refused.
-    assert!(allocate(Some(globex), &a, 1).await.is_err(), "another team's copy");
-    assert!(allocate(None, &a, 2).await.is_err(), "a reservation's allocation without its team");
+    assert!(allocate(Some(globex), 1).await.is_err(), "another team's copy");
+    assert!(allocate(None, 2).await.is_err(), "a reservation's allocation without its team");
     assert_eq!(store.reservation_allocations(ids[0]).await.unwrap().len(), 1, "the refused rows are not written");
     // The same allocation with its own team is written.
-    allocate(Some(t), &a, 3).await.unwrap();
+    allocate(Some(t), 3).await.unwrap();
     assert_eq!(store.reservation_allocations(ids[0]).await.unwrap().len(), 2);
     // Nor can a written allocation be handed to another team afterwards.
     let handed =
@@ -573,5 +573,11 @@ store_test!(the_database_refuses_an_allocation_of_another_team_or_node, |store: 
             .await
             .map(|_| ()));
     assert!(handed.is_err(), "{handed:?}");
-    assert!(store.list_reservations(globex).await.unwrap().is_empty());
+    let globex_held: i64 =
+        crate::on_pool!(store, |pool| sqlx::query_scalar("select count(*) from allocation where tenant_id = $1")
+            .bind(globex)
+            .fetch_one(pool)
+            .await
+            .unwrap());
+    assert_eq!(globex_held, 0, "the update is rolled back whole");
 });
