@@ -10,7 +10,8 @@
 #
 # Settings (environment):
 #   TENANTRY_SLURM_DIR     scratch directory (default: .tmp/slurm in the repository)
-#   TENANTRY_SLURM_NODES   emulated nodes that run jobs, gpu001… (default 4; 8 GPUs, 16 cores each,
+#   TENANTRY_SLURM_NODES   emulated nodes that run jobs, gpu001… (default 4; 8 GPUs and 16 cores
+#                          each, two hardware threads a core as on DGX-class nodes: 32 CPUs,
 #                          the last also declaring 16 gres/shard, 2 seats a GPU, for time-slicing
 #                          (each booking that shares a node holds at least one of its cores);
 #                          0: none, for a cluster of CLOUD nodes only). Beside them one A100
@@ -144,7 +145,7 @@ CONF
     for n in $(seq 1 "$NODES"); do
       local gres=gpu:h100:8
       (( n == NODES )) && gres+=",shard:$SHARDS"
-      echo "NodeName=$(node_name "$n") NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + n)) CPUs=16 RealMemory=2200000 TmpDisk=110000000 Gres=$gres Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
+      echo "NodeName=$(node_name "$n") NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + n)) CPUs=32 Sockets=2 CoresPerSocket=8 ThreadsPerCore=2 RealMemory=2200000 TmpDisk=110000000 Gres=$gres Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
     done
     if (( NODES > 0 )); then
       echo "NodeName=$MIG_NODE NodeAddr=127.0.0.1 Port=$((SLURMD_PORT0 + NODES + 1)) CPUs=16 RealMemory=1000000 TmpDisk=30000000 Gres=$MIG_GRES Feature=region-local,fabric-local-a,rack-r1,driver-570,driver-550,driver-535"
@@ -277,6 +278,10 @@ stop() {
   local pid
   for pid in "$A"/run/slurmd-*.pid "$A/run/slurmctld.pid" "$A/run/slurmdbd.pid"; do
     [[ -f $pid ]] && kill "$(cat "$pid")" 2>/dev/null || true
+  done
+  # Until they are gone: a start right after must not take a dying daemon for a running one.
+  for pid in "$A"/run/slurmd-*.pid "$A/run/slurmctld.pid" "$A/run/slurmdbd.pid"; do
+    for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
   done
   say "stopped Slurm under $A"
 }

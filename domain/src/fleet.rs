@@ -121,6 +121,12 @@ pub struct InventoryNode {
     /// Whether the node answers; an unreachable node is flagged missing like one that is gone.
     #[serde(default = "reachable_default")]
     pub reachable: bool,
+    /// Why the fleet holds the node back from new work though it answers: Slurm's drain by
+    /// someone other than Tenantry (a site's repair), with who and why. Such a node is flagged
+    /// missing like an unreachable one (no new bookings; what runs there stays) and returns
+    /// when the hold ends.
+    #[serde(default)]
+    pub held_back: Option<String>,
 }
 
 fn reachable_default() -> bool {
@@ -228,6 +234,10 @@ pub struct ReconcileReport {
     pub drifted: Vec<String>,
     /// Nodes retired now (a forced retire whose last reservation ended).
     pub retired: Vec<String>,
+    /// New nodes whose reported rack or fabric domain is already known elsewhere (another
+    /// fabric domain, another region), with why: enrolled unplaced, for an admin to place.
+    #[serde(default)]
+    pub misplaced: Vec<String>,
 }
 
 impl ReconcileReport {
@@ -243,6 +253,7 @@ impl ReconcileReport {
             (self.returned.len(), "back"),
             (self.drifted.len(), "with new facts"),
             (self.retired.len(), "retired"),
+            (self.misplaced.len(), "enrolled unplaced (their place clashes with a known one)"),
         ] {
             if n > 0 {
                 parts.push(format!("{n} {what}"));
@@ -281,6 +292,10 @@ pub struct SyncReport {
     pub users_removed: u32,
     pub drained: Vec<String>,
     pub resumed: Vec<String>,
+    /// Reservations of cores whose nodes must change (a node replaced) while jobs run in them:
+    /// Slurm cannot move them until the jobs end; tried again at every sync.
+    #[serde(default)]
+    pub held_by_jobs: Vec<String>,
     /// Nodes Tenantry manages that Slurm reports DOWN or FAILED.
     pub down: Vec<String>,
     /// Nodes Tenantry wants serving that someone else drained in Slurm.
@@ -301,6 +316,11 @@ pub struct SyncReport {
     /// When what Slurm holds was last read: `foreign`, `down` and `drained_by_others` are as of then.
     #[serde(default)]
     pub slurm_read_at: Option<DateTime<Utc>>,
+    /// Since when Slurm has not answered, while it does not: every sync since then stopped
+    /// because the controller (or accounting) was away. Provisioning waits meanwhile and fails
+    /// nothing for it.
+    #[serde(default)]
+    pub unreachable_since: Option<DateTime<Utc>>,
 }
 
 impl SyncReport {
@@ -664,6 +684,7 @@ mod tests {
             fabric_domain: Some("ib-a".into()),
             rack: Some("ib-a-r01".into()),
             reachable: true,
+            held_back: None,
         }
     }
 

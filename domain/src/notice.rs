@@ -31,6 +31,8 @@ coded_enum! {
         JobFailed = "job_failed",
         NodeQuarantined = "node_quarantined",
         ApprovalWaiting = "approval_waiting",
+        /// The site drained a node a reservation runs on (Slurm: a drain that is not Tenantry's).
+        NodeDrained = "node_drained",
         /// A lead's "send test" of a webhook; it goes to that webhook only.
         Test = "test",
     }
@@ -75,6 +77,7 @@ impl NoticeKind {
             NoticeKind::JobFailed => "Provisioning job failed",
             NoticeKind::NodeQuarantined => "Node quarantined",
             NoticeKind::ApprovalWaiting => "Approval waiting",
+            NoticeKind::NodeDrained => "Node drained by the site",
             NoticeKind::Test => "Test delivery",
         }
     }
@@ -108,6 +111,15 @@ impl NoticeKind {
                 }
         })
     }
+}
+
+/// What a team hears when the site drains a node its running reservation holds.
+pub fn node_drained(hostname: &str, reason: &str, reservation_id: i64) -> String {
+    format!(
+        "{hostname}, a node of reservation #{reservation_id}, was drained by the cluster's operators ({reason}): no \
+         new job starts on it until they resume it; jobs running there go on. A health check of the reservation's \
+         nodes has been queued."
+    )
 }
 
 /// One person's e-mail choice for one kind of notice, as the Settings page and the API show it.

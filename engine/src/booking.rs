@@ -23,7 +23,7 @@ use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
-use tenantry_domain::reservation::ReservationKind;
+use tenantry_domain::reservation::{Orchestrator, ReservationKind};
 use tenantry_domain::reservation::{PriorityClass, ReservationDetail};
 use tenantry_domain::{Identity, Offering, Reservation, ReservationState, Window};
 
@@ -187,6 +187,7 @@ impl Engine {
         let offering = self.offering_for_booking(tenant, input, now).await?;
         bookable(&offering)?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
+        self.fleet_serves(valid.options.orchestrator)?;
         let policy = match tenant {
             Some(t) => Some(self.decide(t, &offering, (valid.quantity, valid.class), valid.window, None, now).await?),
             None => None,
@@ -331,6 +332,7 @@ impl Engine {
         let offering = self.offering_for_booking(Some(tenant_id), input, now).await?;
         bookable(&offering)?;
         let valid = booking::validate(&offering, input, now).map_err(field_error)?;
+        self.fleet_serves(valid.options.orchestrator)?;
         let region = input.region.as_deref();
         self.check_region(region)?;
         booking::check_region(&offering, region).map_err(field_error)?;
@@ -523,6 +525,26 @@ impl Engine {
 
 /// Refuses (409) new bookings, quotes and bursts of a retired offering; its reservations keep
 /// working (changes of end, cancellations and bills never pass here).
+impl Engine {
+    /// 422 when this fleet's driver cannot set up `orchestrator` (Kubernetes on a Slurm fleet),
+    /// naming the driver and what it can set up.
+    pub(crate) fn fleet_serves(&self, orchestrator: Orchestrator) -> EngineResult<()> {
+        let can = self.driver.orchestrators();
+        if can.contains(&orchestrator) {
+            return Ok(());
+        }
+        let offered: Vec<&str> = can.iter().map(|o| o.code()).collect();
+        Err(EngineError::invalid(
+            "options.orchestrator",
+            format!(
+                "this fleet's driver ({}) cannot set up {orchestrator}; choose one of: {}",
+                self.driver.name(),
+                offered.join(", ")
+            ),
+        ))
+    }
+}
+
 pub(crate) fn bookable(offering: &Offering) -> EngineResult<()> {
     match offering.retired_at {
         Some(at) => Err(EngineError::Conflict(format!(

@@ -68,6 +68,10 @@ pub struct QueueConfig {
     /// First retry delay; it doubles per failed attempt up to `retry_cap`.
     pub retry_base: Duration,
     pub retry_cap: Duration,
+    /// How far into its window a reservation being set up waits for a fleet that does not
+    /// answer before it is failed; `None`: until the window ends (see
+    /// `tenantry_domain::provisioning::fleet_wait`).
+    pub fleet_give_up_after: Option<Duration>,
     /// Jobs one worker runs at once (steps mostly wait on the fleet).
     pub concurrency: u32,
     /// How often an idle worker looks for due jobs.
@@ -83,6 +87,7 @@ impl Default for QueueConfig {
             max_attempts: 5,
             retry_base: Duration::seconds(2),
             retry_cap: Duration::minutes(5),
+            fleet_give_up_after: None,
             concurrency: 32,
             poll: std::time::Duration::from_millis(250),
             shutdown_grace: std::time::Duration::from_secs(10),

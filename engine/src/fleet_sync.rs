@@ -10,9 +10,11 @@
 use crate::audit::Change;
 use crate::driver::slurm::{SlurmDriver, SlurmRead, SyncReport};
 use crate::identity::require_admin;
+use crate::store::notices::{NewNotice, Recipients};
 use crate::{Engine, EngineResult};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
+use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::Identity;
 
 /// Reservation states whose nodes a down node is checked for.
@@ -24,6 +26,11 @@ impl Engine {
     /// reservations on nodes Slurm reports down.
     pub async fn sync_slurm(&self, driver: &SlurmDriver, now: DateTime<Utc>, read: SlurmRead) -> SyncReport {
         let report = driver.sync(now, read).await;
+        // The drains the last read found, to tell a site's new drain (or its end) from one known.
+        let drained_before = match report.read_slurm {
+            true => self.store.last_slurm_sync().await.ok().flatten().map(|last| drained_hosts(&last)),
+            false => None,
+        };
         if let Err(e) = self.store.save_slurm_sync(&report).await {
             tracing::warn!(error = %e, "cannot store the Slurm sync report");
         }
@@ -45,11 +52,41 @@ impl Engine {
         }
         // A node's being down is news only when read: one known from an earlier read may be back.
         if report.read_slurm && !report.down.is_empty() {
-            if let Err(e) = self.check_down_nodes(&report.down, now).await {
+            if let Err(e) = self.check_nodes(&report.down, None, now).await {
                 tracing::warn!(error = %e, "cannot queue health checks for down nodes");
             }
         }
+        if report.read_slurm {
+            let drained = drained_hosts(&report);
+            if drained_before.as_ref() != Some(&drained) {
+                if let Err(e) = self.site_drains_changed(&report, drained_before.unwrap_or_default(), now).await {
+                    tracing::warn!(error = %e, "cannot act on the site's drains");
+                }
+            }
+        }
         report
+    }
+
+    /// A node the site drained in Slurm (or stopped draining) takes new work, or not, from now:
+    /// the fleet is reconciled at once rather than at its next period (the inventory holds a
+    /// site-drained node back, see `InventoryNode::held_back`), and the teams whose window is
+    /// under way on a newly drained node are told and get a health check.
+    async fn site_drains_changed(
+        &self,
+        report: &SyncReport,
+        before: std::collections::BTreeSet<String>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        self.reconcile_fleet(None, now).await?;
+        let new: Vec<(String, String)> = report
+            .drained_by_others
+            .iter()
+            .filter_map(|entry| entry.split_once(": "))
+            .filter(|(host, _)| !before.contains(*host))
+            .map(|(host, why)| (host.to_owned(), why.to_owned()))
+            .collect();
+        let hosts: Vec<String> = new.iter().map(|(host, _)| host.clone()).collect();
+        self.check_nodes(&hosts, Some(&new), now).await
     }
 
     /// The last sync into Slurm, whichever instance ran it (admins); `None` on a simulated fleet
@@ -59,11 +96,25 @@ impl Engine {
         self.store.last_slurm_sync().await
     }
 
-    /// Queues a health check for each running reservation on a node Slurm reports down.
-    async fn check_down_nodes(&self, down: &[String], now: DateTime<Utc>) -> EngineResult<()> {
+    /// Queues a health check for each running reservation on one of `hosts` (down, or drained
+    /// by the site), and, for drains (`drains`: host and the site's reason), tells its team.
+    async fn check_nodes(
+        &self,
+        hosts: &[String],
+        drains: Option<&[(String, String)]>,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
         let held = self.store.slurm_held(now, None).await?;
         let mut seen = std::collections::BTreeSet::new();
-        for h in held.iter().filter(|h| down.contains(&h.hostname) && RUNNING.contains(&h.state.as_str())) {
+        for h in held.iter().filter(|h| hosts.contains(&h.hostname) && RUNNING.contains(&h.state.as_str())) {
+            if let Some((_, why)) = drains.and_then(|d| d.iter().find(|(host, _)| *host == h.hostname)) {
+                let message = tenantry_domain::notice::node_drained(&h.hostname, why, h.reservation_id);
+                let notice = NewNotice::new(NoticeKind::NodeDrained, Recipients::Leads(h.tenant_id), message)
+                    .team(h.tenant_id)
+                    .reservation(h.reservation_id)
+                    .once(format!("node_drained:{}:{}:{why}", h.reservation_id, h.hostname));
+                self.tell(notice, now).await;
+            }
             if seen.insert(h.reservation_id) {
                 // The system asks: no per-team rate limit.
                 self.store.enqueue_health_check(h.tenant_id, h.reservation_id, u32::MAX, now).await?;
@@ -74,6 +125,11 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The hosts of a sync report's site drains (`host: reason`).
+fn drained_hosts(report: &SyncReport) -> std::collections::BTreeSet<String> {
+    report.drained_by_others.iter().map(|entry| entry.split(": ").next().unwrap_or(entry).to_owned()).collect()
 }
 
 fn system_change(action: &'static str, detail: String) -> Change<'static> {

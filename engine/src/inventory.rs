@@ -139,6 +139,7 @@ impl Engine {
         report.returned = names(&changes.returned);
         report.drifted = names(&changes.drifted);
         report.retired = names(&retired);
+        report.misplaced = changes.misplaced.clone();
         if !changes.skipped.is_empty() {
             let shown: Vec<&str> = changes.skipped.iter().take(5).map(String::as_str).collect();
             let more = changes.skipped.len().saturating_sub(shown.len());
@@ -372,6 +373,12 @@ impl Engine {
                     "accepting {hostname}'s facts would add, remove or repartition GPUs that {} hold(s) after now; \
                      accept once they end, or move them",
                     list.join(", ")
+                )));
+            }
+            Some(AcceptOutcome::Misplaced(clash)) => {
+                return Err(EngineError::Conflict(format!(
+                    "{hostname} reports a place Tenantry cannot file it under: {clash}; place it by hand (Admin → \
+                     Fleet) or give the rack or fabric domain a name of its own in the fleet"
                 )));
             }
             Some(AcceptOutcome::Applied(_)) => {}

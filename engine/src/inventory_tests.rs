@@ -55,6 +55,7 @@ fn new_nodes(count: u32, placed: bool) -> NodeGroup {
         nodes_per_domain: None,
         nodes_per_rack: None,
         reachable: true,
+        held_back: None,
     }
 }
 
@@ -537,4 +538,61 @@ store_test!(a_fleet_that_fixes_a_nodes_mig_layout_gets_only_its_profiles_booked_
     // A restart reads the same layout back from the store.
     declared.index.rebuild(&declared.store, Utc::now()).await.unwrap();
     assert_eq!(free(declared.clone(), "a100-1g.10gb").await, 0);
+});
+
+store_test!(a_node_the_site_holds_back_takes_no_bookings_until_released, |store: Store| async move {
+    let engine = world(store).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let held = available_h100(&engine, &admin).await;
+    let before = bookable_h100_nodes(&engine, &lead).await;
+    let mut nodes = demo_nodes();
+    nodes.iter_mut().find(|n| n.hostname == held.hostname).unwrap().held_back =
+        Some("drained in Slurm: bad fan [root@2026-12-07T10:00:00]".into());
+    let report = reporting(&engine, &fleet_of(nodes, vec![])).reconcile_fleet(None, Utc::now()).await.unwrap();
+    assert_eq!(report.missing, [held.hostname.as_str()]);
+    assert_eq!(bookable_h100_nodes(&engine, &lead).await, before - 1);
+    let filter = AuditFilter { action: Some("node.missing".into()), ..AuditFilter::default() };
+    let said = engine.audit_log(&admin, &filter).await.unwrap().remove(0).detail;
+    assert!(said.starts_with("drained in Slurm: bad fan [root@"), "who and why: {said}");
+    // Released by the site: bookable again.
+    let report = reporting(&engine, &fleet_of(demo_nodes(), vec![])).reconcile_fleet(None, Utc::now()).await.unwrap();
+    assert_eq!(report.returned, [held.hostname.as_str()]);
+    assert_eq!(bookable_h100_nodes(&engine, &lead).await, before);
+});
+
+store_test!(a_rack_named_like_another_halls_is_enrolled_unplaced_not_merged, |store: Store| async move {
+    let engine = world(store).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let known = available_h100(&engine, &admin).await;
+    // A second hall names its rack and fabric domain as the first hall does.
+    let mut hall = new_nodes(1, true);
+    hall.region = Some("eu-west-1".into());
+    hall.fabric_domain = Some("euw1-h100-a".into());
+    hall.rack = Some(known.rack.clone());
+    let mut other_domain = new_nodes(1, true);
+    other_domain.hostname = "hall2-{n}".into();
+    other_domain.fabric_domain = Some(known.fabric_domain.clone());
+    other_domain.region = Some("eu-west-1".into());
+    let report = reporting(&engine, &fleet_of(demo_nodes(), vec![hall, other_domain]))
+        .reconcile_fleet(None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(report.enrolled.len(), 2);
+    let said = report.misplaced.join("\n");
+    assert!(
+        said.contains(&format!("new-h100-1: rack {} is in fabric domain {}", known.rack, known.fabric_domain)),
+        "{said}"
+    );
+    assert!(said.contains(&format!("hall2-1: fabric domain {} is in region", known.fabric_domain)), "{said}");
+    for host in ["new-h100-1", "hall2-1"] {
+        let n = node(&engine, &admin, host).await;
+        assert_eq!(
+            (n.region.as_str(), n.rack.as_str()),
+            ("unplaced", "unplaced"),
+            "{host} is not filed under the other hall"
+        );
+    }
+    // The first hall's rack is as it was.
+    assert_eq!(node(&engine, &admin, &known.hostname).await.rack, known.rack);
 });

@@ -105,6 +105,7 @@ impl Engine {
         require_admin(who)?;
         let known = self.store.region_names().await?;
         let offering = input.checked(&known).map_err(field_error)?;
+        self.fleet_serves_catalog(&offering)?;
         match self.store.insert_offering(&offering, now, &who.email, now).await? {
             OfferingWrite::Done => {}
             OfferingWrite::Duplicate => {
@@ -148,6 +149,7 @@ impl Engine {
         }
         let known = self.store.region_names().await?;
         let changed = patch.applied(&current.offering, &known).map_err(field_error)?;
+        self.fleet_serves_catalog(&changed)?;
         // Written only over what was read here, or over what the admin saw when they say which
         // revision that was: a concurrent edit is refused, never silently undone.
         let expected = patch.revision.unwrap_or(current.revision);
@@ -166,6 +168,17 @@ impl Engine {
         let detail = serde_json::to_string(patch).unwrap_or_default();
         self.record(who, offering_change("offering.changed", id, detail), now).await;
         self.admin_offering(who, id, now).await
+    }
+
+    /// 422 when the offering offers an orchestrator this fleet cannot set up: it would be sold and
+    /// then fail for good at provisioning.
+    fn fleet_serves_catalog(&self, offering: &Offering) -> EngineResult<()> {
+        for choice in &offering.options.orchestrator {
+            if let Ok(orchestrator) = choice.value.parse() {
+                self.fleet_serves(orchestrator)?;
+            }
+        }
+        Ok(())
     }
 
     /// Sets new rates from a time (now, or later), keeping every earlier rate in the history

@@ -370,3 +370,38 @@ store_test!(every_instance_sees_a_catalogue_change_at_its_next_read, |store: Sto
     assert_eq!(listed(&there).await.name, "L40S, renamed by hand");
     assert_eq!(listed(&here).await.name, "L40S, renamed by hand");
 });
+
+store_test!(what_the_fleet_cannot_set_up_is_neither_offered_nor_booked, |store: Store| async move {
+    use crate::driver::slurm::{SlurmConfig, SlurmDriver};
+    let engine = world(store).await;
+    // The same catalog, now in front of a Slurm fleet (no cluster is asked: the driver knows
+    // what it can set up).
+    let slurm = std::sync::Arc::new(SlurmDriver::new(engine.store.clone(), SlurmConfig::new("tenantry")));
+    let engine = engine.with_driver(slurm);
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let refused = |e: EngineError| match e {
+        EngineError::Invalid { field: "options.orchestrator", message } => message,
+        other => panic!("not a 422 on options.orchestrator: {other:?}"),
+    };
+    // A booking that takes the demo's default orchestrator (Kubernetes) is refused up front,
+    // quote and all, naming the driver; one that asks for Slurm goes through.
+    let kubernetes = ask("h100-gpu", 1, far_start(), 2);
+    let said = refused(engine.quote(&lead, &kubernetes, Utc::now()).await.unwrap_err());
+    assert!(said.contains("(slurm) cannot set up kubernetes") && said.contains("slurm, none"), "{said}");
+    refused(engine.book(&lead, &kubernetes, None, Utc::now()).await.unwrap_err());
+    let mut on_slurm = kubernetes.clone();
+    on_slurm.options.orchestrator = Some("slurm".into());
+    engine.book(&lead, &on_slurm, None, Utc::now()).await.unwrap();
+    // An admin cannot offer it either, on a new offering or by changing one.
+    let now = Utc::now();
+    let catalog = engine.store.offering("h100-gpu", now).await.unwrap().unwrap().options;
+    let patch = OfferingPatch { options: Some(catalog.clone()), ..Default::default() };
+    refused(engine.change_offering(&admin, "h100-gpu", &patch, now).await.unwrap_err());
+    let mut served = catalog;
+    served.orchestrator.retain(|c| c.value != "kubernetes");
+    served.orchestrator[0].default = true;
+    let patch = OfferingPatch { options: Some(served), ..Default::default() };
+    let changed = engine.change_offering(&admin, "h100-gpu", &patch, now).await.unwrap();
+    assert!(changed.offering.options.orchestrator.iter().all(|c| c.value != "kubernetes"));
+});

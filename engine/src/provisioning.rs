@@ -48,21 +48,29 @@ impl StepResult {
     }
 }
 
-/// Why a step did not finish: transient failures are retried.
+/// Why a step did not finish: transient failures are retried; those that `wait` (the fleet did
+/// not answer, or cannot act yet) are waited out without counting attempts.
 struct StepError {
     message: String,
     transient: bool,
+    waits: bool,
 }
 
 impl From<DriverError> for StepError {
     fn from(e: DriverError) -> Self {
-        StepError { message: e.message, transient: e.transient }
+        StepError { message: e.message, transient: e.transient, waits: e.waits }
     }
 }
 
 impl From<EngineError> for StepError {
     fn from(e: EngineError) -> Self {
-        StepError { message: e.to_string(), transient: true }
+        StepError { message: e.to_string(), transient: true, waits: false }
+    }
+}
+
+impl StepError {
+    fn refused(message: String) -> Self {
+        StepError { message, transient: false, waits: false }
     }
 }
 
@@ -130,7 +138,25 @@ impl Engine {
             },
             Err(e) => {
                 let queue = &self.config.queue;
-                if e.transient && job.attempt < queue.max_attempts {
+                let wait = match e.waits {
+                    true => self.fleet_wait(job).await,
+                    false => None,
+                };
+                if let Some((run_at, since)) = wait {
+                    let detail = format!(
+                        "waiting for {} since {} UTC: {}; trying again in {} s (not counted as an attempt)",
+                        self.fleet_name(),
+                        since.format("%H:%M:%S"),
+                        e.message,
+                        (run_at - Utc::now()).num_seconds().max(0)
+                    );
+                    Completion {
+                        job: job.clone(),
+                        records: vec![record(StepStatus::Retrying, detail)],
+                        next: NextMove::Wait { run_at, error: e.message, since },
+                        effects: Vec::new(),
+                    }
+                } else if e.transient && job.attempt < queue.max_attempts {
                     let delay = rules::retry_delay(job.attempt, queue.retry_base, queue.retry_cap);
                     let detail = format!("{}; retrying in {} s", e.message, delay.num_seconds());
                     Completion {
@@ -158,16 +184,41 @@ impl Engine {
         }
     }
 
+    /// When a step whose fleet did not answer tries again, and since when it has waited; `None`
+    /// when its job gives up (see [`rules::fleet_wait`]: only against its reservation's window).
+    async fn fleet_wait(&self, job: &ClaimedJob) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let now = Utc::now();
+        let window = match job.reservation_id {
+            // Unreadable now: wait, and read it at the next try.
+            Some(id) => match self.store.reservation_for_admin(id).await {
+                Ok(Some((_, _, r))) => Some(Window { start: r.start, end: r.end }),
+                Ok(None) => None,
+                Err(_) => Some(Window { start: now, end: now + Duration::minutes(1) }),
+            },
+            None => None,
+        };
+        let since = job.waiting_since.unwrap_or(now);
+        let queue = &self.config.queue;
+        let pauses = (queue.retry_base, queue.retry_cap);
+        rules::fleet_wait(job.kind, window, queue.fleet_give_up_after, since, now, pauses).map(|at| (at, since))
+    }
+
+    /// The fleet as a person reads it in a timeline.
+    fn fleet_name(&self) -> &'static str {
+        match self.driver.name() {
+            "slurm" => "Slurm",
+            _ => "the fleet",
+        }
+    }
+
     async fn lifecycle_step(&self, job: &ClaimedJob) -> Result<StepResult, StepError> {
-        let id = job.reservation_id.ok_or_else(|| StepError {
-            message: "a lifecycle job without a reservation".to_owned(),
-            transient: false,
-        })?;
+        let id =
+            job.reservation_id.ok_or_else(|| StepError::refused("a lifecycle job without a reservation".to_owned()))?;
         let (tenant_id, _, r) = self
             .store
             .reservation_for_admin(id)
             .await?
-            .ok_or_else(|| StepError { message: format!("reservation #{id} does not exist"), transient: false })?;
+            .ok_or_else(|| StepError::refused(format!("reservation #{id} does not exist")))?;
         let now = Utc::now();
         let gone = matches!(
             r.state,
@@ -270,7 +321,10 @@ impl Engine {
                 for result in wiped {
                     let (n, report) = result?;
                     self.store.insert_wipe_certificate(id, n.node_id, &report).await?;
-                    lines.push(format!("{}: {} device(s) erased and verified", n.hostname, report.devices.len()));
+                    lines.push(match report.verified {
+                        true => format!("{}: {} device(s) erased and verified", n.hostname, report.devices.len()),
+                        false => format!("{}: {}; not verified by Tenantry", n.hostname, report.method),
+                    });
                 }
                 StepResult::done(joined(&lines))
             }
@@ -340,7 +394,10 @@ impl Engine {
         for (node, report) in reports {
             let report = report?;
             match rules.judge(node.gpu_model, &report) {
-                Ok(()) => lines.push(format!("{}: passed ({:.0} GB/s)", node.hostname, report.busbw_gbps)),
+                Ok(()) => lines.push(match report.busbw_gbps {
+                    Some(measured) => format!("{}: passed ({measured:.0} GB/s)", node.hostname),
+                    None => format!("{}: passed (the check measured no bandwidth)", node.hostname),
+                }),
                 Err(why) => {
                     let reason = format!("failed acceptance: {why}");
                     let outcome = self.replace_node(r, tenant_id, node, nodes, &reason).await?;

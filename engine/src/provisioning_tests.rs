@@ -191,6 +191,62 @@ store_test!(without_a_replacement_the_team_is_credited, |store: Store| async mov
     assert!(notes.iter().any(|n| n.message.contains("credited")));
 });
 
+store_test!(a_fleet_that_does_not_answer_is_waited_for_and_fails_nothing, |store: Store| async move {
+    let engine = world(store, SimConfig::default()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let sim = || engine.driver.as_sim().unwrap();
+    let id = book_now(&engine, &lead, starting_now("h100-gpu", 2, 2, "any")).await.unwrap().detail.reservation.id;
+    // The controller goes away before setup reaches the fleet, for many times the attempts a
+    // step has: the reservation waits, and says so.
+    sim().set_away(true);
+    let max = engine.config.queue.max_attempts as usize;
+    let waits = |items: &[tenantry_domain::provisioning::StepEvent]| {
+        let waiting = |e: &&tenantry_domain::provisioning::StepEvent| {
+            e.job == JobKind::Provision
+                && e.status == StepStatus::Retrying
+                && e.detail.starts_with("waiting for the fleet")
+        };
+        items.iter().filter(waiting).count()
+    };
+    for _ in 0..200 {
+        engine.run_due_jobs(Utc::now()).await.unwrap();
+        if waits(&engine.timeline(&lead, id, 0).await.unwrap().items) > 3 * max {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Provisioning, "{:?}", timeline.items);
+    assert!(waits(&timeline.items) > 3 * max, "{:?}", timeline.items);
+    let said = timeline.items.iter().rev().find(|e| e.status == StepStatus::Retrying).unwrap();
+    assert!(said.detail.contains("not answering") && said.detail.contains("not counted"), "{}", said.detail);
+    // Back: setup goes on from where it waited, and the team gets its reservation.
+    sim().set_away(false);
+    for _ in 0..200 {
+        engine.run_due_jobs(Utc::now()).await.unwrap();
+        if state(&engine, &lead, id).await == ReservationState::Active {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(state(&engine, &lead, id).await, ReservationState::Active);
+
+    // With a limit on how far into its window a reservation waits, one past it is given up.
+    let mut strict = engine.clone();
+    strict.config.queue.fleet_give_up_after = Some(Duration::zero());
+    let late = book_now(&strict, &lead, starting_now("h100-gpu", 1, 2, "any")).await.unwrap().detail.reservation.id;
+    sim().set_away(true);
+    for _ in 0..20 {
+        strict.run_due_jobs(Utc::now()).await.unwrap();
+    }
+    sim().set_away(false);
+    let timeline = strict.timeline(&lead, late, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Failed, "{:?}", timeline.items);
+    assert_eq!(waits(&timeline.items), 0, "past its limit at once: {:?}", timeline.items);
+    // Its release waits for the fleet however long it takes: the capacity comes back only wiped.
+    assert!(timeline.items.iter().any(|e| e.job == JobKind::Release && e.detail.starts_with("waiting for the fleet")));
+});
+
 store_test!(transient_failures_retry_then_fail_for_admins, |store: Store| async move {
     let engine = world(store, SimConfig::default()).await;
     let lead = who(&engine, "lead@acme.example").await;

@@ -177,7 +177,7 @@ impl Engine {
             }
             woke |= !c.effects.is_empty();
             if let NextMove::Continue(step) = c.next {
-                let job = ClaimedJob { step, attempt: 1, resumed: false, ..c.job };
+                let job = ClaimedJob { step, attempt: 1, resumed: false, waiting_since: None, ..c.job };
                 held.insert(job.job_id, job.clone());
                 next.push(job);
             }
@@ -220,7 +220,9 @@ impl Engine {
                     self.store.finish_steps(std::slice::from_ref(&completion), &owner, lease_until, now).await?;
                     self.announce_timelines(std::iter::once(&completion));
                     match next {
-                        NextMove::Continue(step) => job = ClaimedJob { step, attempt: 1, resumed: false, ..job },
+                        NextMove::Continue(step) => {
+                            job = ClaimedJob { step, attempt: 1, resumed: false, waiting_since: None, ..job }
+                        }
                         _ => break,
                     }
                 }

@@ -352,6 +352,7 @@ pub fn demo_sim_fleet(options: &SeedOptions) -> SimFleet {
                 nodes_per_domain: Some(per_domain),
                 nodes_per_rack: Some(NODES_PER_RACK),
                 reachable: true,
+                held_back: None,
             }
         })
         .collect();
@@ -720,11 +721,12 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
         }
     }
     let mut offerings = demo_offerings();
-    if engine.driver.as_slurm().is_some() {
-        // A Slurm fleet sets up Slurm (or nothing), never a Kubernetes namespace.
-        for offering in &mut offerings {
-            offering.options.orchestrator = choices(&["slurm", "none"]);
-        }
+    // Only what the fleet can set up (a Slurm fleet: Slurm or nothing, never Kubernetes).
+    let can = engine.driver.orchestrators();
+    for offering in &mut offerings {
+        let offered = offering.options.orchestrator.iter().map(|c| c.value.as_str());
+        let served: Vec<&str> = offered.filter(|v| v.parse().is_ok_and(|o| can.contains(&o))).collect();
+        offering.options.orchestrator = choices(&served);
     }
     // The demo's list prices have always been in effect, so its past reservations were booked at
     // them too.

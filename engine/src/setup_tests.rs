@@ -38,6 +38,7 @@ fn h100(hostname: &str, memory_gb: u32, nvme_tb: u32, branches: &[&str]) -> Inve
         fabric_domain: Some("corp-east-ib-a".to_owned()),
         rack: Some("corp-east-ib-a-r01".to_owned()),
         reachable: true,
+        held_back: None,
     }
 }
 

@@ -292,6 +292,11 @@ pub struct QueueArgs {
     /// Attempts at one step before its job fails.
     #[arg(long, env = "TENANTRY_QUEUE_MAX_ATTEMPTS", default_value_t = 5)]
     pub queue_max_attempts: u32,
+    /// Minutes into its window that a reservation still being set up waits for a fleet that
+    /// does not answer (Slurm's controller restarting or failing over) before it is failed;
+    /// 0 waits until the window ends. Attempts are not counted while the fleet is away.
+    #[arg(long, env = "TENANTRY_QUEUE_FLEET_WAIT_MINUTES", default_value_t = 0)]
+    pub queue_fleet_wait_minutes: u32,
     /// DCGM diagnostics level in acceptance tests (1–3).
     #[arg(long, env = "TENANTRY_ACCEPTANCE_DIAG_LEVEL", default_value_t = 2,
           value_parser = clap::value_parser!(u8).range(1..=3))]
@@ -323,6 +328,8 @@ impl ServeArgs {
         };
         config.queue.lease = chrono::Duration::seconds(i64::from(q.queue_lease_seconds.max(1)));
         config.queue.max_attempts = q.queue_max_attempts.max(1);
+        config.queue.fleet_give_up_after =
+            (q.queue_fleet_wait_minutes > 0).then(|| chrono::Duration::minutes(i64::from(q.queue_fleet_wait_minutes)));
         config.acceptance.gpu_diag_level = q.acceptance_diag_level;
         config.cancellation = tenantry_domain::metering::CancellationPolicy {
             free_notice_hours: self.metering.cancel_free_notice_hours,

@@ -43,6 +43,7 @@ fn grown_fleet() -> SimFleet {
         nodes_per_domain: None,
         nodes_per_rack: None,
         reachable: true,
+        held_back: None,
     };
     SimFleet { groups: vec![group("new-h100-{n}", 2, true), group("lost-{n}", 1, false)], nodes }
 }

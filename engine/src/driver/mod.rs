@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tenantry_domain::fleet::TimeSlicing;
 use tenantry_domain::provisioning::{AcceptanceReport, AcceptanceRules, MigGpuConfig, Seat};
-use tenantry_domain::reservation::{ReservationOptions, Workload};
+use tenantry_domain::reservation::{Orchestrator, ReservationOptions, Workload};
 use tenantry_domain::GpuModel;
 
 /// Names one effect: the job, the step and (for per-node steps) the node. The same key always
@@ -130,17 +130,34 @@ pub struct GpuSample {
     pub memory_pct: f64,
 }
 
-/// A driver call that did not work. `transient` failures are retried with back-off.
+/// A driver call that did not work. `transient` failures are retried with back-off and count as
+/// attempts. One that `waits` is transient too, but the fleet cannot act for reasons outside the
+/// step and its nodes (its controller does not answer while Slurm restarts or fails over; jobs
+/// hold a reservation that must move), so the queue waits without counting attempts and gives a
+/// reservation up only against its own window (`tenantry_domain::provisioning::fleet_wait`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct DriverError {
     pub message: String,
     pub transient: bool,
+    pub waits: bool,
 }
 
 impl DriverError {
+    /// Worth trying again: the step, its nodes or the fleet may do better next time.
     pub fn transient(message: impl Into<String>) -> Self {
-        DriverError { message: message.into(), transient: true }
+        DriverError { message: message.into(), transient: true, waits: false }
+    }
+
+    /// The fleet said no, and will say it again: the step fails for good.
+    pub fn refused(message: impl Into<String>) -> Self {
+        DriverError { message: message.into(), transient: false, waits: false }
+    }
+
+    /// The fleet's controller did not answer at all, or cannot act until something outside the
+    /// step changes: wait for it.
+    pub fn waits(message: impl Into<String>) -> Self {
+        DriverError { message: message.into(), transient: true, waits: true }
     }
 }
 
@@ -152,6 +169,13 @@ pub type DriverResult<T> = Result<T, DriverError>;
 pub trait FleetDriver: std::any::Any + Send + Sync {
     /// A short name for logs and the admin page (`sim`, `slurm`).
     fn name(&self) -> &'static str;
+
+    /// The orchestrators this fleet can set up for a team: an offering that offers another is
+    /// refused when an admin makes it, and a booking that asks for one is refused with the reason,
+    /// rather than failing for good at provisioning.
+    fn orchestrators(&self) -> &'static [Orchestrator] {
+        &[Orchestrator::Kubernetes, Orchestrator::Slurm, Orchestrator::None]
+    }
 
     /// Every node the fleet has, with its facts (GPUs, memory, storage, driver branches, where
     /// it sits) and whether it answers: the source of truth the reconciler enrolls nodes from

@@ -92,6 +92,8 @@ pub struct SimDriver {
     fleet_file: Option<PathBuf>,
     /// The fleet, once read (or given): fixed for the life of the driver.
     fleet: OnceLock<LoadedFleet>,
+    /// The simulated controller does not answer (see [`SimDriver::set_away`]).
+    away: std::sync::atomic::AtomicBool,
 }
 
 /// What a simulated run that failed looks like to its step.
@@ -105,7 +107,21 @@ enum Fault {
 impl SimDriver {
     /// A simulated fleet with no inventory yet: give it a fleet file or a fleet.
     pub fn new(store: Store, config: SimConfig) -> Self {
-        SimDriver { store, config, runs: Mutex::new(HashMap::new()), fleet_file: None, fleet: OnceLock::new() }
+        SimDriver {
+            store,
+            config,
+            runs: Mutex::new(HashMap::new()),
+            fleet_file: None,
+            fleet: OnceLock::new(),
+            away: Default::default(),
+        }
+    }
+
+    /// Makes the simulated fleet's controller stop answering (`true`) or answer again: every
+    /// step's call fails as unreachable meanwhile, as a real fleet's does while its controller
+    /// restarts or fails over.
+    pub fn set_away(&self, away: bool) {
+        self.away.store(away, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Reads the inventory from this file (when first asked for it).
@@ -215,6 +231,9 @@ impl SimDriver {
             return serde_json::from_str(&json)
                 .map_err(|e| DriverError::transient(format!("unreadable simulator record for {key}: {e}")));
         }
+        if self.away.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(DriverError::waits("the simulated fleet's controller is not answering"));
+        }
         self.wait(seconds).await;
         let failed = self.injects(step, key);
         if failed && matches!(fault, Fault::Error) {
@@ -283,7 +302,7 @@ impl FleetDriver for SimDriver {
     }
 
     async fn inventory(&self) -> DriverResult<Vec<InventoryNode>> {
-        let fleet = self.fleet().map_err(|message| DriverError { message, transient: false })?;
+        let fleet = self.fleet().map_err(DriverError::refused)?;
         Ok(fleet.nodes.clone())
     }
 
@@ -317,14 +336,11 @@ impl FleetDriver for SimDriver {
         }
         if let Some(facts) = self.fleet_node(&node.hostname) {
             if !facts.driver_branches.is_empty() && !facts.driver_branches.iter().any(|b| b == branch) {
-                return Err(DriverError {
-                    message: format!(
-                        "{} cannot run CUDA driver {branch}: it runs {}",
-                        node.hostname,
-                        facts.driver_branches.join(", ")
-                    ),
-                    transient: false,
-                });
+                return Err(DriverError::refused(format!(
+                    "{} cannot run CUDA driver {branch}: it runs {}",
+                    node.hostname,
+                    facts.driver_branches.join(", ")
+                )));
             }
         }
         let seconds = real_seconds(Step::CudaDriver, None, None);
@@ -341,7 +357,7 @@ impl FleetDriver for SimDriver {
         nodes: &[NodeTarget],
     ) -> DriverResult<String> {
         if let Some(problem) = nodes.iter().find_map(|n| self.shortfall(n, &tenant.options)) {
-            return Err(DriverError { message: problem, transient: false });
+            return Err(DriverError::refused(problem));
         }
         let seconds = real_seconds(Step::Orchestrator, None, Some(tenant.options.orchestrator));
         let hosts: Vec<&str> = nodes.iter().map(|n| n.hostname.as_str()).collect();
@@ -382,10 +398,10 @@ impl FleetDriver for SimDriver {
             if failed {
                 AcceptanceReport {
                     failed_gpus: vec![(first_gpu, "XID 79: GPU has fallen off the bus".to_owned())],
-                    busbw_gbps: nominal * 0.4,
+                    busbw_gbps: Some(nominal * 0.4),
                 }
             } else {
-                AcceptanceReport { failed_gpus: vec![], busbw_gbps: nominal }
+                AcceptanceReport { failed_gpus: vec![], busbw_gbps: Some(nominal) }
             }
         })
         .await

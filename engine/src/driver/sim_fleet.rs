@@ -63,6 +63,9 @@ pub struct NodeGroup {
     /// Whether the group's nodes answer (false simulates a powered-off row).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub reachable: bool,
+    /// Why the site holds the group's nodes back from new work (simulates a site's drain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<String>,
 }
 
 fn one() -> u32 {
@@ -148,6 +151,7 @@ impl NodeGroup {
                     fabric_domain: place(&self.fabric_domain)?,
                     rack: place(&self.rack)?,
                     reachable: self.reachable,
+                    held_back: self.held_back.clone(),
                 })
             })
             .collect()
@@ -267,6 +271,7 @@ mod tests {
             nodes_per_domain: Some(4),
             nodes_per_rack: Some(2),
             reachable: true,
+            held_back: None,
         };
         let nodes = group.expand().unwrap();
         let place: Vec<_> =

@@ -73,6 +73,7 @@ impl NodeRow {
                     fabric_domain: Some(self.fabric_domain.clone()),
                     rack: Some(self.rack.clone()),
                     reachable: true,
+                    held_back: None,
                 };
                 reported.changes_from(&accepted, &pins)
             }

@@ -53,6 +53,8 @@ pub struct InventoryChanges {
     pub drifted: Vec<(String, i64)>,
     /// Reports skipped because they make no sense (the reason for each).
     pub skipped: Vec<String>,
+    /// New nodes whose reported place clashes with a known one (`host: why`): enrolled unplaced.
+    pub misplaced: Vec<String>,
 }
 
 impl InventoryChanges {
@@ -94,6 +96,9 @@ pub enum AcceptOutcome {
     NothingReported,
     /// Adding, removing or repartitioning GPUs would affect these.
     InTheWay(Vec<String>),
+    /// The reported place clashes with a known one (a rack of that name in another fabric
+    /// domain, a fabric domain in another region): why.
+    Misplaced(String),
 }
 
 /// A node's placement as an admin edits it (`None`: unchanged).
@@ -141,6 +146,7 @@ impl KnownRow {
             fabric_domain: Some(self.fabric_domain.clone()),
             rack: Some(self.rack.clone()),
             reachable: true,
+            held_back: None,
         })
     }
 
@@ -399,7 +405,13 @@ impl Store {
                     let region = node.region.as_deref().unwrap_or(UNPLACED);
                     let domain = node.fabric_domain.as_deref().unwrap_or(UNPLACED);
                     let rack = node.rack.as_deref().unwrap_or(UNPLACED);
-                    let (rack_id, _) = place_node!(tx, &mut places, region, domain, rack);
+                    // Racks and fabric domains are named across the whole fleet: a second hall's
+                    // `rack-r1` is not the first hall's, so a clash is enrolled unplaced, for an
+                    // admin to place, never filed under the other's domain and region.
+                    let (rack_id, clash) = match place_node!(tx, &mut places, region, domain, rack) {
+                        (_, Some(clash)) => (place_node!(tx, &mut places, UNPLACED, UNPLACED, UNPLACED).0, Some(clash)),
+                        (rack_id, None) => (rack_id, None),
+                    };
                     let inserted: Option<i64> = sqlx::query_scalar(
                         "insert into node (rack_id, hostname, gpu_model, cpu_cores, memory_gb, nvme_tb, state, health,
                                            updated_at, admission, driver_branches, missing_since, mig_profiles)
@@ -424,7 +436,12 @@ impl Store {
                         b.push_bind(node_id).push_bind(i64::from(index)).push_bind(index < node.mig);
                     });
                     gpus.build().execute(&mut *tx).await?;
-                    let place = if node.region.is_some() {
+                    if let Some(clash) = &clash {
+                        changes.misplaced.push(format!("{}: {clash}", node.hostname));
+                    }
+                    let place = if let Some(clash) = clash {
+                        format!("not placed: it reports {region} / {domain} / {rack}, but {clash}")
+                    } else if node.region.is_some() {
                         format!("{region} / {domain} / {rack}")
                     } else {
                         "not placed (the driver does not say where it is)".to_owned()
@@ -443,10 +460,13 @@ impl Store {
                 if row.admission == "retired" {
                     continue;
                 }
-                // Reachability: flag or clear, each only if not already so.
-                if !node.reachable && !row.missing {
-                    flag_missing!(tx, row, now, audit, changes, "reported unreachable: takes no new work");
-                } else if node.reachable && row.missing {
+                // Reachability, or the fleet's own hold (a site's drain): flag or clear, each
+                // only if not already so.
+                let held =
+                    if node.reachable { node.held_back.clone() } else { Some("reported unreachable".to_owned()) };
+                if let (Some(why), false) = (&held, row.missing) {
+                    flag_missing!(tx, row, now, audit, changes, format!("{why}: takes no new work"));
+                } else if held.is_none() && row.missing {
                     let cleared = sqlx::query(
                         "update node set missing_since = null where node_id = $1 and missing_since is not null",
                     )
@@ -476,7 +496,7 @@ impl Store {
                         .await?;
                 }
                 let drift = node.changes_from(&accepted, &pins);
-                let facts = InventoryNode { reachable: true, ..node.clone() };
+                let facts = InventoryNode { reachable: true, held_back: None, ..node.clone() };
                 if drift.is_empty() {
                     if row.reported_facts.is_some() {
                         sqlx::query(
@@ -912,7 +932,10 @@ impl Store {
                     moved("rack", &row.rack),
                 );
                 let mut places = load_places!(tx);
-                let (id, _) = place_node!(tx, &mut places, &region, &domain, &rack);
+                let (id, clash) = place_node!(tx, &mut places, &region, &domain, &rack);
+                if let Some(clash) = clash {
+                    return Ok(Some(AcceptOutcome::Misplaced(clash)));
+                }
                 rack_id = Some(id);
                 for c in &changes {
                     pins.remove(&c.field);

@@ -25,6 +25,8 @@ pub struct ClaimedJob {
     pub lease_token: i64,
     /// Set when a previous worker's lease on this job expired.
     pub resumed: bool,
+    /// Since when the step has been waiting for a fleet that does not answer, if it is.
+    pub waiting_since: Option<DateTime<Utc>>,
 }
 
 /// One line for the timeline.
@@ -49,6 +51,9 @@ pub enum NextMove {
     Later { step: Step, run_at: DateTime<Utc> },
     /// The step failed; try it again at `run_at`.
     Retry { run_at: DateTime<Utc>, error: String },
+    /// The fleet did not answer (waiting since `since`); try again at `run_at`. The attempt
+    /// does not count: an outage says nothing of the step.
+    Wait { run_at: DateTime<Utc>, error: String, since: DateTime<Utc> },
     /// Every step is done.
     Finish,
     /// Out of attempts.
@@ -113,6 +118,7 @@ struct ClaimRow {
     attempts: i64,
     lease_token: i64,
     last_error: Option<String>,
+    waiting_since: Option<DateTime<Utc>>,
 }
 
 /// The `last_error` a reaped lease leaves, so the next claim knows it resumes.
@@ -138,7 +144,7 @@ pub(crate) const INSERT_JOB: &str =
     "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at)
     values ($1, $2, $3, 'queued', $4, $5, $5) on conflict do nothing";
 
-/// Completions recorded per statement: nine parameters each, under SQLite's 32,766.
+/// Completions recorded per statement: ten parameters each, under SQLite's 32,766.
 const FINISH_CHUNK: usize = 1_000;
 
 const INSERT_EVENT: &str =
@@ -388,7 +394,7 @@ impl Store {
                     lease_token = lease_token + 1, attempts = attempts + 1, step_started_at = $3, updated_at = $3
              where job_id in (select job_id from job where state = 'queued' and run_at <= $3
                               order by run_at limit $4 {lock})
-             returning job_id, kind, reservation_id, step, attempts, lease_token, last_error"
+             returning job_id, kind, reservation_id, step, attempts, lease_token, last_error, waiting_since"
         );
         let rows: Vec<ClaimRow> = write_tx!(self, |tx| {
             let rows: Vec<ClaimRow> = sqlx::query_as(&sql)
@@ -431,6 +437,7 @@ impl Store {
                     attempt: u32::try_from(r.attempts).ok()?,
                     lease_token: r.lease_token,
                     resumed: r.last_error.as_deref() == Some(LEASE_EXPIRED),
+                    waiting_since: r.waiting_since,
                 })
             })
             .collect())
@@ -485,7 +492,7 @@ impl Store {
             for chunk in completions.chunks(FINISH_CHUNK) {
                 let mut q = sqlx::QueryBuilder::<Db>::new(
                     "with done (id, token, new_state, new_step, new_run_at, new_attempts, new_owner, new_until,
-                                new_error) as (",
+                                new_error, new_waiting) as (",
                 );
                 q.push_values(chunk, |mut row, c| {
                     let job = &c.job;
@@ -497,6 +504,10 @@ impl Store {
                         NextMove::Later { step, run_at } => (JobState::Queued, *step, *run_at, 0, None, None),
                         NextMove::Retry { run_at, error } => {
                             (JobState::Queued, job.step, *run_at, job.attempt, None, Some(error.clone()))
+                        }
+                        NextMove::Wait { run_at, error, .. } => {
+                            let uncounted = job.attempt.saturating_sub(1);
+                            (JobState::Queued, job.step, *run_at, uncounted, None, Some(error.clone()))
                         }
                         NextMove::Finish => (JobState::Done, job.step, now, job.attempt, None, None),
                         NextMove::Fail(error) => {
@@ -512,12 +523,17 @@ impl Store {
                         .push_bind(i64::from(attempts))
                         .push_bind(lease.map(|l| l.0.to_owned()))
                         .push_bind(lease.map(|l| l.1))
-                        .push_bind(error);
+                        .push_bind(error)
+                        .push_bind(match &c.next {
+                            NextMove::Wait { since, .. } => Some(*since),
+                            _ => None,
+                        });
                 });
                 q.push(
                     ") update job set state = done.new_state, step = done.new_step, run_at = done.new_run_at,
                             attempts = done.new_attempts, lease_owner = done.new_owner,
-                            lease_until = done.new_until, last_error = done.new_error, step_started_at = ",
+                            lease_until = done.new_until, last_error = done.new_error,
+                            waiting_since = done.new_waiting, step_started_at = ",
                 )
                 .push_bind(now)
                 .push(", updated_at = ")

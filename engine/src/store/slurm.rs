@@ -107,8 +107,10 @@ impl Store {
                  join tenant t on t.tenant_id = r.tenant_id
                  join node n on n.node_id = h.node_id
                  -- Counted once per node, not once per row (a correlated count per held GPU cost
-                 -- most of a sync's store read at 5,000 reservations).
-                 join (select node_id, count(*) as node_gpus from gpu group by node_id) c on c.node_id = n.node_id
+                 -- most of a sync's store read at 5,000 reservations); GPUs the node no longer
+                 -- reports are not part of it.
+                 join (select node_id, count(*) as node_gpus from gpu where removed_at is null group by node_id) c
+                   on c.node_id = n.node_id
                  order by r.reservation_id, n.hostname",
             );
             // A read of every live allocation, whose plan must not hang on fresh statistics:

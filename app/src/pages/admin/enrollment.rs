@@ -159,6 +159,7 @@ pub fn InventoryPanel(enrollment: Enrollment) -> impl IntoView {
                             } else {
                                 "text-rose-700 dark:text-rose-300"
                             };
+                            let misplaced = report.misplaced.clone();
                             view! {
                                 <p class=format!("mt-2 text-sm {tone}") data-testid="last-reconcile">
                                     {format!(
@@ -168,6 +169,20 @@ pub fn InventoryPanel(enrollment: Enrollment) -> impl IntoView {
                                         report.summary(),
                                     )}
                                 </p>
+                                {(!misplaced.is_empty())
+                                    .then(|| {
+                                        view! {
+                                            <ul
+                                                class="mt-1 list-disc pl-6 text-xs text-amber-800 dark:text-amber-300"
+                                                data-testid="reconcile-misplaced"
+                                            >
+                                                {misplaced
+                                                    .into_iter()
+                                                    .map(|why| view! { <li>{why}</li> })
+                                                    .collect_view()}
+                                            </ul>
+                                        }
+                                    })}
                             }
                                 .into_any()
                         }

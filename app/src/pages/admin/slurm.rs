@@ -2,6 +2,7 @@
 //! shown only once one has run. When it ran and whether Slurm answered; how many reservations it
 //! created, re-created, updated and deleted; and what needs an admin's eye: reservations in Slurm
 //! that are not Tenantry's (left alone), changes Slurm refused, reservations it had to make again,
+//! reservations of cores that cannot take a replacement node while jobs run in them,
 //! nodes Slurm reports down, nodes someone else drained, and people who cannot be Slurm users.
 //!
 //! The page reloads the report every few seconds, which draws the panel anew; which lists an admin
@@ -48,15 +49,25 @@ fn SlurmReport(report: SyncReport, folds: Folds) -> impl IntoView {
             </p>
         }
         .into_any(),
-        error => view! {
-            <p class="mt-1 text-sm text-rose-700 dark:text-rose-300" role="alert" data-testid="slurm-sync-outcome">
-                {format!(
-                    "Last sync at {when} stopped: {}. It is retried; bookings go on meanwhile.",
-                    error.as_deref().unwrap_or("Slurm did not answer"),
-                )}
-            </p>
+        error => {
+            let error = error.as_deref().unwrap_or("Slurm did not answer");
+            let said = match report.unreachable_since {
+                Some(since) => {
+                    format!(
+                        "Waiting for Slurm since {} UTC: {error}. Provisioning waits for it and fails nothing \
+                         meanwhile; bookings go on, and Slurm is brought up to date when it answers.",
+                        since.format("%Y-%m-%d %H:%M:%S"),
+                    )
+                }
+                None => format!("Last sync at {when} stopped: {error}. It is retried; bookings go on meanwhile."),
+            };
+            view! {
+                <p class="mt-1 text-sm text-rose-700 dark:text-rose-300" role="alert" data-testid="slurm-sync-outcome">
+                    {said}
+                </p>
+            }
+            .into_any()
         }
-        .into_any(),
     };
     let counts = [
         ("Created", report.created.len()),
@@ -82,6 +93,7 @@ fn SlurmReport(report: SyncReport, folds: Folds) -> impl IntoView {
         ("foreign", "Reservations in Slurm but not Tenantry's: left alone", report.foreign),
         ("failed", "Changes Slurm refused (tried again at the next sync)", report.failed),
         ("recreated", "Re-created: Slurm had lost them, or someone deleted them", report.recreated),
+        ("held_by_jobs", "Reservations whose replaced node waits for their jobs to end", report.held_by_jobs),
         ("down", "Nodes Slurm reports down", report.down),
         ("drained_by_others", "Nodes someone else drained in Slurm", report.drained_by_others),
         ("unmapped", "People who cannot be Slurm users", report.unmapped),

@@ -81,7 +81,11 @@ impl SlurmCli {
         let said = stderr.trim().lines().last().unwrap_or("").trim();
         let said = if said.is_empty() { stdout.trim() } else { said };
         let message = format!("`{name} {}` failed: {said}", args.first().map(String::as_str).unwrap_or(""));
-        Err(DriverError { transient: is_unreachable(&stderr) || is_unreachable(&stdout), message })
+        Err(if is_unreachable(&stderr) || is_unreachable(&stdout) {
+            DriverError::waits(message)
+        } else {
+            DriverError::refused(message)
+        })
     }
 
     /// Runs `name` with no arguments, reading `commands` (one a line) on its standard input, as
@@ -122,15 +126,10 @@ impl SlurmCli {
             output
         };
         match tokio::time::timeout(self.timeout, run).await {
-            Err(_) => {
-                Err(DriverError::transient(format!("`{name}` did not answer within {} s", self.timeout.as_secs())))
-            }
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(DriverError {
-                message: format!(
-                    "`{name}` was not found: install Slurm's client tools or set TENANTRY_SLURM_BIN to their directory"
-                ),
-                transient: false,
-            }),
+            Err(_) => Err(DriverError::waits(format!("`{name}` did not answer within {} s", self.timeout.as_secs()))),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(DriverError::refused(format!(
+                "`{name}` was not found: install Slurm's client tools or set TENANTRY_SLURM_BIN to their directory"
+            ))),
             Ok(Err(e)) => Err(DriverError::transient(format!("cannot run `{name}`: {e}"))),
             Ok(Ok(output)) => Ok(output),
         }
@@ -166,11 +165,17 @@ pub fn parse_records(text: &str) -> Vec<BTreeMap<String, String>> {
     text.lines().map(str::trim).filter(|l| !l.is_empty() && l.contains('=')).map(parse_record).collect()
 }
 
-/// Expands a Slurm host list (`gpu[001-003,007],login1`) into names.
+/// The most names one host list expands to: Slurm's own bound on a range (its `MAX_RANGE`), far
+/// above any cluster's node count. A list that says more is not a list Slurm printed.
+pub const MAX_HOSTS: usize = 1 << 16;
+
+/// Expands a Slurm host list (`gpu[001-003,007],login1`) into names. What is not a well-formed
+/// list (an unbalanced bracket, a range with a non-number) is taken word for word, never
+/// panicked on; expansion stops at [`MAX_HOSTS`] names.
 pub fn expand_hostlist(list: &str) -> Vec<String> {
     let mut out = Vec::new();
     // Split on commas outside brackets.
-    let mut depth = 0;
+    let mut depth = 0i32;
     let mut part = String::new();
     let mut parts = Vec::new();
     for c in list.chars() {
@@ -187,22 +192,24 @@ pub fn expand_hostlist(list: &str) -> Vec<String> {
     }
     parts.push(part);
     for part in parts.into_iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty() && p != "(null)") {
-        let Some(open) = part.find('[') else {
+        let bracketed = part.find('[').zip(part.rfind(']')).filter(|(open, close)| open < close);
+        let Some((open, close)) = bracketed else {
             out.push(part);
             continue;
         };
-        let close = part.rfind(']').unwrap_or(part.len());
-        let (prefix, ranges, suffix) = (&part[..open], &part[open + 1..close], part.get(close + 1..).unwrap_or(""));
+        let (prefix, ranges, suffix) = (&part[..open], &part[open + 1..close], &part[close + 1..]);
         for range in ranges.split(',') {
+            let left = MAX_HOSTS.saturating_sub(out.len()) as u64;
             match range.split_once('-') {
                 Some((lo, hi)) => {
                     let width = lo.len();
                     let (Ok(a), Ok(b)) = (lo.parse::<u64>(), hi.parse::<u64>()) else { continue };
-                    for n in a..=b {
+                    for n in (a..=b).take(left as usize) {
                         out.push(format!("{prefix}{n:0width$}{suffix}"));
                     }
                 }
-                None => out.push(format!("{prefix}{range}{suffix}")),
+                None if left > 0 => out.push(format!("{prefix}{range}{suffix}")),
+                None => {}
             }
         }
     }
@@ -267,6 +274,12 @@ mod tests {
         assert_eq!(expand_hostlist("gpu001"), ["gpu001"]);
         assert!(expand_hostlist("(null)").is_empty());
         assert_eq!(expand_hostlist("a[8-10]"), ["a8", "a9", "a10"]);
+        // What Slurm never prints is read word for word, without a panic or a runaway.
+        assert_eq!(expand_hostlist("a]b["), ["a]b["]);
+        assert_eq!(expand_hostlist("gpu[1-2"), ["gpu[1-2"]);
+        assert_eq!(expand_hostlist("gpu[x-3,4]"), ["gpu4"]);
+        assert_eq!(expand_hostlist("gpu[0-99999999999]").len(), MAX_HOSTS);
+        assert_eq!(expand_hostlist("gpu[0-99999999999],gpu[1-2]").len(), MAX_HOSTS);
     }
 
     #[test]

@@ -46,7 +46,7 @@ use plan::{AccountSpec, Action, Actual, ActualNode, ActualReservation, Cap, Desi
 use std::collections::{BTreeMap, BTreeSet};
 use tenantry_domain::fleet::{InventoryNode, NodeState, TimeSlicing};
 use tenantry_domain::offering::{InstanceSeats, MigProfile, GPU_SHARES};
-use tenantry_domain::provisioning::{fabric_of, profile_for_width, AcceptanceReport, AcceptanceRules, MigGpuConfig};
+use tenantry_domain::provisioning::{profile_for_width, AcceptanceReport, AcceptanceRules, MigGpuConfig};
 use tenantry_domain::reservation::{Orchestrator, Workload};
 use tenantry_domain::GpuModel;
 
@@ -70,8 +70,10 @@ pub struct SlurmConfig {
     pub ops_user: String,
     /// Where teams log in to submit jobs, for the hand-over.
     pub login_host: String,
-    /// The node check run as a job for acceptance and health checks; exit 0 = healthy. It may
-    /// print `busbw_gbps=<n>` for the bandwidth it measured.
+    /// The node check run as a job for acceptance and health checks; exit 0 = healthy. It runs
+    /// with `TENANTRY_DCGM_LEVEL` set to the diagnostic level asked for (the acceptance rules'
+    /// level; 1 for a health check) and may print `busbw_gbps=<n>` for the bandwidth it
+    /// measured, which acceptance judges against its threshold.
     pub check_command: String,
     /// How long a check may run once it has started.
     pub check_timeout: std::time::Duration,
@@ -95,8 +97,9 @@ impl SlurmConfig {
 }
 
 /// The default node check: every GPU answers `nvidia-smi` and reports no retired-page or
-/// health problem, then DCGM's short diagnostic where DCGM is installed.
-pub const DEFAULT_CHECK: &str = "nvidia-smi -L >/dev/null && { ! command -v dcgmi >/dev/null || dcgmi diag -r 1; }";
+/// health problem, then DCGM's diagnostic at the level asked for, where DCGM is installed.
+pub const DEFAULT_CHECK: &str =
+    "nvidia-smi -L >/dev/null && { ! command -v dcgmi >/dev/null || dcgmi diag -r \"${TENANTRY_DCGM_LEVEL:-1}\"; }";
 
 /// `h100`, `h200`, `a100` and `l40s` name the demo's H100, H200, A100 and L40S.
 pub fn default_gpu_types() -> Vec<(String, GpuModel)> {
@@ -198,6 +201,11 @@ pub struct SlurmDriver {
     usage: tokio::sync::Mutex<Option<(DateTime<Utc>, Vec<JobUse>)>>,
     /// Whether the cluster counts `gres/shard` (read once, see [`SlurmDriver::counts_shards`]).
     counts_shards: tokio::sync::OnceCell<bool>,
+    /// Acceptance verdicts by effect key: provisioning runs again from its start when a node is
+    /// replaced, and a node that already passed must not be checked again, since the check asks
+    /// for the node's GPUs, which the team's running jobs hold (it would wait behind them).
+    /// Kept in this process: after a restart a repeat checks again.
+    accepted: std::sync::Mutex<BTreeMap<String, AcceptanceReport>>,
 }
 
 /// Valid Slurm (Unix) user names: lower case, starting with a letter or `_`, at most 32.
@@ -221,6 +229,7 @@ impl SlurmDriver {
             known: Default::default(),
             usage: Default::default(),
             counts_shards: Default::default(),
+            accepted: Default::default(),
         }
     }
 
@@ -408,14 +417,14 @@ impl SlurmDriver {
             // Started after this caller asked: it read the store as this caller left it.
             return report.clone();
         }
+        // Slurm away since an earlier sync: this one says since when, if it finds it away too.
+        let away_since = state.last.as_ref().and_then(|(_, r)| r.unreachable_since);
         let number = self.syncs_started.fetch_add(1, SeqCst) + 1;
         let started = std::time::Instant::now();
         let mut report = SyncReport { at: now, ..Default::default() };
-        // Taken: a sync that does not finish every change leaves what Slurm holds unknown.
-        let known_slurm = match read {
-            SlurmRead::Cached => state.slurm.take(),
-            SlurmRead::Fresh => None,
-        };
+        // Taken, whatever the read: a sync that does not finish every change (or a fresh read
+        // that fails) leaves what Slurm holds unknown, and the next sync reads it.
+        let known_slurm = state.slurm.take().filter(|_| read == SlurmRead::Cached);
         let outcome = async {
             let (desired, unmapped) = self.desired(now).await?;
             report.unmapped = unmapped;
@@ -434,7 +443,14 @@ impl SlurmDriver {
             let p = plan::plan(&desired, &actual, &self.names, now);
             report.foreign = p.foreign.clone();
             report.down = p.down.clone();
-            report.drained_by_others = p.drained_by_others.clone();
+            report.drained_by_others = p
+                .drained_by_others
+                .iter()
+                .map(|node| {
+                    let why = actual.nodes.get(node).and_then(|n| n.reason.as_deref()).unwrap_or("no reason given");
+                    format!("{node}: {why}")
+                })
+                .collect();
             for action in &p.actions {
                 actual.make(action, now);
             }
@@ -448,11 +464,16 @@ impl SlurmDriver {
         match outcome {
             Ok(slurm) => {
                 report.ok = true;
-                if report.failed.is_empty() {
+                if report.failed.is_empty() && report.held_by_jobs.is_empty() {
                     state.slurm = Some(slurm);
                 }
             }
-            Err(e) => report.error = Some(e.message),
+            Err(e) => {
+                if e.waits {
+                    report.unreachable_since = Some(away_since.unwrap_or(now));
+                }
+                report.error = Some(e.message);
+            }
         }
         report.took_ms = started.elapsed().as_millis() as u64;
         state.last = Some((number, report.clone()));
@@ -476,10 +497,12 @@ impl SlurmDriver {
         let mut reservation_work = Vec::new();
         let mut node_work = Vec::new();
         let mut caps = Vec::new();
+        let mut moves = Vec::new();
         for action in actions {
             match action {
                 Action::AddAccount { name, spec } => adds.entry((spec.parent, spec.cap)).or_default().push(name),
                 Action::SetAccountCap { name, cap, had } => caps.push((name, cap, had)),
+                Action::MoveAccount { name, parent } => moves.push((name, parent)),
                 Action::AddUser { user, account } => user_adds.entry(user).or_default().push(account),
                 Action::RemoveUser { user, account } => user_removals.entry(user).or_default().push(account),
                 Action::DeleteAccount { name } => account_deletes.push(name),
@@ -514,6 +537,12 @@ impl SlurmDriver {
                 self.refused(report, &name, e)?;
             }
         }
+        for (name, parent) in moves {
+            let (which, to) = (format!("name={name}"), format!("parent={parent}"));
+            if let Err(e) = self.run("sacctmgr", &["-i", "modify", "account", "where", &which, "set", &to]).await {
+                self.refused(report, &name, e)?;
+            }
+        }
         for (user, accounts) in user_adds {
             for chunk in accounts.chunks(200) {
                 let list = format!("account={}", chunk.join(","));
@@ -527,9 +556,9 @@ impl SlurmDriver {
         // since they may free the cores a new reservation needs (a preemptible reservation cut
         // short for the booking that cut it); run together, the new one was refused whenever
         // its call happened to reach Slurm first, and waited for the next sync.
-        let (frees, takes): (Vec<Action>, Vec<Action>) = reservation_work
-            .into_iter()
-            .partition(|a| matches!(a, Action::DeleteReservation { .. } | Action::UpdateReservation { .. }));
+        let (frees, takes): (Vec<Action>, Vec<Action>) = reservation_work.into_iter().partition(|a| {
+            matches!(a, Action::DeleteReservation { .. } | Action::UpdateReservation { nodes: false, .. })
+        });
         let mut outcomes: Vec<(Action, DriverResult<()>)> = Vec::new();
         for (round, batched) in [(frees, false), (takes, true)] {
             // New reservations many to a call (`create_reservations`); what that did not make,
@@ -564,6 +593,10 @@ impl SlurmDriver {
             match result {
                 Ok(()) => bucket.push(name.clone()),
                 Err(e) if e.transient => unreachable = Some(e),
+                Err(e) if e.message.contains(IN_USE) => {
+                    report.held_by_jobs.push(name.clone());
+                    refused.insert(name.clone());
+                }
                 Err(e) => {
                     report.failed.push(format!("{name}: {}", e.message));
                     if matches!(action, Action::CreateReservation { .. } | Action::RecreateReservation { .. }) {
@@ -653,23 +686,39 @@ impl SlurmDriver {
     async fn reservation_change(&self, action: &Action, now: DateTime<Utc>) -> DriverResult<()> {
         match action {
             Action::CreateReservation { name, spec } => self.create_reservation(name, spec, now).await,
-            Action::UpdateReservation { name, spec } => {
-                let mut args = vec![format!("ReservationName={name}"), format!("EndTime={}", format_time(spec.end))];
+            Action::UpdateReservation { name, spec, nodes } => {
+                let mut args = vec![
+                    "update".to_owned(),
+                    format!("ReservationName={name}"),
+                    format!("EndTime={}", format_time(spec.end)),
+                ];
                 if spec.start > now + Duration::minutes(1) {
                     args.push(format!("StartTime={}", format_time(spec.start)));
                 }
                 args.push(format!("Accounts={}", spec.accounts.join(",")));
-                let mut all = vec!["update".to_owned()];
-                all.extend(args);
-                self.cli().run("scontrol", &all).await.map(drop)
+                if *nodes {
+                    args.push(format!("Nodes={}", spec.nodes.join(",")));
+                }
+                match self.cli().run("scontrol", &args).await {
+                    // Made of cores after all (by hand, or by an older Tenantry): made again.
+                    Err(e) if *nodes && e.message.to_ascii_lowercase().contains("core-based reservation") => {
+                        self.recreate_reservation(name, spec, now).await
+                    }
+                    other => other.map(drop),
+                }
             }
-            Action::RecreateReservation { name, spec } => {
-                self.delete_reservation(name).await?;
-                self.create_reservation(name, spec, now).await
-            }
+            Action::RecreateReservation { name, spec } => self.recreate_reservation(name, spec, now).await,
             Action::DeleteReservation { name } => self.delete_reservation(name).await,
             _ => Ok(()),
         }
+    }
+
+    /// Deletes a reservation of cores and makes it again on other nodes or cores: the only way
+    /// Slurm 22.05 moves one. Slurm refuses while jobs run in it ([`IN_USE`]): it is then left
+    /// as it is, reported, and moved at a sync after they end.
+    async fn recreate_reservation(&self, name: &str, spec: &ReservationSpec, now: DateTime<Utc>) -> DriverResult<()> {
+        self.delete_reservation(name).await?;
+        self.create_reservation(name, spec, now).await
     }
 
     async fn create_reservation(&self, name: &str, spec: &ReservationSpec, now: DateTime<Utc>) -> DriverResult<()> {
@@ -735,7 +784,7 @@ impl SlurmDriver {
         parse_records(&text)
             .into_iter()
             .next()
-            .ok_or_else(|| DriverError { message: format!("Slurm does not know node {hostname}"), transient: false })
+            .ok_or_else(|| DriverError::refused(format!("Slurm does not know node {hostname}")))
     }
 
     /// The reservation's record in Slurm, if it holds it.
@@ -756,9 +805,9 @@ impl SlurmDriver {
     }
 
     /// Runs the node check as a job on `node` inside its reservation, as Tenantry's operations
-    /// account, holding `gres` (`gpu:8`, `shard:1`; none when empty): `Ok(None)` when it
-    /// passed, `Ok(Some(output))` when it failed.
-    async fn run_check(&self, node: &NodeTarget, gres: &str) -> DriverResult<Option<String>> {
+    /// account, holding `gres` (`gpu:8`, `shard:1`; none when empty), with the DCGM diagnostic
+    /// level in `TENANTRY_DCGM_LEVEL`: what it found, and the bandwidth it printed.
+    async fn run_check(&self, node: &NodeTarget, gres: &str, diag_level: u8) -> DriverResult<CheckOutcome> {
         let holds_node = |r: &BTreeMap<String, String>| {
             r.get("Nodes").is_some_and(|n| cli::expand_hostlist(n).contains(&node.hostname))
         };
@@ -766,12 +815,22 @@ impl SlurmDriver {
         if !resv.as_ref().is_some_and(holds_node) {
             // A replacement node: Slurm learns of it before the check runs there.
             let report = self.sync(Utc::now(), SlurmRead::Cached).await;
-            if let Some(e) = report.error {
-                return Err(DriverError::transient(e));
+            if let Some(e) = sync_error(&report, "Slurm did not take the replacement node yet") {
+                return Err(e);
             }
             resv = self.reservation_record(node.reservation_id).await?;
         }
+        let name = self.names.reservation(node.reservation_id);
+        let held_by_jobs =
+            self.sync_state.lock().await.last.as_ref().is_some_and(|(_, r)| r.held_by_jobs.contains(&name));
         let Some(resv) = resv.filter(holds_node) else {
+            if held_by_jobs {
+                return Err(DriverError::waits(format!(
+                    "jobs run in Slurm reservation {name}, and Slurm 22.05 cannot move a reservation of cores while \
+                     they do: {} joins it once they end",
+                    node.hostname
+                )));
+            }
             return Err(DriverError::transient(format!(
                 "Slurm does not hold reservation {} yet; the next sync makes it",
                 self.names.reservation(node.reservation_id)
@@ -783,7 +842,10 @@ impl SlurmDriver {
                 as u64;
         let minutes = self.config.check_timeout.as_secs().div_ceil(60).max(1);
         // In a subshell, so a check that calls `exit` still reaches the verdict line.
-        let script = format!("(\n{}\n) 2>&1\necho TENANTRY-CHECK-EXIT=$?", self.config.check_command);
+        let script = format!(
+            "export TENANTRY_DCGM_LEVEL={diag_level}\n(\n{}\n) 2>&1\necho TENANTRY-CHECK-EXIT=$?",
+            self.config.check_command
+        );
         let mut args = vec![
             format!("--account={}", self.names.ops_account()),
             format!("--reservation={}", self.names.reservation(node.reservation_id)),
@@ -802,17 +864,17 @@ impl SlurmDriver {
             bin_dir: self.cli().bin_dir.clone(),
             timeout: std::time::Duration::from_secs(wait + 60) + self.config.check_timeout,
         };
-        let output = cli.run("srun", &args).await?;
-        let Some(code) = output.lines().rev().find_map(|l| l.strip_prefix("TENANTRY-CHECK-EXIT=")) else {
-            return Err(DriverError::transient(format!("the check job on {} ended without a verdict", node.hostname)));
+        let output = match cli.run("srun", &args).await {
+            // A check that outlived its deadline while the controller answers is the job's
+            // failure, not Slurm's absence: it counts as an attempt.
+            Err(e) if e.waits && self.run("scontrol", &["show", "partition"]).await.is_ok() => {
+                return Err(DriverError::transient(e.message));
+            }
+            other => other?,
         };
-        if code.trim() == "0" {
-            return Ok(None);
-        }
-        let said: Vec<&str> =
-            output.lines().filter(|l| !l.starts_with("TENANTRY-CHECK-EXIT=") && !l.trim().is_empty()).collect();
-        let said = said.last().copied().unwrap_or("no output");
-        Ok(Some(format!("the node check exited with {}: {said}", code.trim())))
+        CheckOutcome::read(&output).ok_or_else(|| {
+            DriverError::transient(format!("the check job on {} ended without a verdict", node.hostname))
+        })
     }
 
     /// Jobs running at `at` with their GPUs (one `sacct` call per instant, shared by all nodes).
@@ -868,6 +930,46 @@ impl SlurmDriver {
         Ok(jobs)
     }
 }
+
+/// What the node check job said.
+#[derive(Debug, Clone, PartialEq)]
+struct CheckOutcome {
+    /// `None` when it passed (exit 0), else its exit code and last line.
+    problem: Option<String>,
+    /// The bandwidth it printed (`busbw_gbps=<n>`), the last if several.
+    busbw_gbps: Option<f64>,
+}
+
+impl CheckOutcome {
+    /// From the check job's output; `None` without the verdict line (the job did not finish).
+    fn read(output: &str) -> Option<Self> {
+        let code = output.lines().rev().find_map(|l| l.strip_prefix("TENANTRY-CHECK-EXIT="))?.trim();
+        let busbw_gbps = output.lines().rev().find_map(|line| {
+            let (_, rest) = line.split_once("busbw_gbps=")?;
+            let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            number.parse::<f64>().ok().filter(|n| n.is_finite())
+        });
+        if code == "0" {
+            return Some(CheckOutcome { problem: None, busbw_gbps });
+        }
+        let said = output
+            .lines()
+            .filter(|l| !l.starts_with("TENANTRY-CHECK-EXIT=") && !l.trim().is_empty())
+            .last()
+            .unwrap_or("no output");
+        Some(CheckOutcome { problem: Some(format!("the node check exited with {code}: {said}")), busbw_gbps })
+    }
+}
+
+/// Why a sync a step asked for stopped, as the step's error (`what` says what is missing):
+/// unreachable when Slurm was, so the queue waits for it instead of counting an attempt.
+fn sync_error(report: &SyncReport, what: &str) -> Option<DriverError> {
+    let message = format!("{what}: {}", report.error.as_deref()?);
+    Some(if report.unreachable_since.is_some() { DriverError::waits(message) } else { DriverError::transient(message) })
+}
+
+/// What Slurm says when asked to delete a reservation that jobs run in.
+const IN_USE: &str = "Requested reservation is in use";
 
 /// New reservations made by one `scontrol` reading their commands: a call's start costs Slurm's
 /// side about 3 ms of CPU, more than the reservation (docs/PERFORMANCE.md, "Slurm").
@@ -1041,10 +1143,12 @@ fn slicing_problem(
         }
         TimeSlicing::Gpus(None) | TimeSlicing::Instances(None) => return None,
     };
-    if shards < needed.max(1) {
+    // Exactly a shard a seat: with more, the jobs of a team holding seats of two GPUs could
+    // all run on one of them, on shards of the seats other teams hold there.
+    if shards != needed.max(1) {
         return Some(format!(
-            "{hostname} declares {shards} gres/shard in Slurm for {what}; add shard to GresTypes in slurm.conf and \
-             Name=shard Count={needed} for {hostname} in gres.conf, then reconfigure Slurm"
+            "{hostname} declares {shards} gres/shard in Slurm for {what}, which needs exactly {needed}; add shard to \
+             GresTypes in slurm.conf and Name=shard Count={needed} for {hostname} in gres.conf, then reconfigure Slurm"
         ));
     }
     (cores < needed).then(|| {
@@ -1078,15 +1182,32 @@ fn shards_of(gres: &str) -> u32 {
         .sum()
 }
 
+/// The cores a node's reservations can hold, from its `scontrol show node` record: a reservation's
+/// `CoreCnt` counts cores, not the hardware threads `CPUTot` counts (two a core on every
+/// DGX-class node), and cores the site set aside for Slurm's daemons (`CoreSpecCount`) are never
+/// reserved. Without the socket layout, `CPUTot` over `ThreadsPerCore`.
+fn cores_of(r: &BTreeMap<String, String>) -> u32 {
+    let number = |key: &str| r.get(key).and_then(|v| v.parse::<u32>().ok());
+    let cores = match (number("Boards").unwrap_or(1), number("Sockets"), number("CoresPerSocket")) {
+        (boards, Some(sockets), Some(per)) => boards.max(1) * sockets * per,
+        _ => number("CPUTot").unwrap_or(0) / number("ThreadsPerCore").unwrap_or(1).max(1),
+    };
+    cores.saturating_sub(number("CoreSpecCount").unwrap_or(0))
+}
+
 /// A node's inventory entry from `scontrol show node`; `None` for nodes without a known GPU
 /// type (login nodes, or a type missing from `TENANTRY_SLURM_GPU_TYPES`).
-fn inventory_node(r: &BTreeMap<String, String>, types: &[(String, GpuModel)]) -> Option<InventoryNode> {
+fn inventory_node(r: &BTreeMap<String, String>, types: &[(String, GpuModel)], names: &Names) -> Option<InventoryNode> {
     let hostname = r.get("NodeName")?.clone();
     let gpus = gpus_of(r.get("Gres")?, types)?;
     let features: Vec<&str> = r.get("AvailableFeatures").map(|f| f.split(',').collect()).unwrap_or_default();
     let feature = |prefix: &str| features.iter().find_map(|f| f.strip_prefix(prefix)).map(str::to_owned);
     let number = |key: &str| r.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    let state = ActualNode { state: r.get("State").cloned().unwrap_or_default(), reason: None };
+    let reason = r.get("Reason").filter(|r| *r != "(null)" && !r.is_empty()).cloned();
+    let state = ActualNode { state: r.get("State").cloned().unwrap_or_default(), reason };
+    // Drained by the site (not by Tenantry, whose own drains follow its own node states).
+    let held_back = (state.drained() && !names.drained_by_us(state.reason.as_deref()))
+        .then(|| format!("drained in Slurm: {}", state.reason.as_deref().unwrap_or("no reason given")));
     Some(InventoryNode {
         hostname,
         gpu_model: gpus.model,
@@ -1095,12 +1216,13 @@ fn inventory_node(r: &BTreeMap<String, String>, types: &[(String, GpuModel)]) ->
         mig_profiles: gpus.mig_profiles,
         memory_gb: (number("RealMemory") / 1024) as u32,
         nvme_tb: (number("TmpDisk") / 1_000_000) as u32,
-        cpu_cores: number("CPUTot") as u32,
+        cpu_cores: cores_of(r),
         driver_branches: features.iter().filter_map(|f| f.strip_prefix("driver-")).map(str::to_owned).collect(),
         region: feature("region-"),
         fabric_domain: feature("fabric-"),
         rack: feature("rack-"),
         reachable: !state.down(),
+        held_back,
     })
 }
 
@@ -1110,11 +1232,16 @@ impl FleetDriver for SlurmDriver {
         "slurm"
     }
 
+    /// A team's jobs run under its Slurm account in its reservation; no Kubernetes here.
+    fn orchestrators(&self) -> &'static [Orchestrator] {
+        &[Orchestrator::Slurm, Orchestrator::None]
+    }
+
     async fn inventory(&self) -> DriverResult<Vec<InventoryNode>> {
         let text = self.run("scontrol", &["-o", "show", "node"]).await?;
         let records = parse_records(&text);
         let nodes: Vec<InventoryNode> =
-            records.iter().filter_map(|r| inventory_node(r, &self.config.gpu_types)).collect();
+            records.iter().filter_map(|r| inventory_node(r, &self.config.gpu_types, &self.names)).collect();
         if nodes.is_empty() && !records.is_empty() {
             tracing::warn!(
                 "Slurm reports {} node(s) but none with a GPU type in TENANTRY_SLURM_GPU_TYPES",
@@ -1141,7 +1268,7 @@ impl FleetDriver for SlurmDriver {
             None => TimeSlicing::Gpus(Some(per_gpu)),
         };
         if let Some(problem) = self.time_slicing_problem(&node.hostname, slicing).await? {
-            return Err(DriverError { message: problem, transient: false });
+            return Err(DriverError::refused(problem));
         }
         let of = profile.map_or_else(|| "a GPU".to_owned(), |p| format!("a {} MIG instance", p.code()));
         Ok(format!(
@@ -1161,7 +1288,7 @@ impl FleetDriver for SlurmDriver {
         }
         let record = self.node_record(hostname).await?;
         let gres = record.get("Gres").cloned().unwrap_or_default();
-        let cores = record.get("CPUTot").and_then(|c| c.parse::<u32>().ok()).unwrap_or(0);
+        let cores = cores_of(&record);
         if let Some(problem) = slicing_problem(hostname, &gres, cores, slicing, &self.config.gpu_types) {
             return Ok(Some(problem));
         }
@@ -1184,14 +1311,11 @@ impl FleetDriver for SlurmDriver {
             return Ok(format!("{}: the site manages CUDA drivers (no driver-<branch> feature)", node.hostname));
         }
         if !branches.contains(&branch) {
-            return Err(DriverError {
-                message: format!(
-                    "{} runs CUDA driver branch {} (Slurm features), not {branch}",
-                    node.hostname,
-                    branches.join(", ")
-                ),
-                transient: false,
-            });
+            return Err(DriverError::refused(format!(
+                "{} runs CUDA driver branch {} (Slurm features), not {branch}",
+                node.hostname,
+                branches.join(", ")
+            )));
         }
         Ok(format!("{}: CUDA driver {branch} present (Slurm feature driver-{branch})", node.hostname))
     }
@@ -1203,16 +1327,13 @@ impl FleetDriver for SlurmDriver {
         nodes: &[NodeTarget],
     ) -> DriverResult<String> {
         if tenant.options.orchestrator == Orchestrator::Kubernetes {
-            return Err(DriverError {
-                message:
-                    "this fleet runs Slurm: a Kubernetes namespace cannot be set up here; book with orchestrator Slurm"
-                        .to_owned(),
-                transient: false,
-            });
+            return Err(DriverError::refused(
+                "this fleet runs Slurm: a Kubernetes namespace cannot be set up here; book with orchestrator Slurm",
+            ));
         }
         let report = self.sync(Utc::now(), SlurmRead::Cached).await;
-        if let Some(e) = report.error {
-            return Err(DriverError::transient(format!("Slurm did not take the reservation yet: {e}")));
+        if let Some(e) = sync_error(&report, "Slurm did not take the reservation yet") {
+            return Err(e);
         }
         let name = self.names.reservation(tenant.reservation_id);
         let Some(record) = self.reservation_record(tenant.reservation_id).await? else {
@@ -1232,29 +1353,33 @@ impl FleetDriver for SlurmDriver {
 
     async fn acceptance(
         &self,
-        _: &EffectKey,
+        key: &EffectKey,
         node: &NodeTarget,
         rules: &AcceptanceRules,
     ) -> DriverResult<AcceptanceReport> {
+        if let Some(report) = self.accepted.lock().unwrap_or_else(|e| e.into_inner()).get(&key.0) {
+            return Ok(report.clone());
+        }
         let record = self.node_record(&node.hostname).await?;
         let state = ActualNode { state: record.get("State").cloned().unwrap_or_default(), reason: None };
         let gpu = node.gpus.first().map_or(0, |g| g.0);
         if state.down() {
             return Ok(AcceptanceReport {
                 failed_gpus: vec![(gpu, format!("Slurm reports the node {}", state.state))],
-                busbw_gbps: 0.0,
+                busbw_gbps: None,
             });
         }
-        // Bandwidth as the check measured it, else the threshold (the check did not measure it).
-        let least = rules.min_busbw_gbps.get(fabric_of(node.gpu_model)).copied().unwrap_or(0.0);
         // The reservation's own GPUs, or one of its seats: a whole GPU of a time-sliced node
         // would wait for every other seat's job on it to end, and Slurm 22.05 gives a job the
         // shards of one GPU only, so more seats than a GPU has would never start.
         let gres = if node.seats.is_empty() { format!("gpu:{}", node.gpus.len()) } else { "shard:1".to_owned() };
-        match self.run_check(node, &gres).await? {
-            None => Ok(AcceptanceReport { failed_gpus: Vec::new(), busbw_gbps: least }),
-            Some(problem) => Ok(AcceptanceReport { failed_gpus: vec![(gpu, problem)], busbw_gbps: least }),
-        }
+        let check = self.run_check(node, &gres, rules.gpu_diag_level).await?;
+        let report = AcceptanceReport {
+            failed_gpus: check.problem.map(|p| (gpu, p)).into_iter().collect(),
+            busbw_gbps: check.busbw_gbps,
+        };
+        self.accepted.lock().unwrap_or_else(|e| e.into_inner()).insert(key.0.clone(), report.clone());
+        Ok(report)
     }
 
     async fn issue_credentials(&self, _: &EffectKey, tenant: &TenantTarget) -> DriverResult<IssuedCredential> {
@@ -1314,13 +1439,14 @@ impl FleetDriver for SlurmDriver {
                 node.hostname
             )));
         }
+        // Tenantry sees no device here to erase or verify: it says only what it checked.
         Ok(WipeReport {
             method: "slurm: no job of the team is left on the node; its scratch is cleaned by the site's Slurm epilog"
                 .to_owned(),
             devices: Vec::new(),
             started_at,
             finished_at: Utc::now(),
-            verified: true,
+            verified: false,
         })
     }
 
@@ -1338,6 +1464,11 @@ impl FleetDriver for SlurmDriver {
             let why = state.reason.map(|r| format!(" ({r})")).unwrap_or_default();
             return Ok(HealthReport { problem: Some(format!("Slurm reports the node {}{why}", state.state)) });
         }
+        // Drained by the site: no check job can start there, and the node is not at fault for
+        // it (its running jobs go on); it is held back from new bookings until resumed.
+        if state.drained() && !self.names.drained_by_us(state.reason.as_deref()) {
+            return Ok(HealthReport { problem: None });
+        }
         // Inside a live reservation the check runs as a job; otherwise Slurm's word is all.
         let live = self
             .reservation_record(node.reservation_id)
@@ -1346,7 +1477,8 @@ impl FleetDriver for SlurmDriver {
         if !live {
             return Ok(HealthReport { problem: None });
         }
-        Ok(HealthReport { problem: self.run_check(node, "").await? })
+        // A health check is the short diagnostic: the team's jobs share the node meanwhile.
+        Ok(HealthReport { problem: self.run_check(node, "", 1).await?.problem })
     }
 
     async fn utilization(&self, node: &NodeTarget, _: Workload, at: DateTime<Utc>) -> DriverResult<Vec<GpuSample>> {
@@ -1419,6 +1551,8 @@ mod tests {
         assert_eq!(problem("gpu:h100:8,shard:16", 16, gpus(2)), None);
         assert!(problem("gpu:h100:8", 16, gpus(2)).unwrap().contains("declares 0 gres/shard"));
         assert!(problem("gpu:h100:8,shard:16", 16, gpus(3)).unwrap().contains("Name=shard Count=24"));
+        // More shards than seats would let a seat's jobs take another seat's share of its GPU.
+        assert!(problem("gpu:h100:8,shard:32", 16, gpus(2)).unwrap().contains("needs exactly 16"));
         assert!(problem("gpu:h100:8,shard:16", 8, gpus(2)).unwrap().contains("8 cores for 16 seats"));
         // Two A100s with two 3g.40gb instances each: four instances, three seats each.
         let mig = "gpu:a100_3g.40gb:4(S:0-1),shard:12";
@@ -1461,12 +1595,37 @@ mod tests {
     }
 
     #[test]
+    fn the_check_verdict_and_its_bandwidth_are_read_from_its_output() {
+        let passed = CheckOutcome::read("nccl ok\n#  Avg bus bandwidth busbw_gbps=431.7 \nTENANTRY-CHECK-EXIT=0\n");
+        assert_eq!(passed, Some(CheckOutcome { problem: None, busbw_gbps: Some(431.7) }));
+        let quiet = CheckOutcome::read("TENANTRY-CHECK-EXIT=0");
+        assert_eq!(quiet, Some(CheckOutcome { problem: None, busbw_gbps: None }), "no bandwidth claimed");
+        let failed = CheckOutcome::read("busbw_gbps=12\nGPU 0 has fallen off the bus\nTENANTRY-CHECK-EXIT=3").unwrap();
+        assert_eq!(failed.problem.as_deref(), Some("the node check exited with 3: GPU 0 has fallen off the bus"));
+        assert_eq!(failed.busbw_gbps, Some(12.0));
+        assert_eq!(CheckOutcome::read("killed"), None, "no verdict");
+        assert_eq!(CheckOutcome::read("busbw_gbps=NaN\nTENANTRY-CHECK-EXIT=0").unwrap().busbw_gbps, None);
+    }
+
+    #[test]
+    fn a_node_has_as_many_cores_as_its_sockets_hold_less_those_set_aside() {
+        let cores = |record: &str| cores_of(&cli::parse_record(record));
+        // A DGX-class node: two threads a core, so 224 CPUs are 112 cores.
+        assert_eq!(cores("NodeName=a CPUTot=224 Boards=1 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2"), 112);
+        assert_eq!(cores("NodeName=a CPUTot=32 Sockets=2 CoresPerSocket=8 ThreadsPerCore=2 CoreSpecCount=2"), 14);
+        assert_eq!(cores("NodeName=a CPUTot=16 Sockets=16 CoresPerSocket=1 ThreadsPerCore=1"), 16);
+        assert_eq!(cores("NodeName=a CPUTot=32 ThreadsPerCore=2"), 16, "without the socket layout");
+    }
+
+    #[test]
     fn a_node_record_becomes_an_inventory_entry() {
         let r = cli::parse_record(
             "NodeName=gpu001 CPUTot=16 AvailableFeatures=region-eu,fabric-ib-a,rack-r1,driver-550 Gres=gpu:h100:8 \
              RealMemory=512000 TmpDisk=7000000 State=IDLE",
         );
-        let n = inventory_node(&r, &default_gpu_types()).unwrap();
+        let names = Names { prefix: "tenantry".to_owned() };
+        let read = |r: &BTreeMap<String, String>| inventory_node(r, &default_gpu_types(), &names).unwrap();
+        let n = read(&r);
         assert_eq!(
             (n.gpu_model, n.gpu_count, n.cpu_cores, n.memory_gb, n.nvme_tb),
             (GpuModel::H100Sxm80, 8, 16, 500, 7)
@@ -1476,9 +1635,17 @@ mod tests {
             (Some("eu"), Some("ib-a"), Some("r1"))
         );
         assert_eq!(n.driver_branches, ["550"]);
-        assert!(n.reachable);
+        assert!(n.reachable && n.held_back.is_none());
         let down = cli::parse_record("NodeName=gpu002 Gres=gpu:h100:8 State=DOWN* CPUTot=16");
-        assert!(!inventory_node(&down, &default_gpu_types()).unwrap().reachable);
+        assert!(!read(&down).reachable);
+        // The site's drain holds the node back, saying who and why; Tenantry's own does not.
+        let site = cli::parse_record(
+            "NodeName=gpu003 Gres=gpu:h100:8 State=IDLE+DRAIN Reason=bad fan [root@2026-12-07T10:00:00]",
+        );
+        assert_eq!(read(&site).held_back.as_deref(), Some("drained in Slurm: bad fan [root@2026-12-07T10:00:00]"));
+        let ours =
+            cli::parse_record("NodeName=gpu004 Gres=gpu:h100:8 State=IDLE+DRAIN Reason=tenantry: in maintenance");
+        assert_eq!(read(&ours).held_back, None);
     }
 
     #[test]
@@ -1547,14 +1714,14 @@ mod tests {
         let people = ["ada".to_owned(), "max".to_owned()];
         let mut d = Desired::default();
         want_reservation(&mut d, &[row(1, "gpu001", 8, None)], &names, &people, true);
-        assert_eq!(d.reservations["tenantry-r1"].accounts, ["tenantry-acme", "tenantry-ops"]);
+        assert_eq!(d.reservations["tenantry-r1"].accounts, ["tenantry-ops", "tenantry-t-acme"]);
         assert!(d.accounts.is_empty() && d.users.is_empty(), "a whole node needs no account: {d:?}");
 
         want_reservation(&mut d, &[row(2, "gpu002", 2, None)], &names, &people, false);
         assert_eq!(d.reservations["tenantry-r2"].accounts, ["tenantry-ops", "tenantry-r2"]);
         assert_eq!(
             d.accounts["tenantry-r2"],
-            AccountSpec { parent: "tenantry-acme".to_owned(), cap: Cap { gpus: Some(2), shards: None } },
+            AccountSpec { parent: "tenantry-t-acme".to_owned(), cap: Cap { gpus: Some(2), shards: None } },
             "two GPUs of a shared node: capped at two"
         );
         let users: Vec<_> = d.users.iter().map(|(u, a)| format!("{u}@{a}")).collect();

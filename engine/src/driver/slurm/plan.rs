@@ -171,6 +171,11 @@ impl Actual {
                     account.cap = *cap;
                 }
             }
+            Action::MoveAccount { name, parent } => {
+                if let Some(account) = self.accounts.get_mut(name) {
+                    account.parent = parent.clone();
+                }
+            }
             Action::AddUser { user, account } => {
                 self.users.insert((user.clone(), account.clone()));
             }
@@ -183,7 +188,7 @@ impl Actual {
                 self.users.retain(|(_, account)| account != name);
             }
             Action::CreateReservation { name, spec }
-            | Action::UpdateReservation { name, spec }
+            | Action::UpdateReservation { name, spec, .. }
             | Action::RecreateReservation { name, spec } => {
                 self.reservations.insert(name.clone(), ActualReservation::made(spec, now));
             }
@@ -224,6 +229,12 @@ pub enum Action {
         cap: Cap,
         had: Cap,
     },
+    /// The account moves under another parent (a reservation's account whose team account was
+    /// named as before the team name space).
+    MoveAccount {
+        name: String,
+        parent: String,
+    },
     AddUser {
         user: String,
         account: String,
@@ -241,13 +252,17 @@ pub enum Action {
         name: String,
         spec: ReservationSpec,
     },
-    /// Window or accounts changed (an end moved, or someone edited it by hand).
+    /// Window or accounts changed (an end moved, or someone edited it by hand), or, when
+    /// `nodes` is set, the nodes of a reservation of whole nodes (a node replaced): changed in
+    /// place, so the team's jobs on the nodes that stay go on running.
     UpdateReservation {
         name: String,
         spec: ReservationSpec,
+        nodes: bool,
     },
-    /// Nodes or cores changed (a node replaced): Slurm cannot move a core reservation, so it
-    /// is deleted and created again.
+    /// Nodes or cores of a reservation of cores changed (a node replaced): Slurm 22.05 cannot
+    /// update a core reservation ("Core-based reservation can not be updated"), so it is deleted
+    /// and created again, which Slurm refuses while jobs run in it (reported, tried again).
     RecreateReservation {
         name: String,
         spec: ReservationSpec,
@@ -283,8 +298,12 @@ pub struct Names {
 }
 
 impl Names {
+    /// A team's account, `<prefix>-t-<team>`: in a name space of its own, so no team's slug
+    /// (`ops`, `r42`) can name Tenantry's operations account, which every reservation lets in,
+    /// or a reservation's account. Accounts named as before (`<prefix>-<team>`) are Tenantry's
+    /// and no longer wanted: the sync removes them once their jobs have ended.
     pub fn team_account(&self, slug: &str) -> String {
-        format!("{}-{}", self.prefix, slug.to_ascii_lowercase())
+        format!("{}-t-{}", self.prefix, slug.to_ascii_lowercase())
     }
     pub fn reservation(&self, id: i64) -> String {
         format!("{}-r{id}", self.prefix)
@@ -335,6 +354,9 @@ pub fn plan(desired: &Desired, actual: &Actual, names: &Names, now: DateTime<Utc
             if have.cap != spec.cap {
                 p.actions.push(Action::SetAccountCap { name: name.clone(), cap: spec.cap, had: have.cap });
             }
+            if have.parent != spec.parent {
+                p.actions.push(Action::MoveAccount { name: name.clone(), parent: spec.parent.clone() });
+            }
         }
     }
     for (user, account) in desired.users.difference(&actual.users) {
@@ -355,10 +377,11 @@ pub fn plan(desired: &Desired, actual: &Actual, names: &Names, now: DateTime<Utc
                 let start_differs =
                     spec.start > now + Duration::minutes(1) && have.start.is_none_or(|s| !same_minute(s, start_wanted));
                 let end_differs = have.end.is_none_or(|e| !same_minute(e, spec.end));
-                if placed_differently {
+                if placed_differently && spec.cores.is_some() {
                     p.actions.push(Action::RecreateReservation { name: name.clone(), spec: spec.clone() });
-                } else if start_differs || end_differs || have.accounts != spec.accounts {
-                    p.actions.push(Action::UpdateReservation { name: name.clone(), spec: spec.clone() });
+                } else if placed_differently || start_differs || end_differs || have.accounts != spec.accounts {
+                    let (name, spec) = (name.clone(), spec.clone());
+                    p.actions.push(Action::UpdateReservation { name, spec, nodes: placed_differently });
                 }
             }
         }
@@ -455,6 +478,46 @@ mod tests {
     }
 
     #[test]
+    fn team_accounts_named_before_the_team_name_space_are_migrated() {
+        // An older Tenantry named the team `tenantry-acme`, with a reservation's account under it.
+        let d = desired();
+        let mut a = Actual { reservations: Default::default(), ..Default::default() };
+        a.accounts.insert("tenantry-old".into(), AccountSpec { parent: "root".into(), cap: Cap::default() });
+        a.accounts.insert(
+            "tenantry-r1".into(),
+            AccountSpec { parent: "tenantry-old".into(), cap: Cap { gpus: Some(2), shards: None } },
+        );
+        a.users.insert(("ada".into(), "tenantry-old".into()));
+        a.users.insert(("ada".into(), "tenantry-r1".into()));
+        a.reservations = d.reservations.iter().map(|(n, s)| (n.clone(), actual_of(s))).collect();
+        let p = plan(&d, &a, &names(), t(9));
+        assert_eq!(
+            p.actions,
+            [
+                Action::AddAccount { name: "tenantry-acme".into(), spec: d.accounts["tenantry-acme"].clone() },
+                Action::MoveAccount { name: "tenantry-r1".into(), parent: "tenantry-acme".into() },
+                Action::AddUser { user: "ada".into(), account: "tenantry-acme".into() },
+                Action::DeleteAccount { name: "tenantry-old".into() },
+            ]
+        );
+        let mut after = a.clone();
+        for action in &p.actions {
+            after.make(action, t(9));
+        }
+        assert_eq!(plan(&d, &after, &names(), t(9)).actions, []);
+    }
+
+    #[test]
+    fn a_team_never_names_an_account_of_tenantrys_own() {
+        let names = names();
+        assert_eq!(names.team_account("Acme"), "tenantry-t-acme");
+        assert_ne!(names.team_account("ops"), names.ops_account());
+        assert_ne!(names.team_account("r42"), names.reservation_account(42));
+        assert_eq!(names.reservation_id(&names.team_account("r42")), None);
+        assert!(names.owns(&names.team_account("ops")));
+    }
+
+    #[test]
     fn an_empty_slurm_gets_accounts_users_then_the_reservation() {
         let p = plan(&desired(), &Actual::default(), &names(), t(9));
         let kinds: Vec<&str> = p
@@ -494,7 +557,7 @@ mod tests {
         a.reservations.insert("site-maint".into(), actual_of(&spec(&["gpu009"], None, 1, 2)));
         a.reservations.insert("tenantry-r99".into(), actual_of(&spec(&["gpu002"], None, 1, 20)));
         let p = plan(&d, &a, &names(), t(9));
-        assert!(matches!(&p.actions[0], Action::UpdateReservation { name, .. } if name == "tenantry-r1"));
+        assert!(matches!(&p.actions[0], Action::UpdateReservation { name, nodes: false, .. } if name == "tenantry-r1"));
         assert!(p.actions.contains(&Action::DeleteReservation { name: "tenantry-r99".into() }));
         assert_eq!(p.foreign, ["site-maint"]);
         assert!(!p.actions.iter().any(|a| matches!(a, Action::DeleteReservation { name } if name == "site-maint")));
@@ -504,6 +567,25 @@ mod tests {
         a.reservations.insert("tenantry-r1".into(), moved);
         let p = plan(&d, &a, &names(), t(9));
         assert!(matches!(&p.actions[0], Action::RecreateReservation { name, .. } if name == "tenantry-r1"));
+    }
+
+    #[test]
+    fn a_replaced_node_of_whole_nodes_moves_in_place() {
+        // Two whole nodes with jobs running; gpu002 failed and gpu003 replaces it. Deleting the
+        // reservation would kill the jobs on gpu001 (and Slurm refuses while they run).
+        let mut d = desired();
+        let whole = spec(&["gpu001", "gpu003"], None, 8, 12);
+        d.reservations.insert("tenantry-r1".into(), whole.clone());
+        let mut a = Actual { accounts: d.accounts.clone(), users: d.users.clone(), ..Default::default() };
+        a.reservations.insert("tenantry-r1".into(), actual_of(&spec(&["gpu001", "gpu002"], None, 8, 12)));
+        let p = plan(&d, &a, &names(), t(9));
+        assert_eq!(p.actions, [Action::UpdateReservation { name: "tenantry-r1".into(), spec: whole, nodes: true }]);
+        // An end moved alone leaves the nodes as they are.
+        a.reservations.insert("tenantry-r1".into(), actual_of(&spec(&["gpu001", "gpu003"], None, 8, 11)));
+        assert!(matches!(
+            plan(&d, &a, &names(), t(9)).actions.as_slice(),
+            [Action::UpdateReservation { nodes: false, .. }]
+        ));
     }
 
     #[test]
@@ -628,7 +710,7 @@ mod tests {
         let p = plan(&d, &a, &names(), now);
         let kinds: std::collections::HashSet<std::mem::Discriminant<Action>> =
             p.actions.iter().map(std::mem::discriminant).collect();
-        assert_eq!(kinds.len(), 11, "every kind of change is made: {:?}", p.actions);
+        assert_eq!(kinds.len(), 11, "every kind of change but a move is made: {:?}", p.actions);
         for action in &p.actions {
             a.make(action, now);
         }
