@@ -1031,7 +1031,7 @@ store_test!(a_node_the_site_drains_takes_no_new_bookings_until_it_is_resumed, |s
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     assert_eq!(w.engine.reservation_detail(&lead, id).await.unwrap().reservation.state, ReservationState::Active);
-    assert_eq!(hosts(&w, id).await, [ours.clone()]);
+    assert_eq!(hosts(&w, id).await, std::slice::from_ref(&ours));
     // Resumed by the site: bookable again at the next read.
     slurm(&["scontrol", "update", &format!("NodeName={spare}"), "State=RESUME"]).await.unwrap();
     w.sync().await;

@@ -954,8 +954,8 @@ impl CheckOutcome {
         }
         let said = output
             .lines()
-            .filter(|l| !l.starts_with("TENANTRY-CHECK-EXIT=") && !l.trim().is_empty())
-            .last()
+            .rev()
+            .find(|l| !l.starts_with("TENANTRY-CHECK-EXIT=") && !l.trim().is_empty())
             .unwrap_or("no output");
         Some(CheckOutcome { problem: Some(format!("the node check exited with {code}: {said}")), busbw_gbps })
     }
