@@ -109,6 +109,9 @@ pub struct GroupMapError {
     pub reason: &'static str,
 }
 
+/// The longest tenant slug a group map may name.
+const MAX_SLUG: usize = 40;
+
 impl std::str::FromStr for GroupMap {
     type Err = GroupMapError;
 
@@ -126,6 +129,11 @@ impl std::str::FromStr for GroupMap {
                 let slug = slug.trim();
                 if slug.is_empty() || !slug.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
                     return Err(bad("tenant slugs use a-z, 0-9 and -"));
+                }
+                // Every slug must make a name a scheduler takes (a Slurm account
+                // `<prefix>-t-<slug>`): it starts with a letter or digit and is not too long.
+                if slug.starts_with('-') || slug.len() > MAX_SLUG {
+                    return Err(bad("tenant slugs start with a-z or 0-9 and have at most 40 characters"));
                 }
                 Grant::Tenant { slug: slug.to_owned(), role }
             };
@@ -185,7 +193,8 @@ mod tests {
         assert!(admin.is_admin && admin.tenant.is_none());
         assert!(map.resolve(&["unrelated"]).is_empty());
         assert!(map.resolve::<&str>(&[]).is_empty());
-        for bad in ["acme", "g=acme", "g=acme:owner", "g=Acme Corp:lead"] {
+        let long = format!("g={}:lead", "a".repeat(41));
+        for bad in ["acme", "g=acme", "g=acme:owner", "g=Acme Corp:lead", "g=-ops:lead", long.as_str()] {
             assert!(bad.parse::<GroupMap>().is_err(), "{bad}");
         }
         assert_eq!("".parse::<GroupMap>().unwrap(), GroupMap::default());

@@ -80,6 +80,25 @@ pub struct QueueConfig {
     pub shutdown_grace: std::time::Duration,
 }
 
+impl EngineConfig {
+    /// Settings that cannot work together, refused at start with what to change. Provisioning
+    /// begins `provision_lead` before a window; the node's previous holder is released (wiped)
+    /// within the turnaround after its own window, so a lead longer than the turnaround would
+    /// set a node up while its previous reservation is still being wiped.
+    pub fn check(&self) -> Result<(), String> {
+        if self.provision_lead > self.turnaround {
+            return Err(format!(
+                "TENANTRY_PROVISION_LEAD_MINUTES ({}) is longer than TENANTRY_TURNAROUND_MINUTES ({}): a node would be set \
+                 up for its next reservation while the previous one is still being wiped; make the lead at most the \
+                 turnaround",
+                self.provision_lead.num_minutes(),
+                self.turnaround.num_minutes()
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for QueueConfig {
     fn default() -> Self {
         QueueConfig {
@@ -111,5 +130,17 @@ impl Default for EngineConfig {
             public_url: None,
             notices: NoticeConfig::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lead_longer_than_the_turnaround_is_refused() {
+        assert_eq!(EngineConfig::default().check(), Ok(()), "15 minutes of lead, 30 of turnaround");
+        let config = EngineConfig { provision_lead: Duration::minutes(45), ..EngineConfig::default() };
+        assert!(config.check().unwrap_err().contains("make the lead at most the turnaround"));
     }
 }

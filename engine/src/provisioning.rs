@@ -5,7 +5,7 @@
 //! an [`EffectKey`] and store writes are conditional, so a repeat has the effect once.
 
 use crate::audit::Change;
-use crate::booking::tenant_of;
+use crate::booking::{in_regions, tenant_of};
 use crate::driver::{DriverError, EffectKey, NodeTarget, TenantTarget};
 use crate::error::{EngineError, EngineResult};
 use crate::store::jobs::{ClaimedJob, Completion, HealthCheckRequest, JobEffect, NextMove, StepRecord};
@@ -517,8 +517,10 @@ impl Engine {
                         let node = all.iter().find(|n| &n.fabric_domain == d)?;
                         s.gpus.iter().find(|g| g.node_id == node.node_id).map(|g| g.fabric_domain_id)
                     });
-                    let gpus: Vec<_> = s
-                        .gpus_for(None, &request, &NodeNeeds::of(&r.options))
+                    // Where the offering may run, as for a booking.
+                    let in_reach =
+                        in_regions(s, &offering.regions, s.gpus_for(None, &request, &NodeNeeds::of(&r.options)));
+                    let gpus: Vec<_> = in_reach
                         .iter()
                         .filter(|g| g.schedulable && !used.contains(&g.node_id))
                         .filter(|g| domain_id.is_none_or(|d| g.fabric_domain_id == d))

@@ -236,8 +236,12 @@ store_test!(a_fleet_that_does_not_answer_is_waited_for_and_fails_nothing, |store
     strict.config.queue.fleet_give_up_after = Some(Duration::zero());
     let late = book_now(&strict, &lead, starting_now("h100-gpu", 1, 2, "any")).await.unwrap().detail.reservation.id;
     sim().set_away(true);
-    for _ in 0..20 {
+    for _ in 0..200 {
         strict.run_due_jobs(Utc::now()).await.unwrap();
+        if state(&strict, &lead, late).await == ReservationState::Failed {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     sim().set_away(false);
     let timeline = strict.timeline(&lead, late, 0).await.unwrap();
@@ -892,4 +896,56 @@ store_test!(a_guaranteed_node_failing_acceptance_waits_for_its_preemptible_repla
     assert_eq!(timeline.state, ReservationState::Active, "{:?}", timeline.items);
     assert!(timeline.nodes.iter().any(|n| n.replaced), "{:?}", timeline.nodes);
     assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+});
+
+store_test!(a_replacement_stays_where_the_offering_may_run, |store: Store| async move {
+    use crate::driver::sim_fleet::{NodeGroup, SimFleet};
+    let engine = world(store, SimConfig::default()).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let lead = who(&engine, "lead@acme.example").await;
+    // L40S nodes in a second region, beside the demo's in eu-west-1; the offering may run only
+    // in eu-west-1.
+    let demo = crate::seed::demo_sim_fleet(&SeedOptions { nodes: 16, reservations: 0, seed: 5, ..SeedOptions::DEMO });
+    let mut groups = demo.groups.clone();
+    groups.push(NodeGroup {
+        count: 2,
+        first: 1,
+        hostname: "l40s-use1-{n:04}".into(),
+        gpu_model: GpuModel::L40s,
+        gpu_count: 8,
+        mig: 0,
+        memory_gb: 768,
+        nvme_tb: 7,
+        cpu_cores: 96,
+        driver_branches: Vec::new(),
+        region: Some("us-east-1".into()),
+        fabric_domain: Some("use1-l40s-eth".into()),
+        rack: Some("use1-l40s-r1".into()),
+        nodes_per_domain: None,
+        nodes_per_rack: None,
+        reachable: true,
+        held_back: None,
+    });
+    let wider = SimFleet { groups, nodes: demo.nodes.clone() };
+    let sim = |config: SimConfig| SimDriver::new(engine.store.clone(), SimConfig { speed: 1e6, ..config });
+    let engine = engine.clone().with_driver(Arc::new(sim(SimConfig::default()).with_fleet(&wider).unwrap()));
+    engine.reconcile_fleet(None, Utc::now()).await.unwrap();
+    let admit = tenantry_domain::fleet::AdmitInput { hostnames: vec!["l40s-use1-0001".into(), "l40s-use1-0002".into()], all: false };
+    engine.admit_nodes(&admin, &admit, Utc::now()).await.unwrap();
+    let patch = tenantry_domain::offering::OfferingPatch { regions: Some(vec!["eu-west-1".into()]), ..Default::default() };
+    engine.change_offering(&admin, "l40s-gpu", &patch, Utc::now()).await.unwrap();
+    // Every node fails its acceptance: each replacement is tried in eu-west-1 only.
+    let failing = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::Acceptance]), ..SimConfig::default() };
+    let engine = engine.clone().with_driver(Arc::new(sim(failing).with_fleet(&wider).unwrap()));
+    let id = book_now(&engine, &lead, starting_now("l40s-gpu", 1, 3, "any")).await.unwrap().detail.reservation.id;
+    run_until(&engine, Utc::now()).await;
+    let timeline = engine.timeline(&lead, id, 0).await.unwrap();
+    assert_eq!(timeline.state, ReservationState::Degraded, "ran out of eu-west-1 nodes: {:?}", timeline.items);
+    let nodes = engine.store.list_nodes().await.unwrap();
+    let used: Vec<&str> = timeline.nodes.iter().map(|n| n.hostname.as_str()).collect();
+    for host in &used {
+        let node = nodes.iter().find(|n| n.hostname == *host).unwrap();
+        assert_eq!(node.region, "eu-west-1", "{host} is outside the offering's regions: {used:?}");
+    }
+    assert!(used.len() > 1, "replacements were tried: {used:?}");
 });

@@ -57,6 +57,9 @@ pub struct SeedSummary {
     pub gpus: usize,
     pub reservations: usize,
     pub allocations: usize,
+    /// Nodes the fleet reported that could not be admitted, each with why (a Slurm node
+    /// Tenantry cannot place, say): they stay enrolled for an admin.
+    pub not_admitted: Vec<String>,
 }
 
 /// A seeded user.
@@ -751,7 +754,8 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     let admin = DEMO_USERS.iter().find(|u| u.is_admin).map_or("", |u| u.email);
     let admin = store.identity_by_email(admin).await?.ok_or(EngineError::NotFound("demo admin"))?;
     let admit = tenantry_domain::fleet::AdmitInput { hostnames: Vec::new(), all: true };
-    engine.admit_nodes(&admin, &admit, now).await?;
+    let admitted = engine.admit_nodes(&admin, &admit, now).await?;
+    let not_admitted: Vec<String> = admitted.into_iter().filter_map(|o| o.reason).collect();
     let known = store.node_ids_by_hostname().await?;
     let nodes: Vec<(NewNode, AddedNode)> = plan_fleet(options)
         .into_iter()
@@ -797,7 +801,7 @@ pub async fn seed_demo(engine: &Engine, options: &SeedOptions, now: DateTime<Utc
     }
     store.analyze().await?;
     engine.index.rebuild(store, now).await?;
-    Ok(SeedSummary { nodes: node_count, gpus, reservations: reservations.len(), allocations })
+    Ok(SeedSummary { nodes: node_count, gpus, reservations: reservations.len(), allocations, not_admitted })
 }
 
 #[cfg(test)]

@@ -616,6 +616,20 @@ store_test!(maintenance_drains_the_node_in_slurm_and_restore_resumes_it, |store:
     w.engine.restore_node(&admin, node, Utc::now()).await.unwrap();
     assert_eq!(w.sync().await.resumed, [node]);
     assert!(!node_state(node).await.0.contains("DRAIN"));
+    // A maintenance window drains its node while it is under way, and only then.
+    let start = tenantry_domain::window::floor_minute(Utc::now());
+    let window = tenantry_domain::fleet::MaintenanceInput {
+        node: node.to_owned(),
+        start,
+        end: start + Duration::hours(1),
+        reason: "firmware".to_owned(),
+    };
+    let id = w.engine.schedule_maintenance(&admin, &window, Utc::now()).await.unwrap().id;
+    assert_eq!(w.sync().await.drained, [node]);
+    let (state, reason) = node_state(node).await;
+    assert!(state.contains("DRAIN") && reason.contains(&format!("maintenance window #{id}: firmware")), "{reason}");
+    w.engine.cancel_maintenance(&admin, id, Utc::now()).await.unwrap();
+    assert_eq!(w.sync().await.resumed, [node]);
     // A drain someone else made in Slurm is reported and left alone.
     slurm(&["scontrol", "update", "NodeName=gpu004", "State=DRAIN", "Reason=test: site work"]).await.unwrap();
     let report = w.sync().await;

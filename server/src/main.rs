@@ -109,6 +109,9 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
     // The fleet comes through the simulated driver's inventory (written to its fleet file when
     // that does not exist yet), reconciled and admitted like a real install's.
     let summary = seed_demo(engine, &options, now).await.map_err(|e| e.to_string())?;
+    for why in &summary.not_admitted {
+        tracing::warn!("not admitted: {why}");
+    }
     let started = std::time::Instant::now();
     let usage_hours = fill_usage_history(engine, args.history_days, now).await.map_err(|e| e.to_string())?;
     tracing::info!(
@@ -116,6 +119,7 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
         gpus = summary.gpus,
         reservations = summary.reservations,
         allocations = summary.allocations,
+        not_admitted = summary.not_admitted.len(),
         usage_hours,
         usage_seconds = started.elapsed().as_secs_f64(),
         fleet_file = %engine.driver.as_sim().and_then(SimDriver::fleet_file).map(|p| p.display().to_string()).unwrap_or_default(),
@@ -127,6 +131,7 @@ async fn seed(engine: &Engine, args: SeedArgs) -> Result<(), String> {
 async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(), String> {
     let sim = args.sim_config()?;
     let config = args.engine_config();
+    config.check()?;
     tenantry_engine::notices::Outbox::check(&config.notices)?;
     let engine = open(database_url, config).await?;
     let engine = with_fleet(engine, fleet, sim)?;

@@ -103,9 +103,11 @@ pub mod metering;
 pub mod notices;
 pub mod offerings;
 pub mod policy;
+// Before `provisioning`, whose replacement of a node runs `fleet_refusal!` as a booking does.
+#[macro_use]
+pub mod reservations;
 pub mod provisioning;
 pub mod reports;
-pub mod reservations;
 pub mod seed_support;
 pub mod settings;
 pub mod slurm;

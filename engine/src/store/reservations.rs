@@ -292,24 +292,24 @@ pub const ALLOCATION_CHANNEL: &str = "tenantry_allocations";
 
 /// What a write answers when it would put a second CUDA driver branch on a node (see
 /// [`fleet_refusal!`]); [`is_overlap`] treats it like an overlap, so the booking re-plans.
-const DRIVER_CLASH: &str = "node driver branch clash";
+pub(crate) const DRIVER_CLASH: &str = "node driver branch clash";
 
 /// What a write answers when a booking's slices were planned against GPUs that an admin has
 /// since time-sliced into other seats (or stopped time-slicing); [`is_overlap`] treats it like an
 /// overlap, so the booking re-plans on the fleet as it is now.
-const LAYOUT_CHANGED: &str = "GPU time-slicing changed";
+pub(crate) const LAYOUT_CHANGED: &str = "GPU time-slicing changed";
 
-/// Counts the allocations of the reservation whose id is pushed after it that no longer fit
+/// Counts the live allocations of the reservation whose id is pushed after it that no longer fit
 /// their GPU as the GPU is divided now. A seat needs a GPU time-sliced into the offering's seats
 /// (a seat of a MIG instance, a GPU in MIG mode whose instances of the offering's profile are);
 /// a whole GPU (or node) needs slices `[0, n)` of all the GPU's `n` slices; a MIG slice needs
 /// MIG mode. Placement planned on the index, which may not have heard yet of an admin's
 /// time-slicing; this is where the database, which has, says so (an admin's change locks the
 /// node's row as [`fleet_refusal!`] does, so one of the two sees the other's commit).
-const STALE_LAYOUT_COUNT: &str = "select count(*) from allocation a join gpu g on g.gpu_id = a.gpu_id
+pub(crate) const STALE_LAYOUT_COUNT: &str = "select count(*) from allocation a join gpu g on g.gpu_id = a.gpu_id
      join reservation r on r.reservation_id = a.reservation_id
      join offering o on o.offering_id = r.offering_id
-     where not (case
+     where a.live and not (case
          when o.grain = 'shared' and o.mig_profile is not null then g.mig_enabled
              and g.seat_profile = o.mig_profile and g.instance_seats = o.seats_per_gpu and a.seat is not null
          when o.grain = 'shared' then g.seats is not null and g.seats = o.seats_per_gpu
@@ -336,7 +336,7 @@ const STALE_LAYOUT_COUNT: &str = "select count(*) from allocation a join gpu g o
 macro_rules! fleet_refusal {
     ($store:expr, $tx:ident, $id:expr, $nodes:expr, $start:expr, $hold_until:expr, $driver:expr, layout = $layout:expr) => {{
         let nodes: std::collections::BTreeSet<i64> = $nodes;
-        if $store.backend() == super::Backend::Postgres {
+        if $store.backend() == $crate::store::Backend::Postgres {
             let mut lock = sqlx::QueryBuilder::<Db>::new("select node_id from node where node_id in (");
             let mut list = lock.separated(", ");
             for node in &nodes {
@@ -351,7 +351,7 @@ macro_rules! fleet_refusal {
              where a.live and a.reservation_id <> ",
         );
         q.push_bind($id).push(" and o.cuda_driver <> ").push_bind($driver);
-        push_overlaps_in_time(&mut q, $store.backend(), $start, $hold_until);
+        $crate::store::reservations::push_overlaps_in_time(&mut q, $store.backend(), $start, $hold_until);
         q.push(" and g.node_id in (");
         let mut list = q.separated(", ");
         for node in &nodes {
@@ -359,15 +359,15 @@ macro_rules! fleet_refusal {
         }
         q.push(")), ");
         if $layout {
-            q.push("(").push(STALE_LAYOUT_COUNT).push_bind($id).push(")");
+            q.push("(").push($crate::store::reservations::STALE_LAYOUT_COUNT).push_bind($id).push(")");
         } else {
             q.push("cast(0 as bigint)");
         }
         let (clashes, stale): (i64, i64) = q.build_query_as().fetch_one(&mut *$tx).await?;
         if clashes > 0 {
-            Some(DRIVER_CLASH)
+            Some($crate::store::reservations::DRIVER_CLASH)
         } else if stale > 0 {
-            Some(LAYOUT_CHANGED)
+            Some($crate::store::reservations::LAYOUT_CHANGED)
         } else {
             None
         }
@@ -381,7 +381,7 @@ macro_rules! fleet_refusal {
 /// read every earlier allocation on the node (646 buffers for one booking at 5,000 reservations on
 /// 64 nodes, 70 by the GiST index; 3.3 ms a booking in the Slurm bench, 0.24 ms now). SQLite
 /// has only columns.
-fn push_overlaps_in_time<'q, DB: sqlx::Database>(
+pub(crate) fn push_overlaps_in_time<'q, DB: sqlx::Database>(
     q: &mut sqlx::QueryBuilder<'q, DB>,
     backend: super::Backend,
     start: DateTime<Utc>,

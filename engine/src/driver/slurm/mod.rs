@@ -255,6 +255,21 @@ impl SlurmDriver {
         &self.config.cli
     }
 
+    /// Where the site itself says its nodes are: the cluster's name, and each node's leaf switch
+    /// in its topology (`scontrol show topology`, from topology.conf; nothing without a
+    /// topology plugin).
+    async fn site_places(&self) -> DriverResult<SitePlaces> {
+        let config = self.run("scontrol", &["show", "config"]).await?;
+        let cluster = config
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .find(|(key, _)| key.trim() == "ClusterName")
+            .map(|(_, name)| name.trim().to_owned())
+            .filter(|name| !name.is_empty() && name != "(null)");
+        let topology = self.run("scontrol", &["-o", "show", "topology"]).await?;
+        Ok(SitePlaces { cluster, leaf: leaf_switches(&topology) })
+    }
+
     async fn run(&self, name: &str, args: &[&str]) -> DriverResult<String> {
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         self.cli().run(name, &args).await
@@ -328,6 +343,16 @@ impl SlurmDriver {
                 _ => names.drain_reason(why),
             });
             d.nodes.insert(n.hostname, reason);
+        }
+        // A maintenance window under way drains its node for its length, whatever the node's
+        // state (an admin's window needs no drain by hand): no job starts there meanwhile.
+        for window in self.store.maintenance_windows(now, None, 1_000).await.map_err(store_error)? {
+            if window.start > now {
+                break;
+            }
+            if let Some(drain @ None) = d.nodes.get_mut(&window.node) {
+                *drain = Some(names.drain_reason(&format!("maintenance window #{}: {}", window.id, window.reason)));
+            }
         }
         Ok((d, unmapped))
     }
@@ -1182,6 +1207,28 @@ fn shards_of(gres: &str) -> u32 {
         .sum()
 }
 
+/// Where the site says its nodes are (see [`SlurmDriver::site_places`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct SitePlaces {
+    /// The cluster's name: the region of a node without a `region-…` feature.
+    cluster: Option<String>,
+    /// Node → the leaf switch it hangs off (a switch of the topology that lists nodes).
+    leaf: BTreeMap<String, String>,
+}
+
+/// Each node's leaf switch from `scontrol -o show topology` (`SwitchName=leaf1 Level=0 …
+/// Nodes=gpu[001-004]`); empty without a topology (Slurm says so on its error stream).
+fn leaf_switches(topology: &str) -> BTreeMap<String, String> {
+    let mut leaf = BTreeMap::new();
+    for record in parse_records(topology) {
+        let (Some(switch), Some(nodes)) = (record.get("SwitchName"), record.get("Nodes")) else { continue };
+        for node in cli::expand_hostlist(nodes) {
+            leaf.entry(node).or_insert_with(|| switch.clone());
+        }
+    }
+    leaf
+}
+
 /// The cores a node's reservations can hold, from its `scontrol show node` record: a reservation's
 /// `CoreCnt` counts cores, not the hardware threads `CPUTot` counts (two a core on every
 /// DGX-class node), and cores the site set aside for Slurm's daemons (`CoreSpecCount`) are never
@@ -1197,11 +1244,19 @@ fn cores_of(r: &BTreeMap<String, String>) -> u32 {
 
 /// A node's inventory entry from `scontrol show node`; `None` for nodes without a known GPU
 /// type (login nodes, or a type missing from `TENANTRY_SLURM_GPU_TYPES`).
-fn inventory_node(r: &BTreeMap<String, String>, types: &[(String, GpuModel)], names: &Names) -> Option<InventoryNode> {
+fn inventory_node(
+    r: &BTreeMap<String, String>,
+    types: &[(String, GpuModel)],
+    names: &Names,
+    site: &SitePlaces,
+) -> Option<InventoryNode> {
     let hostname = r.get("NodeName")?.clone();
     let gpus = gpus_of(r.get("Gres")?, types)?;
     let features: Vec<&str> = r.get("AvailableFeatures").map(|f| f.split(',').collect()).unwrap_or_default();
     let feature = |prefix: &str| features.iter().find_map(|f| f.strip_prefix(prefix)).map(str::to_owned);
+    // Tenantry's node features first; else the site's own description: the leaf switch a node
+    // hangs off is its fabric domain (and, without racks, its rack), the cluster its region.
+    let fabric = feature("fabric-").or_else(|| site.leaf.get(&hostname).cloned());
     let number = |key: &str| r.get(key).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     let reason = r.get("Reason").filter(|r| *r != "(null)" && !r.is_empty()).cloned();
     let state = ActualNode { state: r.get("State").cloned().unwrap_or_default(), reason };
@@ -1218,9 +1273,9 @@ fn inventory_node(r: &BTreeMap<String, String>, types: &[(String, GpuModel)], na
         nvme_tb: (number("TmpDisk") / 1_000_000) as u32,
         cpu_cores: cores_of(r),
         driver_branches: features.iter().filter_map(|f| f.strip_prefix("driver-")).map(str::to_owned).collect(),
-        region: feature("region-"),
-        fabric_domain: feature("fabric-"),
-        rack: feature("rack-"),
+        region: feature("region-").or_else(|| site.cluster.clone()),
+        fabric_domain: fabric.clone(),
+        rack: feature("rack-").or(fabric),
         reachable: !state.down(),
         held_back,
     })
@@ -1240,8 +1295,9 @@ impl FleetDriver for SlurmDriver {
     async fn inventory(&self) -> DriverResult<Vec<InventoryNode>> {
         let text = self.run("scontrol", &["-o", "show", "node"]).await?;
         let records = parse_records(&text);
+        let site = self.site_places().await?;
         let nodes: Vec<InventoryNode> =
-            records.iter().filter_map(|r| inventory_node(r, &self.config.gpu_types, &self.names)).collect();
+            records.iter().filter_map(|r| inventory_node(r, &self.config.gpu_types, &self.names, &site)).collect();
         if nodes.is_empty() && !records.is_empty() {
             tracing::warn!(
                 "Slurm reports {} node(s) but none with a GPU type in TENANTRY_SLURM_GPU_TYPES",
@@ -1624,7 +1680,8 @@ mod tests {
              RealMemory=512000 TmpDisk=7000000 State=IDLE",
         );
         let names = Names { prefix: "tenantry".to_owned() };
-        let read = |r: &BTreeMap<String, String>| inventory_node(r, &default_gpu_types(), &names).unwrap();
+        let site = SitePlaces::default();
+        let read = |r: &BTreeMap<String, String>| inventory_node(r, &default_gpu_types(), &names, &site).unwrap();
         let n = read(&r);
         assert_eq!(
             (n.gpu_model, n.gpu_count, n.cpu_cores, n.memory_gb, n.nvme_tb),
@@ -1646,6 +1703,27 @@ mod tests {
         let ours =
             cli::parse_record("NodeName=gpu004 Gres=gpu:h100:8 State=IDLE+DRAIN Reason=tenantry: in maintenance");
         assert_eq!(read(&ours).held_back, None);
+    }
+
+    #[test]
+    fn a_node_without_tenantrys_features_is_placed_from_the_sites_topology_and_cluster() {
+        let topology = "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gpu[001-002]\n\
+                        SwitchName=leaf2 Level=0 LinkSpeed=1 Nodes=gpu003\n\
+                        SwitchName=spine Level=1 LinkSpeed=1 Switches=leaf[1-2]";
+        let site = SitePlaces { cluster: Some("hall7".into()), leaf: leaf_switches(topology) };
+        let names = Names { prefix: "tenantry".to_owned() };
+        let place = |record: &str| {
+            let n = inventory_node(&cli::parse_record(record), &default_gpu_types(), &names, &site).unwrap();
+            (n.region, n.fabric_domain, n.rack)
+        };
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(place("NodeName=gpu002 Gres=gpu:h100:8 State=IDLE"), (some("hall7"), some("leaf1"), some("leaf1")));
+        // Tenantry's features win where a node has them.
+        let featured = "NodeName=gpu003 Gres=gpu:h100:8 AvailableFeatures=fabric-ib-b,rack-r9 State=IDLE";
+        assert_eq!(place(featured), (some("hall7"), some("ib-b"), some("r9")));
+        // On no switch and without features: not placed (an admin places it).
+        assert_eq!(place("NodeName=gpu009 Gres=gpu:h100:8 State=IDLE"), (some("hall7"), None, None));
+        assert!(leaf_switches("").is_empty(), "no topology plugin");
     }
 
     #[test]
