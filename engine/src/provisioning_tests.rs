@@ -930,9 +930,13 @@ store_test!(a_replacement_stays_where_the_offering_may_run, |store: Store| async
     let sim = |config: SimConfig| SimDriver::new(engine.store.clone(), SimConfig { speed: 1e6, ..config });
     let engine = engine.clone().with_driver(Arc::new(sim(SimConfig::default()).with_fleet(&wider).unwrap()));
     engine.reconcile_fleet(None, Utc::now()).await.unwrap();
-    let admit = tenantry_domain::fleet::AdmitInput { hostnames: vec!["l40s-use1-0001".into(), "l40s-use1-0002".into()], all: false };
+    let admit = tenantry_domain::fleet::AdmitInput {
+        hostnames: vec!["l40s-use1-0001".into(), "l40s-use1-0002".into()],
+        all: false,
+    };
     engine.admit_nodes(&admin, &admit, Utc::now()).await.unwrap();
-    let patch = tenantry_domain::offering::OfferingPatch { regions: Some(vec!["eu-west-1".into()]), ..Default::default() };
+    let patch =
+        tenantry_domain::offering::OfferingPatch { regions: Some(vec!["eu-west-1".into()]), ..Default::default() };
     engine.change_offering(&admin, "l40s-gpu", &patch, Utc::now()).await.unwrap();
     // Every node fails its acceptance: each replacement is tried in eu-west-1 only.
     let failing = SimConfig { failure_rate: 1.0, failure_steps: Some(vec![Step::Acceptance]), ..SimConfig::default() };

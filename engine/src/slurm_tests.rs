@@ -1052,3 +1052,185 @@ store_test!(a_node_the_site_drains_takes_no_new_bookings_until_it_is_resumed, |s
     assert_eq!(free(&w).await.max_quantity, 3);
     assert!(w.engine.fleet_node(&admin, spare).await.unwrap().missing_since.is_none());
 });
+
+/// A fault of the matrix: what strikes Slurm, and how the site recovers from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// An operator edits a Tenantry reservation by hand (its end).
+    ReservationEdited,
+    /// An operator deletes a Tenantry reservation by hand.
+    ReservationDeleted,
+    /// An operator removes a booking's account by hand.
+    AccountRemoved,
+    /// munged restarts: every Slurm call fails to authenticate meanwhile.
+    MungeRestarted,
+    /// slurmdbd stops: accounts and usage cannot be read meanwhile.
+    AccountingAway,
+    /// slurmctld is SIGKILLed: nothing answers, and what it had not saved is lost.
+    ControllerKilled,
+    /// The site drains the node the team's job runs on.
+    SiteDrain,
+    /// A node of the running reservation goes DOWN while the team's job runs on the other.
+    NodeDown,
+}
+
+/// Every fault of the matrix, in the order it strikes one world.
+const FAULTS: [Fault; 8] = [
+    Fault::ReservationEdited,
+    Fault::ReservationDeleted,
+    Fault::AccountRemoved,
+    Fault::MungeRestarted,
+    Fault::AccountingAway,
+    Fault::ControllerKilled,
+    Fault::SiteDrain,
+    Fault::NodeDown,
+];
+
+/// How long an outage lasts: many times every retry budget the queue has in these tests
+/// (200 ms doubling to 1 s, five attempts), so a step that counted it as attempts would fail.
+const OUTAGE: std::time::Duration = std::time::Duration::from_secs(12);
+
+/// The test cluster's daemon pid files.
+fn pid_of(daemon: &str) -> String {
+    let dir = std::env::var("TENANTRY_SLURM_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../.tmp/slurm").to_owned());
+    std::fs::read_to_string(format!("{dir}/run/{daemon}.pid")).unwrap_or_default().trim().to_owned()
+}
+
+/// A sync that read Slurm and got through, once Slurm is back (within a minute).
+async fn synced(w: &World) -> crate::driver::slurm::SyncReport {
+    for _ in 0..60 {
+        let report = w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Fresh).await;
+        if report.ok && report.failed.is_empty() {
+            return report;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    panic!("Slurm did not come back in step within a minute");
+}
+
+/// The fault matrix (issue 42): one world with a reservation in each phase (tomorrow, in its
+/// lead time, and under way with the team's job running on its first node), struck by each
+/// fault in turn. After each: nothing failed, Slurm holds every reservation on exactly its
+/// nodes, the team's job still runs, and no job runs outside a reservation of Tenantry's. At
+/// the end the reservation that was in its lead time throughout is handed over. PostgreSQL, the
+/// production store, only: each fault also has a test of its own on both stores.
+#[tokio::test]
+async fn the_fault_matrix() {
+    let store = crate::store::test_support::fresh_store(crate::store::Backend::Postgres).await;
+    let Some(w) = world(store).await else { return };
+    let lead = who(&w.engine, "lead@acme.example").await;
+    crate::test_helpers::lift_limits(&w.engine, "acme", tenantry_domain::GpuModel::H100Sxm80).await;
+    let tomorrow = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::days(1);
+    let future =
+        BookingInput { start: tomorrow, end: tomorrow + Duration::hours(2), ..starting_now("h100-gpu", 1, 1, "any") };
+    let future = book(&w, &lead, future).await;
+    let running = book(&w, &lead, starting_now("h100-node", 2, 3, "any")).await;
+    until_active(&w, &lead, running).await;
+    // In its lead time through the whole matrix, handed over once its window begins.
+    let lead_start = tenantry_domain::window::floor_minute(Utc::now()) + Duration::minutes(3);
+    let soon = BookingInput {
+        start: lead_start,
+        end: lead_start + Duration::hours(1),
+        ..starting_now("h100-gpu", 2, 1, "any")
+    };
+    let soon = book(&w, &lead, soon).await;
+    // A queue worker, as a server runs it: steps go on beside the faults (the lead-time
+    // reservation's acceptance check waits for its window in Slurm meanwhile).
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let engine = w.engine.clone();
+    let worker = tokio::spawn(async move { engine.run_worker("matrix".to_owned(), shutdown).await });
+    let pause = tokio::time::sleep;
+    let team = format!("{}-t-acme", w.prefix);
+    let job_node = hosts(&w, running).await.remove(0);
+    let job = running_job("ada", &team, &w.name(running), &job_node, "gpu:8", "sleep 900").await;
+    synced(&w).await;
+    for fault in FAULTS {
+        let began = std::time::Instant::now();
+        let seen = match fault {
+            Fault::ReservationEdited => {
+                let which = format!("ReservationName={}", w.name(future));
+                let end = format!("EndTime={}", crate::driver::slurm::cli::format_time(tomorrow + Duration::hours(5)));
+                slurm(&["scontrol", "update", &which, &end]).await.unwrap();
+                format!("updated {:?}", synced(&w).await.updated)
+            }
+            Fault::ReservationDeleted => {
+                slurm(&["scontrol", "delete", &format!("ReservationName={}", w.name(future))]).await.unwrap();
+                format!("re-created {:?}", synced(&w).await.recreated)
+            }
+            Fault::AccountRemoved => {
+                slurm(&["sacctmgr", "-i", "delete", "account", &w.name(soon)]).await.unwrap();
+                format!("accounts added {}", synced(&w).await.accounts_added)
+            }
+            Fault::MungeRestarted => {
+                std::process::Command::new("pkill").args(["-x", "munged"]).status().unwrap();
+                pause(std::time::Duration::from_secs(3)).await;
+                let away = w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Fresh).await;
+                start_slurm();
+                format!("while away: {:?}", away.error)
+            }
+            Fault::AccountingAway => {
+                std::process::Command::new("kill").arg(pid_of("slurmdbd")).status().unwrap();
+                pause(OUTAGE).await;
+                let away = w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Fresh).await;
+                start_slurm();
+                format!("while away: {:?}", away.error)
+            }
+            Fault::ControllerKilled => {
+                kill_controller().await;
+                pause(OUTAGE).await;
+                let away = w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Fresh).await;
+                assert!(away.unreachable_since.is_some(), "{away:?}");
+                start_slurm();
+                format!("recreated after restart: {:?}", synced(&w).await.recreated)
+            }
+            Fault::SiteDrain => {
+                let which = format!("NodeName={job_node}");
+                slurm(&["scontrol", "update", &which, "State=DRAIN", "Reason=test: matrix drain"]).await.unwrap();
+                let report = synced(&w).await;
+                pause(std::time::Duration::from_secs(3)).await;
+                slurm(&["scontrol", "update", &which, "State=RESUME"]).await.unwrap();
+                format!("drained by others {:?}", report.drained_by_others)
+            }
+            Fault::NodeDown => {
+                let lost = hosts(&w, running).await.into_iter().find(|h| *h != job_node).unwrap();
+                w.mark_bad(&lost);
+                down_until_seen(&w, &lost).await;
+                for _ in 0..120 {
+                    let state = w.engine.reservation_detail(&lead, running).await.unwrap().reservation.state;
+                    if !hosts(&w, running).await.contains(&lost) && state == ReservationState::Active {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                format!("{lost} replaced: now on {:?}", hosts(&w, running).await)
+            }
+        };
+        // What must hold after every fault.
+        pause(std::time::Duration::from_secs(1)).await;
+        synced(&w).await;
+        for id in [future, soon, running] {
+            let state = w.engine.reservation_detail(&lead, id).await.unwrap().reservation.state;
+            assert!(
+                !matches!(state, ReservationState::Failed | ReservationState::Degraded),
+                "{fault:?}: #{id} is {state}"
+            );
+            let held = reservation(&w.name(id)).await.unwrap_or_else(|| panic!("{fault:?}: Slurm lost #{id}"));
+            assert_eq!(crate::driver::slurm::cli::expand_hostlist(&held["Nodes"]), hosts(&w, id).await, "{fault:?}");
+        }
+        let end = minute(&reservation(&w.name(future)).await.unwrap()["EndTime"]);
+        assert_eq!(end, tomorrow + Duration::hours(2), "{fault:?}: the hand edit is undone");
+        assert_eq!(job_state(&job).await, "RUNNING", "{fault:?}: the team's job runs on");
+        let jobs = slurm(&["squeue", "-h", "-t", "R", "-o", "%i %v"]).await.unwrap();
+        for line in jobs.lines() {
+            assert!(line.split_whitespace().nth(1).is_some_and(|r| r.starts_with(&w.prefix)), "{fault:?}: {line}");
+        }
+        eprintln!("fault matrix: {fault:?} survived in {} s ({seen})", began.elapsed().as_secs());
+    }
+    // The reservation in its lead time through every fault is handed over once it begins.
+    let wait = (lead_start - Utc::now()).to_std().unwrap_or_default() + std::time::Duration::from_secs(150);
+    until_active_within(&w, &lead, soon, wait).await;
+    let _ = stop.send(true);
+    worker.await.unwrap();
+    slurm(&["scancel", &job]).await.unwrap();
+}

@@ -402,12 +402,14 @@ impl Store {
                 // The replacement meets the fleet's rules as a booking does: one CUDA driver
                 // branch to a node, and GPUs divided as the offering needs (an admin may have
                 // time-sliced them since the index was read).
-                let driver: String = sqlx::query_scalar("select cuda_driver from reservation where reservation_id = $1")
-                    .bind(reservation_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
+                let driver: String =
+                    sqlx::query_scalar("select cuda_driver from reservation where reservation_id = $1")
+                        .bind(reservation_id)
+                        .fetch_one(&mut *tx)
+                        .await?;
                 let nodes = pieces.iter().map(|p| p.node_id).collect();
-                if let Some(why) = fleet_refusal!(self, tx, reservation_id, nodes, start, hold_until, &driver, layout = true)
+                if let Some(why) =
+                    fleet_refusal!(self, tx, reservation_id, nodes, start, hold_until, &driver, layout = true)
                 {
                     return Err(sqlx::Error::Protocol(why.to_owned()).into());
                 }

@@ -26,7 +26,7 @@ impl Default for SlurmCli {
     }
 }
 
-/// What Slurm's tools print when the controller or the accounting daemon does not answer.
+/// What Slurm's tools print when the controller, the accounting daemon or munge does not answer.
 const UNREACHABLE: &[&str] = &[
     "unable to contact slurm controller",
     "connection refused",
@@ -39,6 +39,9 @@ const UNREACHABLE: &[&str] = &[
     "problem talking to the database",
     "error connecting",
     "could not establish a configuration source",
+    // munged restarting (or gone): every call fails to authenticate until it is back.
+    "munge encode failed",
+    "authentication error",
 ];
 
 /// Whether a failure message means Slurm was not reachable (worth retrying).
@@ -300,6 +303,10 @@ mod tests {
     #[test]
     fn unreachable_messages_are_transient() {
         assert!(is_unreachable("sbatch: error: Unable to contact slurm controller (connect failure)"));
+        assert!(is_unreachable(
+            "scontrol: error: Munge encode failed: Failed to access \"/run/munge/munge.socket.2\": No such file or \
+             directory (Did you start munged?)"
+        ));
         assert!(!is_unreachable("Requested reservation overlaps with another reservation"));
     }
 }
