@@ -596,3 +596,30 @@ store_test!(a_rack_named_like_another_halls_is_enrolled_unplaced_not_merged, |st
     // The first hall's rack is as it was.
     assert_eq!(node(&engine, &admin, &known.hostname).await.rack, known.rack);
 });
+
+store_test!(gpus_a_node_no_longer_reports_are_not_part_of_its_size_in_slurm, |store: Store| async move {
+    let engine = world(store).await;
+    let admin = who(&engine, "admin@tenantry.example").await;
+    let lead = who(&engine, "lead@acme.example").await;
+    // One H100 node now reports 7 GPUs (one pulled), and is the only one taking bookings.
+    let target = available_h100(&engine, &admin).await;
+    let mut nodes = demo_nodes();
+    nodes.iter_mut().find(|n| n.hostname == target.hostname).unwrap().gpu_count = 7;
+    let engine = reporting(&engine, &fleet_of(nodes, vec![]));
+    engine.reconcile_fleet(None, Utc::now()).await.unwrap();
+    assert_eq!(engine.accept_node_facts(&admin, &target.hostname, Utc::now()).await.unwrap().gpu_count, 7);
+    for other in engine.fleet_nodes(&admin).await.unwrap() {
+        if other.gpu_model == GpuModel::H100Sxm80 && other.hostname != target.hostname && other.takes_new_work() {
+            engine.drain_node(&admin, &other.hostname, Utc::now()).await.unwrap();
+        }
+    }
+    // Its whole node is its seven GPUs: Slurm is asked for the node, not for a share of cores.
+    let now = Utc::now();
+    let mut input = ask("h100-node", 1, start(), 2);
+    input.options.placement = Some("any".into());
+    let id = engine.book(&lead, &input, None, now).await.unwrap().detail.reservation.id;
+    let held = engine.store.slurm_held(start(), None).await.unwrap();
+    let row = held.iter().find(|h| h.reservation_id == id).unwrap();
+    assert_eq!((row.hostname.as_str(), row.held, row.node_gpus), (target.hostname.as_str(), 7, 7));
+    assert!(row.whole_node());
+});
