@@ -301,27 +301,13 @@ impl SlurmDriver {
             d.accounts
                 .insert(names.team_account(&t.slug), AccountSpec { parent: "root".to_owned(), cap: Cap::default() });
         }
-        let mut unmapped = Vec::new();
-        let mut owner: BTreeMap<String, String> = BTreeMap::new();
+        let people = self.store.slurm_members().await.map_err(store_error)?;
+        let mapped = people.iter().map(|m| (m, self.slurm_user(m))).collect();
+        let (users, unmapped) = team_users(mapped);
         let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for m in self.store.slurm_members().await.map_err(store_error)? {
-            match self.slurm_user(&m) {
-                Err(why) => unmapped.push(why),
-                Ok(user) => match owner.get(&user) {
-                    Some(team) if *team != m.slug => unmapped.push(format!(
-                        "{}: Slurm user `{user}` already belongs to another team's person; set their user name apart",
-                        m.email
-                    )),
-                    _ => {
-                        owner.insert(user.clone(), m.slug.clone());
-                        d.users.insert((user.clone(), names.team_account(&m.slug)));
-                        let list = members.entry(m.slug.clone()).or_default();
-                        if !list.contains(&user) {
-                            list.push(user);
-                        }
-                    }
-                },
-            }
+        for (user, slug) in users {
+            d.users.insert((user.clone(), names.team_account(&slug)));
+            members.entry(slug).or_default().push(user);
         }
         let held = self.held(now).await.map_err(store_error)?;
         let counts_shards = self.counts_shards().await?;
@@ -1021,6 +1007,35 @@ fn create_args(name: &str, spec: &ReservationSpec, now: DateTime<Utc>) -> Vec<St
         args.push(format!("CoreCnt={}", cores.iter().map(u32::to_string).collect::<Vec<_>>().join(",")));
     }
     args
+}
+
+/// The Slurm users of each team's people (user, team), and the people who cannot be one, with
+/// why. A user name that people of two teams map to is nobody's: a Unix user is one person,
+/// and handing it to either would open one team's reservations to the other team's person,
+/// chosen by whoever happened to be read first (and handed over silently when that one left).
+/// Each of them is named for an admin, who sets their user names apart.
+fn team_users(people: Vec<(&SlurmMember, Result<String, String>)>) -> (BTreeSet<(String, String)>, Vec<String>) {
+    let mut teams_of: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (m, user) in &people {
+        if let Ok(user) = user {
+            teams_of.entry(user.as_str()).or_default().insert(m.slug.as_str());
+        }
+    }
+    let mut users = BTreeSet::new();
+    let mut unmapped = Vec::new();
+    for (m, user) in &people {
+        match user {
+            Err(why) => unmapped.push(why.clone()),
+            Ok(user) if teams_of[user.as_str()].len() > 1 => unmapped.push(format!(
+                "{}: Slurm user `{user}` is also another team's person's, so neither has it; set their user names apart",
+                m.email
+            )),
+            Ok(user) => {
+                users.insert((user.clone(), m.slug.clone()));
+            }
+        }
+    }
+    (users, unmapped)
 }
 
 /// Adds what one reservation needs in Slurm (from its held rows, ordered by node) to `d`.
@@ -1731,6 +1746,36 @@ mod tests {
         assert_eq!(parse_gpu_types("h100=H100, mi=L40S").unwrap()[1], ("mi".to_owned(), GpuModel::L40s));
         assert!(parse_gpu_types("h100=Z9").unwrap_err().contains("Z9"));
         assert!(parse_gpu_types("h100").is_err());
+    }
+
+    #[test]
+    fn a_user_name_two_teams_share_is_nobodys_and_both_are_named() {
+        let member = |email: &str, slug: &str| SlurmMember {
+            user_id: 0,
+            slug: slug.into(),
+            email: email.into(),
+            username: None,
+        };
+        let (ada_acme, ada_globex, max) = (
+            member("ada@acme.example", "acme"),
+            member("ada@globex.example", "globex"),
+            member("max@acme.example", "acme"),
+        );
+        let bad = member("X@acme.example", "acme");
+        let (users, unmapped) = team_users(vec![
+            (&ada_acme, Ok("ada".into())),
+            (&max, Ok("max".into())),
+            (&ada_globex, Ok("ada".into())),
+            (&bad, Err("X@acme.example: `x.y` is not a valid Slurm user name".into())),
+        ]);
+        assert_eq!(users.into_iter().collect::<Vec<_>>(), [("max".to_owned(), "acme".to_owned())]);
+        assert_eq!(unmapped.len(), 3, "{unmapped:?}");
+        assert!(unmapped[0].starts_with("ada@acme.example: Slurm user `ada`"), "{unmapped:?}");
+        assert!(unmapped[1].starts_with("ada@globex.example: Slurm user `ada`"), "{unmapped:?}");
+        // Two people of one team with one user name share its access already: both keep it.
+        let twin = member("ada.l@acme.example", "acme");
+        let (users, unmapped) = team_users(vec![(&ada_acme, Ok("ada".into())), (&twin, Ok("ada".into()))]);
+        assert_eq!((users.len(), unmapped.len()), (1, 0));
     }
 
     #[test]
