@@ -131,8 +131,13 @@ async fn world(store: Store) -> Option<World> {
     let marks = std::env::temp_dir().join("tenantry-slurm-marks").join(&prefix);
     std::fs::create_dir_all(&marks).unwrap();
     let mut config = SlurmConfig::new(prefix.clone());
-    config.check_command =
-        format!("if [ -e {}/$SLURMD_NODENAME ]; then echo 'GPU 0 has fallen off the bus'; exit 3; fi", marks.display());
+    // The check says the bandwidth it "measured" as 400 plus the diagnostic level it was asked
+    // for, so a test sees both reach Tenantry.
+    config.check_command = format!(
+        "echo busbw_gbps=$((400 + TENANTRY_DCGM_LEVEL)); if [ -e {}/$SLURMD_NODENAME ]; then echo 'GPU 0 has fallen \
+         off the bus'; exit 3; fi",
+        marks.display()
+    );
     config.check_timeout = std::time::Duration::from_secs(60);
     config.login_host = "login.test".to_owned();
     config.ops_user = "root".to_owned();
@@ -863,6 +868,14 @@ store_test!(syncs_at_allocation_changes_work_from_what_slurm_was_last_seen_to_ho
     let report = cached().await;
     assert!(report.read_slurm && report.created == [w.name(refused)], "{report:?}");
     assert!(!cached().await.read_slurm);
+
+    // A fresh read that fails forgets what was known: after it, a sync reads Slurm again
+    // rather than trust what it held before the controller went away.
+    w.sync().await;
+    kill_controller().await;
+    assert!(!w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Fresh).await.ok);
+    start_slurm();
+    assert!(cached().await.read_slurm, "a sync after a failed read reads Slurm");
 });
 
 store_test!(people_who_leave_lose_slurm_access_and_come_back_when_enabled, |store: Store| async move {
@@ -956,6 +969,22 @@ store_test!(two_teams_share_a_node_whose_cores_run_two_threads, |store: Store| a
         let r = reservation(&w.name(id)).await.unwrap_or_else(|| panic!("Slurm holds #{id}: {report:?}"));
         assert_eq!(r["CoreCnt"], "8", "half the node's 16 cores: {r:?}");
     }
+    // The acceptance check ran at the acceptance rules' DCGM level (2) and its bandwidth counts.
+    let lead = who(&w.engine, "lead@acme.example").await;
+    until_active(&w, &lead, ours).await;
+    let said = w.engine.timeline_events(&lead, ours, 0).await.unwrap();
+    assert!(said.iter().any(|e| e.detail.contains("gpu001: passed (402 GB/s)")), "{said:?}");
+    // Released: the wipe says what it checked, and does not claim a verified erase.
+    w.engine.cancel(&lead, ours, Utc::now()).await.unwrap();
+    for _ in 0..80 {
+        w.engine.run_due_jobs(Utc::now()).await.unwrap();
+        if !w.engine.store.wipe_certificates(ours).await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let certificates = w.engine.store.wipe_certificates(ours).await.unwrap();
+    assert!(matches!(certificates.as_slice(), [c] if !c.verified && c.method.contains("epilog")), "{certificates:?}");
 });
 
 store_test!(slurm_away_for_longer_than_every_retry_fails_nothing, |store: Store| async move {
