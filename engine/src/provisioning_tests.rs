@@ -91,6 +91,18 @@ async fn state(engine: &Engine, lead: &Identity, id: i64) -> ReservationState {
     engine.reservation_detail(lead, id).await.unwrap().reservation.state
 }
 
+/// Runs the queue on the wall clock until the reservation is in `wanted` (for at most a second
+/// or so: the queue's retries here are milliseconds), for tests whose steps keep being due.
+async fn until_state(engine: &Engine, lead: &Identity, id: i64, wanted: ReservationState) {
+    for _ in 0..200 {
+        engine.run_due_jobs(Utc::now()).await.unwrap();
+        if state(engine, lead, id).await == wanted {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 fn steps(items: &[tenantry_domain::provisioning::StepEvent], status: StepStatus) -> Vec<Step> {
     items.iter().filter(|e| e.status == status).map(|e| e.step).collect()
 }
@@ -222,13 +234,7 @@ store_test!(a_fleet_that_does_not_answer_is_waited_for_and_fails_nothing, |store
     assert!(said.detail.contains("not answering") && said.detail.contains("not counted"), "{}", said.detail);
     // Back: setup goes on from where it waited, and the team gets its reservation.
     sim().set_away(false);
-    for _ in 0..200 {
-        engine.run_due_jobs(Utc::now()).await.unwrap();
-        if state(&engine, &lead, id).await == ReservationState::Active {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    until_state(&engine, &lead, id, ReservationState::Active).await;
     assert_eq!(state(&engine, &lead, id).await, ReservationState::Active);
 
     // With a limit on how far into its window a reservation waits, one past it is given up.
@@ -236,13 +242,7 @@ store_test!(a_fleet_that_does_not_answer_is_waited_for_and_fails_nothing, |store
     strict.config.queue.fleet_give_up_after = Some(Duration::zero());
     let late = book_now(&strict, &lead, starting_now("h100-gpu", 1, 2, "any")).await.unwrap().detail.reservation.id;
     sim().set_away(true);
-    for _ in 0..200 {
-        strict.run_due_jobs(Utc::now()).await.unwrap();
-        if state(&strict, &lead, late).await == ReservationState::Failed {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    until_state(&strict, &lead, late, ReservationState::Failed).await;
     sim().set_away(false);
     let timeline = strict.timeline(&lead, late, 0).await.unwrap();
     assert_eq!(timeline.state, ReservationState::Failed, "{:?}", timeline.items);
