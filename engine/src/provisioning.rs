@@ -145,7 +145,7 @@ impl Engine {
                 if let Some((run_at, since)) = wait {
                     let detail = format!(
                         "waiting for {} since {} UTC: {}; trying again in {} s (not counted as an attempt)",
-                        self.fleet_name(),
+                        self.driver.display_name(),
                         since.format("%H:%M:%S"),
                         e.message,
                         (run_at - Utc::now()).num_seconds().max(0)
@@ -201,14 +201,6 @@ impl Engine {
         let queue = &self.config.queue;
         let pauses = (queue.retry_base, queue.retry_cap);
         rules::fleet_wait(job.kind, window, queue.fleet_give_up_after, since, now, pauses).map(|at| (at, since))
-    }
-
-    /// The fleet as a person reads it in a timeline.
-    fn fleet_name(&self) -> &'static str {
-        match self.driver.name() {
-            "slurm" => "Slurm",
-            _ => "the fleet",
-        }
     }
 
     async fn lifecycle_step(&self, job: &ClaimedJob) -> Result<StepResult, StepError> {

@@ -170,6 +170,11 @@ pub trait FleetDriver: std::any::Any + Send + Sync {
     /// A short name for logs and the admin page (`sim`, `slurm`).
     fn name(&self) -> &'static str;
 
+    /// The fleet as a person reads it in a sentence ("waiting for Slurm since …").
+    fn display_name(&self) -> &'static str {
+        "the fleet"
+    }
+
     /// The orchestrators this fleet can set up for a team: an offering that offers another is
     /// refused when an admin makes it, and a booking that asks for one is refused with the reason,
     /// rather than failing for good at provisioning.

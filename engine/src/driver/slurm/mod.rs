@@ -1302,6 +1302,10 @@ impl FleetDriver for SlurmDriver {
         "slurm"
     }
 
+    fn display_name(&self) -> &'static str {
+        "Slurm"
+    }
+
     /// A team's jobs run under its Slurm account in its reservation; no Kubernetes here.
     fn orchestrators(&self) -> &'static [Orchestrator] {
         &[Orchestrator::Slurm, Orchestrator::None]
