@@ -77,7 +77,6 @@ pub enum TokenRevoke {
 
 /// Writes `$event` (a [`NewAuditEvent`]) inside the caller's transaction `$tx`, so a change and
 /// its audit event commit together (a booking writes its own this way).
-#[macro_export]
 macro_rules! insert_audit {
     ($tx:ident, $event:expr) => {{
         let e: &$crate::store::audit::NewAuditEvent<'_> = $event;
@@ -98,6 +97,7 @@ macro_rules! insert_audit {
         .await?;
     }};
 }
+pub(crate) use insert_audit;
 
 impl Store {
     /// Writes one audit event in a transaction of its own (see [`insert_audit!`]).

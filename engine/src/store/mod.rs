@@ -16,7 +16,6 @@
 ///
 /// The GPUs are named by what changed: `reservation = id`, `node = id` or `maintenance = id`, or
 /// listed (`gpus = ids, by = writer`) where the caller has just written them.
-#[macro_export]
 macro_rules! allocations_changed {
     ($store:expr, $tx:ident, reservation = $id:expr) => {
         $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from allocation where reservation_id = $2", $id)
@@ -54,6 +53,7 @@ macro_rules! allocations_changed {
         }
     };
 }
+pub(crate) use allocations_changed;
 
 /// Moves a reservation's queued release job to `$at`, inside the caller's transaction: a
 /// release runs at the reservation's (new) end.
@@ -131,7 +131,6 @@ pub enum Store {
 
 /// Runs `$body` with `$pool` bound to the backend's concrete pool. The body is compiled once per
 /// backend, so one piece of SQL serves both; inside it `Db` names the backend's sqlx database.
-#[macro_export]
 macro_rules! on_pool {
     ($store:expr, |$pool:ident| $body:expr) => {
         match $store {
@@ -148,10 +147,10 @@ macro_rules! on_pool {
         }
     };
 }
+pub(crate) use on_pool;
 
 /// Runs `$body` inside a write transaction bound to `$tx` and commits when the body finishes
 /// without returning early. An early return (`?`) drops the transaction, which rolls it back.
-#[macro_export]
 macro_rules! write_tx {
     ($store:expr, |$tx:ident| $body:expr) => {
         match $store {
@@ -174,6 +173,7 @@ macro_rules! write_tx {
         }
     };
 }
+pub(crate) use write_tx;
 
 impl Store {
     /// Opens the database named by `url`: `sqlite:…` or `postgres:…`/`postgresql:…`. A SQLite

@@ -146,7 +146,6 @@ pub fn notice_statements(postgres: bool, recipients: Recipients) -> (Vec<String>
 /// whose preference (or the kind's default) says so, and a webhook delivery for each live
 /// webhook of the notice's team (see [`notice_statements`]). Evaluates to the notice's id, or
 /// `None` when its `once_key` was written before.
-#[macro_export]
 macro_rules! insert_notice {
     ($tx:ident, $notice:expr, $now:expr) => {{
         use sqlx::Row;
@@ -181,6 +180,7 @@ macro_rules! insert_notice {
         id
     }};
 }
+pub(crate) use insert_notice;
 
 /// A webhook's row: id, url, created, failures, disabled at, why.
 type WebhookTuple = (i64, String, DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<String>);

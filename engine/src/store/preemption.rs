@@ -6,7 +6,6 @@ use chrono::{DateTime, Utc};
 
 /// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction
 /// (`domain::metering` charges the cancellation policy on it).
-#[macro_export]
 macro_rules! insert_cut {
     ($tx:ident, $reservation_id:expr, $tenant_id:expr, $kind:expr, $at:expr, $start:expr, $end:expr) => {
         sqlx::query(
@@ -23,11 +22,11 @@ macro_rules! insert_cut {
         .await?
     };
 }
+pub(crate) use insert_cut;
 
 /// Cuts every preemptible reservation and burst holding any of `$pieces` (slices of GPUs) in
 /// `[$start, $hold_until)`, so that each ends at `$until.0` (see [`preempt!`]); a victim that
 /// shares several GPUs with the pieces is cut once. Evaluates to the ids cut.
-#[macro_export]
 macro_rules! cut_preemptible {
     ($tx:ident, $pieces:expr, $start:expr, $hold_until:expr, $until:expr, $now:expr) => {{
         let mut victims = std::collections::BTreeSet::new();
@@ -85,7 +84,6 @@ pub(crate) struct VictimRow {
 /// recorded as a `preempted` cut: never a fee, not charged.
 ///
 /// A macro, not a function, because it runs inside [`write_tx!`], once per database.
-#[macro_export]
 macro_rules! preempt {
     ($tx:ident, $victim:expr, $until:expr, $now:expr) => {{
         let (victim, until, now): (
@@ -180,3 +178,4 @@ macro_rules! preempt {
         lost_from.is_some()
     }};
 }
+pub(crate) use preempt;

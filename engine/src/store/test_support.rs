@@ -39,7 +39,6 @@ pub async fn fresh_store(backend: super::Backend) -> Store {
 }
 
 /// Declares one async test per backend from one body: `store_test!(name, |store| async { … })`.
-#[macro_export]
 macro_rules! store_test {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -60,3 +59,4 @@ macro_rules! store_test {
         }
     };
 }
+pub(crate) use store_test;
