@@ -765,13 +765,14 @@ store_test!(what_slurm_loses_to_a_sigkill_comes_back_within_one_sync_period, |st
         assert!(restarted.elapsed() < period * 2 + std::time::Duration::from_secs(2), "not back within one period");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    // The loop stops first, so the sync below is the one that finds what is deleted next.
+    let _ = stop.send(true);
+    sync.await.unwrap();
     // Deleted by hand: made again, and the admin report says so.
     slurm(&["scontrol", "delete", &format!("ReservationName={}", names[3])]).await.unwrap();
     let report = w.sync().await;
     assert_eq!(report.recreated, [names[3].clone()]);
     assert!(reservation(&names[3]).await.is_some());
-    let _ = stop.send(true);
-    sync.await.unwrap();
     // A reservation Tenantry does not know is reported, never deleted.
     let theirs = "Nodes=gpu004";
     let end = crate::driver::slurm::cli::format_time(start + Duration::days(3));
@@ -1019,11 +1020,18 @@ store_test!(slurm_away_for_longer_than_every_retry_fails_nothing, |store: Store|
     let report = w.engine.sync_slurm(w.driver(), Utc::now(), SlurmRead::Fresh).await;
     assert!(!report.ok && report.unreachable_since.is_some(), "{report:?}");
     start_slurm();
-    // Back: the failed node is replaced, the other is set up, and both are handed over.
-    for id in [soon, running] {
-        until_active_within(&w, &lead, id, std::time::Duration::from_secs(180)).await;
+    // Back: the other is set up and handed over, and the failed node's health check, which
+    // waited for Slurm, replaces it (the reservation stays active meanwhile).
+    until_active_within(&w, &lead, soon, std::time::Duration::from_secs(180)).await;
+    for _ in 0..240 {
+        w.engine.run_due_jobs(Utc::now()).await.unwrap();
+        if !hosts(&w, running).await.contains(&failed) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     assert!(!hosts(&w, running).await.contains(&failed));
+    until_active_within(&w, &lead, running, std::time::Duration::from_secs(60)).await;
     assert!(w.sync().await.unreachable_since.is_none());
 });
 
