@@ -99,6 +99,8 @@ export default defineConfig({
         TENANTRY_SIM_SPEED: '200',
         TENANTRY_SMTP_URL: `smtp://127.0.0.1:${mailPort}`,
         TENANTRY_MAIL_FROM: 'Tenantry <noreply@tenantry.example>',
+        // The tests' webhook receivers listen on loopback.
+        TENANTRY_WEBHOOK_ALLOW_NETWORKS: '127.0.0.0/8',
         ...sso,
         OIDC_REDIRECT_URL: `${baseURL}/auth/callback`,
         OIDC_GROUP_MAP: 'acme-leads=acme:lead,acme-members=acme:member,globex-leads=globex:lead,platform-admins=admin',

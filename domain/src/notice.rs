@@ -221,8 +221,10 @@ pub struct WebhookBody {
 }
 
 /// How deliveries retry: attempt `n` (from 1) failed, the next waits `base × 2^(n−1)`, at most
-/// `cap`; after `max_attempts` the delivery has failed for good. A webhook whose attempts have
-/// failed `disable_after` times in a row (across deliveries) is disabled and its team told.
+/// `cap`; after `max_attempts` the delivery has failed for good. A webhook whose deliveries have
+/// failed for good `disable_after` times in a row is disabled and its team told: counting
+/// deliveries, not attempts, so a short outage with many notices queued (each retried until it
+/// gets through) disables nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryPolicy {
     pub base: Duration,
@@ -233,7 +235,7 @@ pub struct DeliveryPolicy {
 
 impl Default for DeliveryPolicy {
     fn default() -> Self {
-        DeliveryPolicy { base: Duration::seconds(30), cap: Duration::hours(1), max_attempts: 8, disable_after: 20 }
+        DeliveryPolicy { base: Duration::seconds(30), cap: Duration::hours(1), max_attempts: 8, disable_after: 5 }
     }
 }
 
@@ -257,11 +259,14 @@ impl DeliveryPolicy {
         }
     }
 
-    /// Whether a webhook with `failures` failed attempts in a row is to be disabled.
+    /// Whether a webhook with `failures` deliveries in a row failed for good is to be disabled.
     pub fn disables(&self, failures: u32) -> bool {
         failures >= self.disable_after
     }
 }
+
+/// The span over which a webhook's test sends are counted (see `NoticeConfig::test_sends`).
+pub const TEST_SEND_WINDOW: Duration = Duration::minutes(10);
 
 /// Whether an HTTP status counts as delivered: any 2xx.
 pub fn delivered(status: u16) -> bool {

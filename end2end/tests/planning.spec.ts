@@ -66,6 +66,15 @@ test('a lead chooses e-mail notices, registers a webhook and sees a signed test 
   await expect(page.getByTestId('email-booking_scheduled')).toBeChecked();
   await expect(page.getByTestId('email-off')).toHaveCount(0);
 
+  // The cloud metadata address is inside the operator's network: refused, naming the rule, and
+  // nothing is registered.
+  await page.getByTestId('webhook-url').fill('http://169.254.169.254/latest/meta-data/');
+  await page.getByTestId('webhook-register').click();
+  await expect(page.getByRole('alert')).toContainText("inside the operator's network");
+  await expect(page.getByRole('alert')).toContainText('link-local');
+  await expect(page.getByTestId('webhook-target')).toHaveCount(0);
+
+  // The portal under test allows loopback (TENANTRY_WEBHOOK_ALLOW_NETWORKS), where the receiver is.
   await page.getByTestId('webhook-url').fill(hook.url);
   await page.getByTestId('webhook-register').click();
   const secret = (await page.getByTestId('webhook-secret').textContent())!.trim();

@@ -44,6 +44,16 @@ pub struct NoticeConfig {
     pub send_timeout: std::time::Duration,
     /// How often an idle delivery worker looks for due deliveries (retries, other instances').
     pub poll: std::time::Duration,
+    /// Networks webhooks may reach although they are the operator's own (loopback, private…):
+    /// `TENANTRY_WEBHOOK_ALLOW_NETWORKS`, empty by default.
+    pub webhook_allow: Vec<tenantry_domain::egress::Network>,
+    /// Deliveries of one team sent at once (across instances), so one slow receiver delays
+    /// only its own team.
+    pub per_team: u32,
+    /// Test sends one webhook may get in [`TEST_SEND_WINDOW`](tenantry_domain::notice::TEST_SEND_WINDOW).
+    pub test_sends: u32,
+    /// How long sent notices, their deliveries and attempts are kept.
+    pub retention: Duration,
 }
 
 impl Default for NoticeConfig {
@@ -54,6 +64,10 @@ impl Default for NoticeConfig {
             delivery: Default::default(),
             send_timeout: std::time::Duration::from_secs(10),
             poll: std::time::Duration::from_secs(5),
+            webhook_allow: Vec::new(),
+            per_team: 4,
+            test_sends: 5,
+            retention: Duration::days(90),
         }
     }
 }

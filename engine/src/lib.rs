@@ -9,6 +9,7 @@ pub mod calendar;
 pub mod config;
 pub mod counters;
 pub mod driver;
+pub mod egress;
 pub mod error;
 pub mod fleet;
 pub mod fleet_sync;

@@ -1,7 +1,10 @@
 //! Notices that leave the portal: [`Engine::tell`] writes a notice with its in-app notifications
 //! and queues its deliveries; the delivery workers ([`run_deliveries`]) send them, e-mail over
 //! SMTP (`lettre`) and webhooks as signed JSON POSTs (`reqwest`), with retries, back-off, an
-//! attempt log and the automatic disabling of a webhook that keeps failing. Also each person's
+//! attempt log and the automatic disabling of a webhook that keeps failing. Delivery is at least
+//! once: a retried delivery carries the same delivery id (`X-Tenantry-Delivery`, in e-mail too),
+//! so a receiver drops repeats. Webhooks reach no address of the operator's networks
+//! ([`crate::egress`]); each team gets a fair share of the senders. Also each person's
 //! e-mail preferences and a team's webhooks (leads only), and the sweep that sends the notices
 //! time brings (starting soon, ending soon, a hold about to lapse, budget thresholds).
 //!
@@ -33,12 +36,19 @@ pub const SIGNATURE_HEADER: &str = "X-Tenantry-Signature";
 /// Deliveries one worker sends at once.
 const DELIVERY_BATCH: u32 = 16;
 
+/// Notices deleted at a time once past their retention.
+const PRUNE_BATCH: u32 = 500;
+
+/// The header that carries a delivery's id, the same on every retry of it.
+pub const DELIVERY_HEADER: &str = "X-Tenantry-Delivery";
+
 /// How the portal sends what leaves it: the SMTP transport (when configured), the sender's
 /// address, the HTTP client for webhooks, and the signal that wakes the delivery workers.
 pub struct Outbox {
     mailer: Option<AsyncSmtpTransport<Tokio1Executor>>,
     from: Mailbox,
     http: reqwest::Client,
+    egress: crate::egress::EgressGuard,
     pub(crate) wakeup: tokio::sync::Notify,
 }
 
@@ -76,14 +86,21 @@ impl Outbox {
                     .build(),
             ),
         };
+        let egress = crate::egress::EgressGuard::new(tenantry_domain::egress::Egress {
+            allowed: config.webhook_allow.clone(),
+        });
         let http = reqwest::Client::builder()
             .timeout(config.send_timeout)
             // A receiver answers for itself: a redirect is not followed (it counts as a failure).
             .redirect(reqwest::redirect::Policy::none())
+            // Every name is resolved through the operator's networks rule; no proxy from the
+            // environment may stand between the rule and the address connected to.
+            .dns_resolver(egress.resolver())
+            .no_proxy()
             .user_agent(concat!("Tenantry-Webhook/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
-        Ok(Outbox { mailer, from, http, wakeup: tokio::sync::Notify::new() })
+        Ok(Outbox { mailer, from, http, egress, wakeup: tokio::sync::Notify::new() })
     }
 
     /// Whether e-mail can be sent at all.
@@ -183,6 +200,7 @@ impl Engine {
     pub async fn create_webhook(&self, who: &Identity, url: &str, now: DateTime<Utc>) -> EngineResult<NewWebhook> {
         let tenant_id = require_lead(who)?;
         let url = notice::check_webhook_url(url).map_err(|m| EngineError::invalid("url", m))?;
+        self.outbox.egress.check_url(&url).await.map_err(|m| EngineError::invalid("url", m))?;
         let existing = self.store.webhooks(tenant_id).await?;
         if existing.len() >= 10 {
             return Err(EngineError::Conflict(
@@ -249,6 +267,20 @@ impl Engine {
         if webhook.disabled_at.is_some() {
             return Err(EngineError::Conflict(format!("webhook #{id} is disabled: enable it before testing it")));
         }
+        let limit = self.config.notices.test_sends;
+        let (sent, oldest) = self.store.test_sends(id, now - notice::TEST_SEND_WINDOW).await?;
+        if sent >= i64::from(limit) {
+            let free_at = oldest.unwrap_or(now) + notice::TEST_SEND_WINDOW;
+            return Err(EngineError::TooManyRequests {
+                message: format!(
+                    "webhook #{id} was sent {sent} tests in the last {} minutes, the most allowed: try again at {} UTC",
+                    notice::TEST_SEND_WINDOW.num_minutes(),
+                    free_at.format("%H:%M:%S")
+                ),
+                // Rounded up: a client that waits as long as told is let through.
+                retry_after_seconds: u64::try_from(((free_at - now).num_milliseconds() + 999) / 1000).unwrap_or(1).max(1),
+            });
+        }
         let message = format!(
             "A test delivery to {}, sent by {}. Its signature checks out with the secret shown at registration.",
             webhook.url, who.email
@@ -260,33 +292,48 @@ impl Engine {
         self.webhook(who, id).await
     }
 
-    /// Sends the deliveries due at `now` (up to one batch, concurrently) as worker `owner`, and
-    /// records each attempt. Returns what it sent.
+    /// Sends the deliveries due at `now` (up to one batch, concurrently, each team within its
+    /// share) as worker `owner`, and records each attempt. Returns what it sent.
     pub async fn deliver_due(&self, owner: &str, now: DateTime<Utc>) -> EngineResult<DeliveryPass> {
-        let lease = self.config.notices.send_timeout * 3;
-        let lease_until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::minutes(1));
-        let claimed = self.store.claim_deliveries(owner, DELIVERY_BATCH, lease_until, now).await?;
-        let attempts = futures::future::join_all(claimed.iter().map(|c| self.attempt(c, now))).await;
+        let claimed = self.claim_due(owner, DELIVERY_BATCH, now).await?;
+        let delivered = futures::future::join_all(claimed.iter().map(|c| self.deliver(c, now))).await;
         let mut pass = DeliveryPass::default();
-        let policy = self.config.notices.delivery;
-        for (claimed, record) in claimed.iter().zip(attempts) {
+        for delivered in delivered {
             pass.sent += 1;
-            pass.delivered += usize::from(record.delivered);
-            let (_, disabled) = self.store.finish_delivery(claimed, &record, policy.disable_after, now).await?;
-            if let Some((tenant_id, reason)) = disabled {
-                let message = format!(
-                    "The team's webhook {} was disabled: {reason}. Fix the receiver, then enable it again on the \
-                     Notifications settings page.",
-                    claimed.url.as_deref().unwrap_or("?")
-                );
-                let notice =
-                    NewNotice::new(NoticeKind::WebhookDisabled, Recipients::Leads(tenant_id), message).team(tenant_id);
-                self.tell(notice, now).await;
-                let id = claimed.webhook_id.unwrap_or_default();
-                self.record_system(Change::webhook("webhook.disabled", id, tenant_id, reason), now).await;
-            }
+            pass.delivered += usize::from(delivered?);
         }
         Ok(pass)
+    }
+
+    /// Claims up to `limit` due deliveries for worker `owner` (see [`Store::claim_deliveries`]).
+    ///
+    /// [`Store::claim_deliveries`]: crate::store::Store::claim_deliveries
+    async fn claim_due(&self, owner: &str, limit: u32, now: DateTime<Utc>) -> EngineResult<Vec<ClaimedDelivery>> {
+        let lease = self.config.notices.send_timeout * 3;
+        let lease_until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::minutes(1));
+        let per_team = self.config.notices.per_team;
+        self.store.claim_deliveries(owner, (limit, per_team), lease_until, now).await
+    }
+
+    /// Sends one claimed delivery and records the attempt; a webhook disabled by it is told to
+    /// its team. Returns whether it was delivered.
+    async fn deliver(&self, claimed: &ClaimedDelivery, now: DateTime<Utc>) -> EngineResult<bool> {
+        let record = self.attempt(claimed, now).await;
+        let policy = self.config.notices.delivery;
+        let (_, disabled) = self.store.finish_delivery(claimed, &record, policy.disable_after, now).await?;
+        if let Some((tenant_id, reason)) = disabled {
+            let message = format!(
+                "The team's webhook {} was disabled: {reason}. Fix the receiver, then enable it again on the \
+                 Notifications settings page.",
+                claimed.url.as_deref().unwrap_or("?")
+            );
+            let notice =
+                NewNotice::new(NoticeKind::WebhookDisabled, Recipients::Leads(tenant_id), message).team(tenant_id);
+            self.tell(notice, now).await;
+            let id = claimed.webhook_id.unwrap_or_default();
+            self.record_system(Change::webhook("webhook.disabled", id, tenant_id, reason), now).await;
+        }
+        Ok(record.delivered)
     }
 
     /// One attempt at one delivery, and what follows it.
@@ -303,6 +350,8 @@ impl Engine {
             Sent::Delivered(code) => (Some(code), None, AfterAttempt::Delivered),
             Sent::Failed { code, error } => (code, Some(error), policy.after(attempt, false, now)),
             Sent::Impossible(error) => (None, Some(error), AfterAttempt::GiveUp),
+            // Not retried: the address is the operator's, and the log says only that.
+            Sent::Refused(refused) => (None, Some(format!("refused: {refused}")), AfterAttempt::GiveUp),
         };
         AttemptRecord {
             status_code,
@@ -336,7 +385,16 @@ impl Engine {
         };
         let settings = format!("{}/settings/notifications", self.portal(None).base_url);
         let mail = notice::email(kind, &c.message, self.notice_url(kind, c.reservation_id).as_deref(), &settings);
-        let message = lettre::Message::builder().from(self.outbox.from.clone()).to(to).subject(mail.subject).multipart(
+        // The same Message-ID on every retry of the delivery, and its id in a header of its own:
+        // what a mail client or a mail-reading script drops repeats by.
+        let domain = self.outbox.from.email.domain().to_owned();
+        let message = lettre::Message::builder()
+            .from(self.outbox.from.clone())
+            .to(to)
+            .subject(mail.subject)
+            .message_id(Some(format!("<delivery-{}.notice-{}@{domain}>", c.delivery_id, c.notice_id)))
+            .header(DeliveryId(c.delivery_id.to_string()))
+            .multipart(
             MultiPart::alternative()
                 .singlepart(SinglePart::builder().header(ContentType::TEXT_PLAIN).body(mail.text))
                 .singlepart(SinglePart::builder().header(ContentType::TEXT_HTML).body(mail.html)),
@@ -376,6 +434,9 @@ impl Engine {
         // Signed at the wall clock's time, whatever `now` the pass runs at: the timestamp is
         // what a receiver checks against its own clock to refuse a replayed delivery.
         let signed = signature(secret, Utc::now().timestamp(), &body);
+        if let Err(refused) = self.outbox.egress.check_literal(url) {
+            return Sent::Refused(refused.0);
+        }
         let sent = self
             .outbox
             .http
@@ -383,7 +444,7 @@ impl Engine {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(SIGNATURE_HEADER, signed)
             .header("X-Tenantry-Event", kind.code())
-            .header("X-Tenantry-Delivery", c.delivery_id.to_string())
+            .header(DELIVERY_HEADER, c.delivery_id.to_string())
             .body(body)
             .send()
             .await;
@@ -399,7 +460,10 @@ impl Engine {
                     }
                 }
             }
-            Err(e) => Sent::Failed { code: None, error: describe(&e) },
+            Err(e) => match crate::egress::refusal_in(&e) {
+                Some(refused) => Sent::Refused(refused.clone()),
+                None => Sent::Failed { code: None, error: describe(&e) },
+            },
         }
     }
 }
@@ -505,6 +569,9 @@ pub async fn run_due_notices(engine: Engine, mut shutdown: tokio::sync::watch::R
                 if let Err(e) = engine.send_due_notices(Utc::now()).await {
                     tracing::warn!(error = %e, "sending the notices time brings failed");
                 }
+                if let Err(e) = engine.prune_notices(Utc::now()).await {
+                    tracing::warn!(error = %e, "deleting notices past their retention failed");
+                }
             }
         }
     }
@@ -518,6 +585,26 @@ enum Sent {
     Failed { code: Option<i64>, error: String },
     /// Can never succeed as it stands (no SMTP configured, no valid address): not retried.
     Impossible(String),
+    /// The receiver's address is in the operator's networks: not connected to, not retried.
+    Refused(tenantry_domain::egress::Refused),
+}
+
+/// The `X-Tenantry-Delivery` header of an e-mail.
+#[derive(Clone)]
+struct DeliveryId(String);
+
+impl lettre::message::header::Header for DeliveryId {
+    fn name() -> lettre::message::header::HeaderName {
+        lettre::message::header::HeaderName::new_from_ascii_str(DELIVERY_HEADER)
+    }
+
+    fn parse(s: &str) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(DeliveryId(s.to_owned()))
+    }
+
+    fn display(&self) -> lettre::message::header::HeaderValue {
+        lettre::message::header::HeaderValue::new(Self::name(), self.0.clone())
+    }
 }
 
 /// A failed request in words: what a lead can act on, without Rust's error chain.
@@ -547,27 +634,59 @@ pub fn worker_name() -> String {
 }
 
 /// Sends deliveries until `shutdown` turns true: at once when a notice is written in this
-/// instance, else every few seconds (other instances' notices, retries coming due). Several
-/// instances may run it: claims skip what another holds, and a stopped worker's deliveries are
-/// picked up when its lease runs out.
+/// instance, else every few seconds (other instances' notices, retries coming due). Each
+/// delivery is sent on its own task, up to a batch at once, and a free sender claims the next
+/// due one at once: a slow receiver holds only its team's share of the senders, never a whole
+/// pass. Several instances may run it: claims skip what another holds, and a stopped worker's
+/// deliveries are picked up when its lease runs out.
 pub async fn run_deliveries(engine: Engine, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let owner = worker_name();
     let outbox = Arc::clone(&engine.outbox);
+    let mut sending = tokio::task::JoinSet::new();
     loop {
         let wake = outbox.wakeup.notified();
-        match engine.deliver_due(&owner, Utc::now()).await {
-            Ok(pass) if pass.sent == DELIVERY_BATCH as usize => continue,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "sending notices failed"),
+        let free = DELIVERY_BATCH.saturating_sub(u32::try_from(sending.len()).unwrap_or(u32::MAX));
+        if free > 0 {
+            match engine.claim_due(&owner, free, Utc::now()).await {
+                Ok(claimed) => {
+                    for c in claimed {
+                        let engine = engine.clone();
+                        sending.spawn(async move { engine.deliver(&c, Utc::now()).await });
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "claiming deliveries failed"),
+            }
         }
         tokio::select! {
             _ = shutdown.changed() => break,
             _ = wake => {}
+            Some(done) = sending.join_next(), if !sending.is_empty() => {
+                if let Ok(Err(e)) = done {
+                    tracing::warn!(error = %e, "recording a delivery failed");
+                }
+            }
             _ = tokio::time::sleep(engine.config.notices.poll) => {}
         }
     }
+    sending.abort_all();
     if let Err(e) = engine.store.hand_back_deliveries(&owner, Utc::now()).await {
         tracing::warn!(error = %e, "could not hand back deliveries");
+    }
+}
+
+impl Engine {
+    /// Deletes the notices, deliveries and attempts older than the retention
+    /// (`TENANTRY_NOTICE_RETENTION_DAYS`), a batch at a time. Returns how many notices went.
+    pub async fn prune_notices(&self, now: DateTime<Utc>) -> EngineResult<u64> {
+        let before = now - self.config.notices.retention;
+        let mut pruned = 0;
+        loop {
+            let batch = self.store.prune_notices(before, PRUNE_BATCH).await?;
+            pruned += batch;
+            if batch < u64::from(PRUNE_BATCH) {
+                return Ok(pruned);
+            }
+        }
     }
 }
 

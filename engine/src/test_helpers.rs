@@ -169,6 +169,8 @@ pub struct WebhookReceiver {
     pub secret: std::sync::Arc<std::sync::Mutex<String>>,
     pub received: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
     pub answers: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<u16>>>,
+    /// While false, a POST is recorded but not answered (a receiver that hangs).
+    pub open: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl WebhookReceiver {
@@ -180,6 +182,7 @@ impl WebhookReceiver {
             secret: Default::default(),
             received: Default::default(),
             answers: Default::default(),
+            open: std::sync::Arc::new(tokio::sync::watch::channel(true).0),
         };
         let r = receiver.clone();
         tokio::spawn(async move {
@@ -223,6 +226,7 @@ impl WebhookReceiver {
                     let secret = r.secret.lock().unwrap().clone();
                     let signed = headers.get("x-tenantry-signature").is_some_and(|s| verify(&secret, s, &body));
                     r.received.lock().unwrap().push(Received { headers, body, signed });
+                    let _ = r.open.subscribe().wait_for(|open| *open).await;
                     let status = r.answers.lock().unwrap().pop_front().unwrap_or(200);
                     let answer =
                         format!("HTTP/1.1 {status} Scripted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");

@@ -343,6 +343,8 @@ impl ServeArgs {
         config.notices.smtp_url = n.smtp_url.clone();
         config.notices.mail_from = n.mail_from.clone();
         config.notices.delivery.disable_after = n.webhook_disable_after.max(1);
+        config.notices.webhook_allow = n.webhook_allow_networks.0.clone();
+        config.notices.retention = chrono::Duration::days(i64::from(n.notice_retention_days));
         config
     }
 
@@ -374,9 +376,25 @@ pub struct NoticeArgs {
     /// The sender of e-mail notices.
     #[arg(long, env = "TENANTRY_MAIL_FROM", default_value = "Tenantry <tenantry@localhost>")]
     pub mail_from: String,
-    /// Failed delivery attempts in a row after which a webhook is disabled (its team is told).
-    #[arg(long, env = "TENANTRY_WEBHOOK_DISABLE_AFTER", default_value_t = 20)]
+    /// Deliveries in a row that failed for good (each after all its retries) after which a
+    /// webhook is disabled (its team is told).
+    #[arg(long, env = "TENANTRY_WEBHOOK_DISABLE_AFTER", default_value_t = 5)]
     pub webhook_disable_after: u32,
+    /// Networks webhooks may reach although they are the operator's own (loopback, private,
+    /// link-local…), comma-separated CIDR: `10.20.0.0/16,fd00:1::/64`. Empty: none.
+    #[arg(long, env = "TENANTRY_WEBHOOK_ALLOW_NETWORKS", default_value = "", value_parser = networks)]
+    pub webhook_allow_networks: Networks,
+    /// Days sent notices, their deliveries and attempts are kept before they are deleted.
+    #[arg(long, env = "TENANTRY_NOTICE_RETENTION_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..))]
+    pub notice_retention_days: u32,
+}
+
+/// A parsed `TENANTRY_WEBHOOK_ALLOW_NETWORKS`.
+#[derive(Debug, Clone, Default)]
+pub struct Networks(pub Vec<tenantry_domain::egress::Network>);
+
+fn networks(list: &str) -> Result<Networks, String> {
+    tenantry_domain::egress::parse_networks(list).map(Networks)
 }
 
 /// Single sign-on with an OpenID provider; on when `OIDC_ISSUER_URL` is set.

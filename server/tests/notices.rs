@@ -91,6 +91,40 @@ app_test!(a_lead_registers_tests_and_deletes_a_webhook, |app: TestApp| async mov
     assert_eq!(get(&app, &format!("/api/v1/webhooks/{id}"), &lead).await.0, StatusCode::NOT_FOUND);
 });
 
+app_test!(a_webhook_into_the_operators_network_is_refused_unless_allowed, |app: TestApp| async move {
+    // This harness allows loopback (TENANTRY_WEBHOOK_ALLOW_NETWORKS=127.0.0.0/8); an instance
+    // over the same database with the default setting allows nothing of the operator's.
+    let strict = tenantry_engine::Engine::new(app.engine.store.clone(), tenantry_engine::EngineConfig::default());
+    let strict = TestApp::with_web(strict, Default::default()).await;
+    let lead = app.token("lead@acme.example").await;
+    let (url, got) = receiver().await;
+    for target in [url.as_str(), "http://2130706433/", "http://169.254.169.254/latest/meta-data", "http://[::ffff:10.0.0.1]/"]
+    {
+        let (status, body) = send_json(&strict, "POST", "/api/v1/webhooks", &lead, json!({"url": target})).await;
+        assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("url")), "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("inside the operator's network"), "{target}: {message}");
+        assert!(message.contains("TENANTRY_WEBHOOK_ALLOW_NETWORKS"), "{message}");
+    }
+    let (status, created) = send_json(&app, "POST", "/api/v1/webhooks", &lead, json!({"url": url})).await;
+    assert_eq!(status, StatusCode::CREATED, "allowed here: {created}");
+    let id = created["webhook_id"].as_i64().unwrap();
+    // Test sends are limited: the sixth within ten minutes answers 429 with Retry-After.
+    for _ in 0..5 {
+        assert_eq!(post(&app, &format!("/api/v1/webhooks/{id}/test"), &lead).await.0, StatusCode::ACCEPTED);
+    }
+    let req = lead.apply(Request::post(format!("/api/v1/webhooks/{id}/test"))).body(Body::empty()).unwrap();
+    let (status, headers, body) = app.send(req).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let retry: u64 = headers[header::RETRY_AFTER].to_str().unwrap().parse().unwrap();
+    assert!((1..=600).contains(&retry), "{retry}");
+    // A team has 4 deliveries sent at once: two passes.
+    for _ in 0..2 {
+        app.engine.deliver_due("test", chrono::Utc::now()).await.unwrap();
+    }
+    assert_eq!(got.lock().unwrap().len(), 5, "the five tests were delivered where loopback is allowed");
+});
+
 app_test!(email_preferences_change_kind_by_kind, |app: TestApp| async move {
     let lead = app.token("lead@acme.example").await;
     let (status, before) = get(&app, "/api/v1/notifications/preferences", &lead).await;

@@ -8,7 +8,7 @@
 //! told without its notice being queued for every channel, and a notice with a `once_key` is
 //! written once whichever instance tries.
 
-use super::{Backend, Store};
+use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
@@ -406,32 +406,57 @@ impl Store {
     }
 
     /// Claims up to `limit` due deliveries for `owner` until `lease_until`: queued ones whose
-    /// time has come, and running ones whose worker's lease ran out (it stopped). Each claim
-    /// counts as an attempt and bumps the lease token that fences its completion.
+    /// time has come, and running ones whose worker's lease ran out (it stopped). A team has at
+    /// most `per_team` deliveries running at once, across instances, so a receiver that answers
+    /// slowly holds only its own team's share of the senders. Each claim counts as an attempt and
+    /// bumps the lease token that fences its completion; the claiming update is conditional on
+    /// the delivery still being claimable, so two instances never both claim one.
     pub async fn claim_deliveries(
         &self,
         owner: &str,
-        limit: u32,
+        (limit, per_team): (u32, u32),
         lease_until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> EngineResult<Vec<ClaimedDelivery>> {
-        let lock = if self.backend() == Backend::Postgres { "for update skip locked" } else { "" };
-        let claim = format!(
-            "update delivery set state = 'running', lease_owner = $1, lease_until = $2,
+        // Each team's due deliveries, oldest first, ranked after the ones it has running.
+        const FAIR: &str = "with running as (
+                select coalesce(n.tenant_id, 0) as team, count(*) as held
+                from delivery d join notice n on n.notice_id = d.notice_id
+                where d.state = 'running' and d.lease_until >= $1
+                group by coalesce(n.tenant_id, 0)),
+            due as (
+                select d.delivery_id, d.run_at, coalesce(n.tenant_id, 0) as team,
+                       row_number() over (partition by coalesce(n.tenant_id, 0) order by d.run_at, d.delivery_id) as rank
+                from delivery d join notice n on n.notice_id = d.notice_id
+                where (d.state = 'queued' and d.run_at <= $1) or (d.state = 'running' and d.lease_until < $1))
+            select due.delivery_id from due left join running on running.team = due.team
+            where due.rank + coalesce(running.held, 0) <= $2
+            order by due.run_at, due.delivery_id limit $3";
+        const CLAIM: &str = "update delivery set state = 'running', lease_owner = $1, lease_until = $2,
                     lease_token = lease_token + 1, attempts = attempts + 1, updated_at = $3
-             where delivery_id in (select delivery_id from delivery
-                                   where (state = 'queued' and run_at <= $3) or (state = 'running' and lease_until < $3)
-                                   order by run_at limit $4 {lock})
-             returning delivery_id"
-        );
+             where delivery_id = $4
+               and ((state = 'queued' and run_at <= $3) or (state = 'running' and lease_until < $3))";
         Ok(write_tx!(self, |tx| {
-            let ids: Vec<i64> = sqlx::query_scalar(&claim)
-                .bind(owner)
-                .bind(lease_until)
+            let candidates: Vec<i64> = sqlx::query_scalar(FAIR)
                 .bind(now)
+                .bind(i64::from(per_team.max(1)))
                 .bind(i64::from(limit))
                 .fetch_all(&mut *tx)
                 .await?;
+            let mut ids = Vec::with_capacity(candidates.len());
+            for id in candidates {
+                let claimed = sqlx::query(CLAIM)
+                    .bind(owner)
+                    .bind(lease_until)
+                    .bind(now)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if claimed == 1 {
+                    ids.push(id);
+                }
+            }
             if ids.is_empty() {
                 Vec::new()
             } else {
@@ -456,8 +481,9 @@ impl Store {
 
     /// Records an attempt of a claimed delivery and what follows (done, retry or failed for
     /// good), fenced by its lease token: a worker that lost its lease records nothing. For a
-    /// webhook, a delivered attempt clears its failures and a failed one adds one; when the
-    /// failures reach `disable_after` the webhook is disabled, its queued deliveries dropped, and
+    /// webhook, a delivered attempt clears its failures and a delivery that failed for good adds
+    /// one (an attempt to be retried adds nothing); when the failures reach `disable_after` the
+    /// webhook is disabled, its queued deliveries dropped, and
     /// `Some(tenant_id)` returned in the second place so the caller can tell the team (once: the
     /// update that disables it is conditional on it being enabled).
     pub async fn finish_delivery(
@@ -507,11 +533,12 @@ impl Store {
                     None => (WebhookAfter::Nothing, None),
                     Some(webhook_id) => {
                         let failures: i64 = sqlx::query_scalar(
-                            "update webhook set failures = case when $2 then 0 else failures + 1 end
+                            "update webhook set failures = case when $2 then 0 when $3 then failures + 1 else failures end
                              where webhook_id = $1 returning failures",
                         )
                         .bind(webhook_id)
                         .bind(attempt.delivered)
+                        .bind(state == "failed")
                         .fetch_one(&mut *tx)
                         .await?;
                         let mut disabled = None;
@@ -525,9 +552,9 @@ impl Store {
                             .execute(&mut *tx)
                             .await?;
                         }
-                        if failures >= i64::from(disable_after) {
+                        if state == "failed" && failures >= i64::from(disable_after) {
                             let reason = format!(
-                                "{failures} delivery attempts in a row failed (the last: {})",
+                                "{failures} deliveries in a row failed, each after all its retries (the last: {})",
                                 attempt.error.as_deref().unwrap_or("no answer")
                             );
                             let tenant: Option<i64> = sqlx::query_scalar(
@@ -591,6 +618,54 @@ impl Store {
     pub async fn next_delivery_at(&self) -> EngineResult<Option<DateTime<Utc>>> {
         Ok(on_pool!(self, |pool| {
             sqlx::query_scalar("select min(run_at) from delivery where state = 'queued'").fetch_one(pool).await?
+        }))
+    }
+
+    /// How many test sends webhook `webhook_id` got since `since`, and when the oldest of them was.
+    pub async fn test_sends(&self, webhook_id: i64, since: DateTime<Utc>) -> EngineResult<(i64, Option<DateTime<Utc>>)> {
+        Ok(on_pool!(self, |pool| {
+            sqlx::query_as(
+                "select count(*), min(n.at) from delivery d join notice n on n.notice_id = d.notice_id
+                 where d.webhook_id = $1 and n.kind = $2 and n.at > $3",
+            )
+            .bind(webhook_id)
+            .bind(NoticeKind::Test.code())
+            .bind(since)
+            .fetch_one(pool)
+            .await?
+        }))
+    }
+
+    /// Deletes up to `batch` notices written before `before` that have nothing left to send,
+    /// with their deliveries and attempts (the in-app notifications stay, unlinked). Returns how
+    /// many notices it deleted; called until it returns less than `batch`.
+    pub async fn prune_notices(&self, before: DateTime<Utc>, batch: u32) -> EngineResult<u64> {
+        Ok(write_tx!(self, |tx| {
+            let ids: Vec<i64> = sqlx::query_scalar(
+                "select n.notice_id from notice n where n.at < $1 and not exists
+                    (select 1 from delivery d where d.notice_id = n.notice_id and d.state in ('queued', 'running'))
+                 order by n.notice_id limit $2",
+            )
+            .bind(before)
+            .bind(i64::from(batch))
+            .fetch_all(&mut *tx)
+            .await?;
+            if !ids.is_empty() {
+                // Integers only, so the list is written into the statement.
+                let list = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+                for statement in [
+                    format!(
+                        "delete from delivery_attempt where delivery_id in
+                            (select delivery_id from delivery where notice_id in ({list}))"
+                    ),
+                    format!("delete from delivery where notice_id in ({list})"),
+                    format!("update notification set notice_id = null where notice_id in ({list})"),
+                    format!("delete from notice where notice_id in ({list})"),
+                ] {
+                    sqlx::query(&statement).execute(&mut *tx).await?;
+                }
+            }
+            ids.len() as u64
         }))
     }
 }

@@ -4,7 +4,9 @@
 //! (`GET /budget`).
 
 use super::input::{ApiJson, ApiPath};
-use super::openapi::{CrossSite, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
+use super::openapi::{
+    CrossSite, ErrorBody, Invalid, NotFound, RateLimited, ServerError, Unauthenticated, UnsupportedMediaType,
+};
 use super::Items;
 use crate::auth::Caller;
 use crate::error::ApiResult;
@@ -108,9 +110,14 @@ pub async fn webhooks(State(state): State<AppState>, Caller(who): Caller) -> Api
 ///
 /// Every notice of the caller's team (team leads only) is POSTed to `url` as JSON, with
 /// `X-Tenantry-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">` keyed with
-/// the `secret` this answer shows once. A delivery that is not answered with a 2xx is retried
-/// with back-off; after 20 failed attempts in a row the webhook is disabled and the leads are
-/// told. At most 10 webhooks a team.
+/// the `secret` this answer shows once, and `X-Tenantry-Delivery: <id>`, the same on every retry:
+/// delivery is at least once, so a receiver drops an id it has seen. A delivery that is not
+/// answered with a 2xx is retried with back-off; after 5 deliveries in a row failed for good
+/// (`TENANTRY_WEBHOOK_DISABLE_AFTER`) the webhook is disabled and the leads are told. At most 10
+/// webhooks a team. A URL whose host is, or resolves to, an address of the operator's networks
+/// (loopback, link-local, private, shared, multicast, unspecified) answers 422 unless the
+/// operator allowed its network (`TENANTRY_WEBHOOK_ALLOW_NETWORKS`); every delivery checks the
+/// address it connects to again.
 #[utoipa::path(
     post,
     path = "/webhooks",
@@ -184,7 +191,8 @@ pub async fn delete_webhook(
 /// Send a test delivery
 ///
 /// Queues a notice of kind `test` to this webhook only, signed like every delivery; it shows
-/// in the delivery log within seconds.
+/// in the delivery log within seconds. A webhook gets at most 5 tests in 10 minutes; more
+/// answer 429 with `Retry-After`.
 #[utoipa::path(
     post,
     path = "/webhooks/{id}/test",
@@ -196,6 +204,7 @@ pub async fn delete_webhook(
         (status = 403, description = "Not a lead of a team, or a cross-site request", body = ErrorBody),
         (status = 404, response = NotFound),
         (status = 409, description = "The webhook is disabled: enable it first", body = ErrorBody),
+        (status = 429, response = RateLimited),
         (status = "5XX", response = ServerError),
     )
 )]

@@ -75,6 +75,14 @@ pub async fn database(db: Db) -> Store {
     Store::connect(&database_url(db).await).await.unwrap()
 }
 
+/// The engine settings of the tests' apps: the defaults, with loopback allowed to webhooks
+/// (the tests' receivers listen there), as `TENANTRY_WEBHOOK_ALLOW_NETWORKS=127.0.0.0/8` does.
+pub fn test_config() -> EngineConfig {
+    let mut config = EngineConfig::default();
+    config.notices.webhook_allow = tenantry_domain::egress::parse_networks("127.0.0.0/8").unwrap();
+    config
+}
+
 impl TestApp {
     /// The app on a fresh database seeded with the small demo world, demo sign-in on.
     pub async fn start(db: Db) -> TestApp {
@@ -88,8 +96,7 @@ impl TestApp {
         // The simulated fleet runs a million times faster than life, so tests drive the queue
         // (`engine.run_due_jobs`) without waiting.
         let sim = SimConfig { speed: 1e6, ..SimConfig::default() };
-        let engine =
-            Engine::new(store.clone(), EngineConfig::default()).with_driver(Arc::new(SimDriver::new(store, sim)));
+        let engine = Engine::new(store.clone(), test_config()).with_driver(Arc::new(SimDriver::new(store, sim)));
         seed_demo(
             &engine,
             &SeedOptions { nodes: 12, reservations: 30, seed: 3, ..SeedOptions::DEMO },
