@@ -23,6 +23,11 @@
 //!   failed to provision) are not charged.
 //! - Credits (capacity that failed and could not be replaced) reduce the bill in the month they
 //!   are granted.
+//! - A reservation that **fails after it ran** is charged for what it delivered: up to the
+//!   failure; the rest of its window is a `failed` cut, never a fee, not charged.
+//! - **Terms are locked.** Each cut keeps the giving-back terms in force when it happened, and a
+//!   month's statement, once final, is computed from what was frozen when the month closed
+//!   ([`StatementInputs`]): later settings, failures or credits never change it.
 //!
 //! # Rounding
 //! Money is integer cents. The cost of a window from its start up to an instant `t` is
@@ -86,6 +91,15 @@ crate::coded_enum! {
         /// Cut by a booking of a higher class (the item was `preemptible`): never a fee, and the
         /// part lost is not charged.
         Preempted = "preempted",
+        /// The rest of a window that failed after it ran: never a fee, not charged.
+        Failed = "failed",
+    }
+}
+
+impl CutKind {
+    /// Whether the team gave the time back itself (a late one may cost a fee).
+    pub fn given_back(self) -> bool {
+        matches!(self, CutKind::Shortened | CutKind::Cancelled)
     }
 }
 
@@ -95,6 +109,10 @@ pub struct Cut {
     pub at: DateTime<Utc>,
     pub part: Window,
     pub kind: CutKind,
+    /// The giving-back terms in force when it happened; `None` for cuts made before terms were
+    /// kept (charged at the terms in force now).
+    #[serde(default)]
+    pub terms: Option<CancellationPolicy>,
 }
 
 /// A reservation or burst as metering sees it.
@@ -122,7 +140,12 @@ pub struct Metered {
 impl Metered {
     /// Whether it is charged at all.
     pub fn charged(&self) -> bool {
-        !matches!(self.state, ReservationState::PendingApproval | ReservationState::Rejected | ReservationState::Failed)
+        match self.state {
+            ReservationState::PendingApproval | ReservationState::Rejected => false,
+            // Failed in its setup, it delivered nothing; failed after it ran, what it delivered.
+            ReservationState::Failed => self.cuts.iter().any(|c| c.kind == CutKind::Failed),
+            _ => true,
+        }
     }
 
     /// The part of the window that is charged as usage: up to its cancellation, if cancelled.
@@ -135,7 +158,7 @@ impl Metered {
             .cuts
             .iter()
             .find(|c| match c.kind {
-                CutKind::Cancelled => true,
+                CutKind::Cancelled | CutKind::Failed => true,
                 CutKind::Preempted => c.part.start <= self.window.start,
                 CutKind::Shortened => false,
             })
@@ -463,12 +486,14 @@ pub fn billed<'a>(
             }
         }
         if item.kind == ReservationKind::Reservation && item.charged() {
-            let given_back = item.cuts.iter().enumerate().filter(|(_, c)| c.kind != CutKind::Preempted);
+            let given_back = item.cuts.iter().enumerate().filter(|(_, c)| c.kind.given_back());
             for (i, cut) in given_back.filter(|(_, c)| span.contains(c.at)) {
                 let part_cost = item.time_cost(cut.part.minutes());
-                let fee = policy.fee(item.window.start, cut.at, part_cost);
+                // The terms of the day it was given back, not today's.
+                let terms = cut.terms.as_ref().unwrap_or(policy);
+                let fee = terms.fee(item.window.start, cut.at, part_cost);
                 if fee != Cents::ZERO {
-                    let source = Source::Fee(item, cut, i as u32, part_cost, policy);
+                    let source = Source::Fee(item, cut, i as u32, part_cost, terms);
                     out.push(Billed::instant(source, LineKind::CancellationFee, cut.at, LineStatus::Past, fee));
                 }
             }
@@ -627,6 +652,15 @@ pub fn statement(
         lines: lines.items,
         next_cursor: lines.next_cursor,
     })
+}
+
+/// What a month's statement is computed from, frozen when the month has closed: the team's items
+/// with their cuts, its credits, and the terms in force then (for cuts that kept none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatementInputs {
+    pub items: Vec<Metered>,
+    pub credits: Vec<CreditRecord>,
+    pub policy: CancellationPolicy,
 }
 
 /// A calendar month, UTC.
@@ -1253,6 +1287,7 @@ mod tests {
             at: now,
             part: Window { start: at(12, 10, 2, 0), end: at(12, 10, 6, 0) },
             kind: CutKind::Shortened,
+            terms: None,
         });
         r.window.end = at(12, 10, 2, 0);
         assert_eq!(total(&lines(&[r.clone()], &[], month, &POLICY, now)), 600);
@@ -1262,6 +1297,7 @@ mod tests {
             at: late,
             part: Window { start: at(12, 10, 1, 0), end: at(12, 10, 2, 0) },
             kind: CutKind::Shortened,
+            terms: None,
         });
         r.window.end = at(12, 10, 1, 0);
         let l = lines(&[r], &[], month, &POLICY, late);
@@ -1272,9 +1308,40 @@ mod tests {
     fn cancelled(r: &Metered, at: DateTime<Utc>) -> Metered {
         let mut r = r.clone();
         let from = floor_minute(at).max(r.window.start);
-        r.cuts.push(Cut { at, part: Window { start: from, end: r.window.end }, kind: CutKind::Cancelled });
+        r.cuts.push(Cut { at, part: Window { start: from, end: r.window.end }, kind: CutKind::Cancelled, terms: None });
         r.state = ReservationState::Cancelled;
         r
+    }
+
+    #[test]
+    fn a_cut_is_charged_at_the_terms_of_its_day() {
+        // 10 GPU-hours at $3, cancelled a day before the start: a late cancellation.
+        let r = item(ReservationKind::Reservation, at(12, 10, 0, 0), at(12, 10, 10, 0), 300, 1);
+        let month = Month { year: 2026, month: 12 }.window();
+        let mut r = cancelled(&r, at(12, 9, 0, 0));
+        let now = at(12, 20, 0, 0);
+        let lenient = CancellationPolicy { free_notice_hours: 0, late_share_percent: 0 };
+        assert_eq!(total(&lines(&[r.clone()], &[], month, &POLICY, now)), 1500, "half of $30 under today's terms");
+        assert_eq!(total(&lines(&[r.clone()], &[], month, &lenient, now)), 0);
+        // Kept with the cut, its terms win over whatever the instance runs with later.
+        r.cuts[0].terms = Some(POLICY);
+        assert_eq!(total(&lines(&[r], &[], month, &lenient, now)), 1500);
+    }
+
+    #[test]
+    fn a_reservation_that_fails_after_it_ran_is_charged_for_what_it_delivered() {
+        // 10 hours at $3 an hour; it fails after four of them.
+        let mut r = item(ReservationKind::Reservation, at(12, 10, 0, 0), at(12, 10, 10, 0), 300, 1);
+        let month = Month { year: 2026, month: 12 }.window();
+        let now = at(12, 20, 0, 0);
+        r.state = ReservationState::Failed;
+        assert_eq!(total(&lines(&[r.clone()], &[], month, &POLICY, now)), 0, "failed in its setup: nothing");
+        let failed_at = at(12, 10, 4, 0);
+        let part = Window { start: failed_at, end: r.window.end };
+        r.cuts.push(Cut { at: failed_at, part, kind: CutKind::Failed, terms: Some(POLICY) });
+        let l = lines(&[r], &[], month, &POLICY, now);
+        assert_eq!(total(&l), 1200, "four hours, and no fee for the rest");
+        assert!(l.iter().all(|l| l.kind == LineKind::Reserved), "{l:?}");
     }
 
     #[test]
@@ -1479,6 +1546,7 @@ mod tests {
                     at: decided,
                     part: Window { start: point, end: m.window.end },
                     kind: CutKind::Shortened,
+                    terms: None,
                 });
                 m.window.end = point;
             }

@@ -200,7 +200,10 @@ impl Engine {
         let request = self.request(&offering, &valid);
         let offerings = self.offerings(now).await?;
         let turnaround = self.config.turnaround;
-        let preempt_from = self.preempt_from(valid.class, now);
+        // A booking that would wait for an admin takes nothing from preemptible reservations
+        // (see the planner), so its quote counts none of their capacity.
+        let waits = matches!(decision, Some(tenantry_domain::policy::Decision::NeedsApproval(_)));
+        let preempt_from = self.preempt_from(valid.class, now).filter(|_| !waits);
         let can_preempt = preempt_from.is_some_and(|from| valid.window.start >= from);
         let driver = &valid.options.cuda_driver;
         let needs = NodeNeeds::of(&valid.options);
@@ -458,7 +461,12 @@ impl Engine {
         let gpu_ids: Vec<i64> = allocations.iter().map(|(g, _)| *g).collect();
         match self
             .store
-            .change_end(tenant_id, id, &EndChange { previous_end: current.end, end, hold_until, price }, now)
+            .change_end(
+                tenant_id,
+                id,
+                &EndChange { previous_end: current.end, end, hold_until, price, terms: self.config.cancellation },
+                now,
+            )
             .await
         {
             Ok(true) => {}
@@ -512,7 +520,11 @@ impl Engine {
             CancelPlan::AfterRelease
         };
         let window = Window { start: current.start, end: current.end };
-        if !self.store.cancel_reservation(tenant_id, id, current.state, window, plan, now).await? {
+        if !self
+            .store
+            .cancel_reservation(tenant_id, id, current.state, window, plan, &self.config.cancellation, now)
+            .await?
+        {
             return Err(changed_meanwhile(id));
         }
         self.index.refresh_gpus(&self.store, &gpu_ids, now).await?;

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use tenantry_domain::fleet::QueueStats;
 use tenantry_domain::metering::{
     self, Billed, Chargeback, ChargebackOverview, GroupBy, Heatmap, LineKind, Metered, Month, ReportRow,
-    ReservationCost, SharedGpuRow, SharedHolder, Statement, StatementSummary, Totals, Usage, UsageReport, WeekSpend,
+    ReservationCost, SharedGpuRow, SharedHolder, Statement, StatementInputs, StatementStatus, StatementSummary, Totals,
+    Usage, UsageReport, WeekSpend,
 };
 use tenantry_domain::offering::{GpuShares, GPU_SHARES};
 use tenantry_domain::page::{time_key, Page, PageRequest};
@@ -128,11 +129,54 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> EngineResult<Statement> {
         let tenant_id = tenant_of(who)?;
-        let span = month.window();
-        let items: Vec<Metered> = self.metered_items(Some(tenant_id), span).await?;
-        let credits = self.store.credits_in(Some(tenant_id), span).await?;
+        let inputs = self.statement_inputs(tenant_id, month, now).await?;
         let tenant = tenant_slug(who);
-        Ok(metering::statement(&tenant, month, &items, &credits, &self.config.cancellation, now, page)?)
+        let StatementInputs { items, credits, policy } = &inputs;
+        Ok(metering::statement(&tenant, month, items, credits, policy, now, page)?)
+    }
+
+    /// What a team's statement for `month` is computed from: the live records while the month
+    /// runs; once it has closed, what was frozen the first time it was read or swept (frozen
+    /// now if it never was), so a final statement never changes.
+    async fn statement_inputs(
+        &self,
+        tenant_id: i64,
+        month: Month,
+        now: DateTime<Utc>,
+    ) -> EngineResult<StatementInputs> {
+        let key = month.to_string();
+        let is_final = month.statement_status(now) == StatementStatus::Final;
+        if is_final {
+            if let Some(frozen) = self.store.final_statement(tenant_id, &key).await? {
+                return Ok(frozen);
+            }
+        }
+        let span = month.window();
+        let inputs = StatementInputs {
+            items: self.metered_items(Some(tenant_id), span).await?,
+            credits: self.store.credits_in(Some(tenant_id), span).await?,
+            policy: self.config.cancellation,
+        };
+        if !is_final {
+            return Ok(inputs);
+        }
+        self.store.freeze_statement(tenant_id, &key, &inputs, now).await?;
+        // Another instance may have frozen it first: what was stored is the statement.
+        Ok(self.store.final_statement(tenant_id, &key).await?.unwrap_or(inputs))
+    }
+
+    /// Freezes every team's statement of the month that has just closed (the minute sweep):
+    /// from then on it reads the same whatever changes. Returns how many it froze.
+    pub async fn freeze_closed_statements(&self, now: DateTime<Utc>) -> EngineResult<usize> {
+        let month = Month::of(now).previous();
+        let mut frozen = 0;
+        for tenant in self.store.tenants().await? {
+            if self.store.final_statement(tenant.tenant_id, &month.to_string()).await?.is_none() {
+                self.statement_inputs(tenant.tenant_id, month, now).await?;
+                frozen += 1;
+            }
+        }
+        Ok(frozen)
     }
 
     /// The caller's team's month against its budget, with its alert thresholds.
@@ -277,7 +321,15 @@ impl Engine {
         let mut statements = Vec::new();
         let mut month = this_month;
         for _ in 0..6 {
-            let lines = metering::billed(&metered, &credits, month.window(), policy, now);
+            // A closed month reads as its final statement does.
+            let frozen = match month.statement_status(now) {
+                StatementStatus::Final => Some(self.statement_inputs(tenant_id, month, now).await?),
+                StatementStatus::Draft => None,
+            };
+            let lines = match &frozen {
+                Some(f) => metering::billed(&f.items, &f.credits, month.window(), &f.policy, now),
+                None => metering::billed(&metered, &credits, month.window(), policy, now),
+            };
             statements.push(StatementSummary {
                 month: month.to_string(),
                 status: month.statement_status(now),

@@ -373,3 +373,52 @@ store_test!(a_seeded_history_is_metered_hour_by_hour_into_the_roll_ups, |store: 
     }
     assert!(old > 0 && recent > 0, "{old} reservations metered every six hours, {recent} hourly");
 });
+
+store_test!(a_final_statement_never_changes_after_settings_change_or_a_later_failure, |store: Store| async move {
+    let engine = world(store.clone()).await;
+    let lead = who(&engine, "lead@acme.example").await;
+    let now = Utc::now();
+    // Given back six hours before its start, inside the 48-hour notice: half of it is a fee.
+    let soon = floor_minute(now) + Duration::hours(6);
+    let late = engine.book(&lead, &ask("l40s-gpu", 1, soon, 2), None, now).await.unwrap().detail.reservation;
+    engine.cancel(&lead, late.id, now).await.unwrap();
+    let kept = engine.book(&lead, &ask("h100-gpu", 1, soon, 3), None, now).await.unwrap().detail.reservation;
+    let month = Month::of(now);
+    let closed = month.next().first_day() + Duration::days(1);
+    let fee = engine.chargeback(&lead, month.window(), None, None, closed).await.unwrap().totals.fees_cents;
+    assert!(fee > Cents::ZERO, "a late cancellation costs a fee");
+
+    // Another instance runs with lenient terms: the fee keeps the terms of the day it was charged,
+    // even where nothing is frozen (a chargeback range).
+    let cancellation = tenantry_domain::metering::CancellationPolicy { free_notice_hours: 0, late_share_percent: 0 };
+    let other = Engine::new(store, EngineConfig { cancellation, ..EngineConfig::default() });
+    let bill = other.chargeback(&lead, month.window(), None, None, closed).await.unwrap();
+    assert_eq!(bill.totals.fees_cents, fee);
+
+    // Once the month has closed, its statement is final and reads byte for byte the same, whatever
+    // the settings, and after the reservation it bills fails.
+    let first = serde_json::to_string(&engine.statement(&lead, month, None, closed).await.unwrap()).unwrap();
+    assert!(first.contains("\"status\":\"final\""), "{first}");
+    let again = serde_json::to_string(&other.statement(&lead, month, None, closed).await.unwrap()).unwrap();
+    assert_eq!(again, first, "the lenient instance reads the same final statement");
+    on_pool!(&engine.store, |pool| {
+        sqlx::query("update reservation set state = 'failed' where reservation_id = $1")
+            .bind(kept.id)
+            .execute(pool)
+            .await
+            .unwrap();
+    });
+    let after = serde_json::to_string(&other.statement(&lead, month, None, closed).await.unwrap()).unwrap();
+    assert_eq!(after, first, "a later failure changes no final statement");
+    assert!(after.contains(&format!("\"reservation_id\":{}", kept.id)), "{after}");
+    // The overview's summary of the month reads the same figures.
+    let page = tenantry_domain::page::PageRequest { limit: 10, after: None };
+    let overview = other.chargeback_overview(&lead, &page, closed).await.unwrap();
+    let summary = overview.statements.iter().find(|s| s.month == month.to_string()).unwrap();
+    let statement: tenantry_domain::metering::Statement = serde_json::from_str(&first).unwrap();
+    assert_eq!(summary.total_cents, statement.totals.total_cents);
+
+    // The sweep freezes every other team's closed month once.
+    assert!(engine.freeze_closed_statements(closed).await.unwrap() > 0);
+    assert_eq!(engine.freeze_closed_statements(closed).await.unwrap(), 0);
+});

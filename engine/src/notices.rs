@@ -86,9 +86,8 @@ impl Outbox {
                     .build(),
             ),
         };
-        let egress = crate::egress::EgressGuard::new(tenantry_domain::egress::Egress {
-            allowed: config.webhook_allow.clone(),
-        });
+        let egress =
+            crate::egress::EgressGuard::new(tenantry_domain::egress::Egress { allowed: config.webhook_allow.clone() });
         let http = reqwest::Client::builder()
             .timeout(config.send_timeout)
             // A receiver answers for itself: a redirect is not followed (it counts as a failure).
@@ -278,7 +277,9 @@ impl Engine {
                     free_at.format("%H:%M:%S")
                 ),
                 // Rounded up: a client that waits as long as told is let through.
-                retry_after_seconds: u64::try_from(((free_at - now).num_milliseconds() + 999) / 1000).unwrap_or(1).max(1),
+                retry_after_seconds: u64::try_from(((free_at - now).num_milliseconds() + 999) / 1000)
+                    .unwrap_or(1)
+                    .max(1),
             });
         }
         let message = format!(
@@ -395,10 +396,10 @@ impl Engine {
             .message_id(Some(format!("<delivery-{}.notice-{}@{domain}>", c.delivery_id, c.notice_id)))
             .header(DeliveryId(c.delivery_id.to_string()))
             .multipart(
-            MultiPart::alternative()
-                .singlepart(SinglePart::builder().header(ContentType::TEXT_PLAIN).body(mail.text))
-                .singlepart(SinglePart::builder().header(ContentType::TEXT_HTML).body(mail.html)),
-        );
+                MultiPart::alternative()
+                    .singlepart(SinglePart::builder().header(ContentType::TEXT_PLAIN).body(mail.text))
+                    .singlepart(SinglePart::builder().header(ContentType::TEXT_HTML).body(mail.html)),
+            );
         let message = match message {
             Ok(m) => m,
             Err(e) => return Sent::Impossible(format!("cannot build the e-mail: {e}")),
@@ -558,7 +559,8 @@ impl Engine {
     }
 }
 
-/// Sends the notices time brings every minute until `shutdown` turns true.
+/// The minute sweep, until `shutdown` turns true: sends the notices time brings, deletes notices
+/// past their retention, and freezes the statements of the month that has closed.
 pub async fn run_due_notices(engine: Engine, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -571,6 +573,9 @@ pub async fn run_due_notices(engine: Engine, mut shutdown: tokio::sync::watch::R
                 }
                 if let Err(e) = engine.prune_notices(Utc::now()).await {
                     tracing::warn!(error = %e, "deleting notices past their retention failed");
+                }
+                if let Err(e) = engine.freeze_closed_statements(Utc::now()).await {
+                    tracing::warn!(error = %e, "freezing last month's statements failed");
                 }
             }
         }

@@ -427,17 +427,26 @@ impl Engine {
                 let request = self.request(&t.offering, &t.valid);
                 // A guaranteed or standard reservation may take capacity from preemptible ones
                 // (bursts included) when their owners can still be warned in time: they then end
-                // a turnaround before it starts.
+                // a turnaround before it starts. Only a confirmed booking does: one that waits for
+                // an admin cuts nothing, since it may yet be rejected, cancelled or left to lapse.
                 let burst_ends = t.valid.window.start - self.config.turnaround;
-                let can_preempt = t.valid.class.may_preempt() && burst_ends >= t.now + self.config.burst_warning;
+                let confirmed = state == ReservationState::Scheduled;
+                let can_preempt =
+                    confirmed && t.valid.class.may_preempt() && burst_ends >= t.now + self.config.burst_warning;
                 let region = t.region.as_deref();
                 let regions = if region.is_some() { &[][..] } else { &t.offering.regions[..] };
                 let needs = NodeNeeds::of(&t.valid.options);
                 let pieces = match place_beside(s, &request, region, regions, &needs, can_preempt, &beside) {
                     Ok(pieces) => pieces,
                     Err(e) => {
+                        let waits = if confirmed {
+                            ""
+                        } else {
+                            "; this booking needs an admin's approval, and capacity lent to preemptible reservations \
+                             goes only to bookings that need none: book within your team's policy, or another window"
+                        };
                         let message = format!(
-                            "only {} of {} units of {} are free from {} to {} UTC (turnaround included); ask for a quote to see the earliest window that fits",
+                            "only {} of {} units of {} are free from {} to {} UTC (turnaround included){waits}; ask for a quote to see the earliest window that fits",
                             e.available,
                             e.requested,
                             t.offering.id,

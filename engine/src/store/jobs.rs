@@ -244,6 +244,11 @@ macro_rules! apply_effect {
                 $crate::insert_notice!($tx, &told, $now);
             }
             JobEffect::FailReservation { reservation_id, reason } => {
+                let (was, start, end): (String, chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
+                    sqlx::query_as("select state, start_at, end_at from reservation where reservation_id = $1")
+                        .bind(reservation_id)
+                        .fetch_one(&mut *$tx)
+                        .await?;
                 let failed = sqlx::query(
                     "update reservation set state = 'failed', decision_reason = $2, updated_at = $3
                      where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded')",
@@ -254,6 +259,13 @@ macro_rules! apply_effect {
                 .execute(&mut *$tx)
                 .await?
                 .rows_affected();
+                if failed == 1 && was == "degraded" && start < $now && $now < end {
+                    // It ran until now: it is charged for that, and the rest is a cut of its own
+                    // kind, never a fee and not charged (domain::metering).
+                    let (tenant_id, _, _) = reservation_party!($tx, *reservation_id);
+                    let cut = (tenantry_domain::metering::CutKind::Failed, None);
+                    $crate::insert_cut!($tx, *reservation_id, tenant_id, cut, $now, $now, end);
+                }
                 if failed == 1 {
                     // What the failed setup touched is released (revoked, wiped, returned) at
                     // once; the release frees its capacity when it has finished.

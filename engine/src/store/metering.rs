@@ -7,7 +7,7 @@ use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-use tenantry_domain::metering::{CreditRecord, Cut, Usage};
+use tenantry_domain::metering::{CancellationPolicy, CreditRecord, Cut, StatementInputs, Usage};
 use tenantry_domain::offering::GpuShares;
 use tenantry_domain::{Cents, Window};
 
@@ -35,6 +35,8 @@ struct CutRow {
     at: DateTime<Utc>,
     cut_start: DateTime<Utc>,
     cut_end: DateTime<Utc>,
+    free_notice_hours: Option<i64>,
+    late_share_percent: Option<i64>,
 }
 
 /// One GPU (or slice range) a reservation holds at some time, for sampling.
@@ -152,6 +154,44 @@ macro_rules! add_to_roll_ups {
 }
 
 impl Store {
+    /// A team's frozen statement inputs for `month` (`2026-11`), if the month has been frozen.
+    pub async fn final_statement(&self, tenant_id: i64, month: &str) -> EngineResult<Option<StatementInputs>> {
+        let inputs: Option<String> = on_pool!(self, |pool| {
+            sqlx::query_scalar("select inputs from final_statement where tenant_id = $1 and month = $2")
+                .bind(tenant_id)
+                .bind(month)
+                .fetch_optional(pool)
+                .await?
+        });
+        // A frozen statement that does not read back is the store's fault, logged, never shown.
+        inputs.map(|json| serde_json::from_str(&json).map_err(|e| sqlx::Error::Decode(Box::new(e)).into())).transpose()
+    }
+
+    /// Freezes a team's statement inputs for `month` unless they are frozen already (whichever
+    /// instance writes first wins; the others' writes are ignored).
+    pub async fn freeze_statement(
+        &self,
+        tenant_id: i64,
+        month: &str,
+        inputs: &StatementInputs,
+        now: DateTime<Utc>,
+    ) -> EngineResult<()> {
+        let json = serde_json::to_string(inputs).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+        write_tx!(self, |tx| {
+            sqlx::query(
+                "insert into final_statement (tenant_id, month, inputs, frozen_at) values ($1, $2, $3, $4)
+                 on conflict (tenant_id, month) do nothing",
+            )
+            .bind(tenant_id)
+            .bind(month)
+            .bind(&json)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
     /// Reservations and bursts whose window overlaps `span`, or that gave time back inside it
     /// (a late cancellation's fee is charged when it happens), with their cuts.
     ///
@@ -196,7 +236,8 @@ impl Store {
             let mut rows: Vec<MeteredRow> = q.build_query_as().persistent(false).fetch_all(pool).await?;
             rows.sort_unstable_by_key(|r| r.reservation_id);
             // The cuts of those rows, read the same two ways.
-            const CUT: &str = "select c.window_cut_id, c.reservation_id, c.kind, c.at, c.cut_start, c.cut_end
+            const CUT: &str = "select c.window_cut_id, c.reservation_id, c.kind, c.at, c.cut_start, c.cut_end,
+                        c.free_notice_hours, c.late_share_percent
                  from window_cut c";
             let mut c = sqlx::QueryBuilder::<Db>::new(CUT);
             c.push(" join reservation r on r.reservation_id = c.reservation_id where ");
@@ -212,7 +253,14 @@ impl Store {
         for c in cuts {
             if let Ok(kind) = c.kind.parse() {
                 let part = Window { start: c.cut_start, end: c.cut_end };
-                by_reservation.entry(c.reservation_id).or_default().push(Cut { at: c.at, part, kind });
+                let terms = match (c.free_notice_hours, c.late_share_percent) {
+                    (Some(hours), Some(share)) => Some(CancellationPolicy {
+                        free_notice_hours: u32::try_from(hours).unwrap_or(u32::MAX),
+                        late_share_percent: u32::try_from(share).unwrap_or(100),
+                    }),
+                    _ => None,
+                };
+                by_reservation.entry(c.reservation_id).or_default().push(Cut { at: c.at, part, kind, terms });
             }
         }
         Ok(rows

@@ -4,23 +4,29 @@
 
 use chrono::{DateTime, Utc};
 
-/// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction
-/// (`domain::metering` charges the cancellation policy on it).
+/// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction,
+/// with `$cut`: its kind and the giving-back terms in force (`domain::metering` charges them on
+/// it, whatever the terms are later).
 macro_rules! insert_cut {
-    ($tx:ident, $reservation_id:expr, $tenant_id:expr, $kind:expr, $at:expr, $start:expr, $end:expr) => {
+    ($tx:ident, $reservation_id:expr, $tenant_id:expr, $cut:expr, $at:expr, $start:expr, $end:expr) => {{
+        let (kind, terms): (tenantry_domain::metering::CutKind, Option<tenantry_domain::metering::CancellationPolicy>) =
+            $cut;
         sqlx::query(
-            "insert into window_cut (reservation_id, tenant_id, kind, at, cut_start, cut_end)
-             values ($1, $2, $3, $4, $5, $6)",
+            "insert into window_cut (reservation_id, tenant_id, kind, at, cut_start, cut_end, free_notice_hours,
+                                     late_share_percent)
+             values ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind($reservation_id)
         .bind($tenant_id)
-        .bind($kind.code())
+        .bind(kind.code())
         .bind($at)
         .bind($start)
         .bind($end)
+        .bind(terms.map(|t| i64::from(t.free_notice_hours)))
+        .bind(terms.map(|t| i64::from(t.late_share_percent)))
         .execute(&mut *$tx)
         .await?
-    };
+    }};
 }
 pub(crate) use insert_cut;
 
@@ -172,7 +178,8 @@ macro_rules! preempt {
             None
         };
         if let Some(from) = lost_from {
-            let preempted = tenantry_domain::metering::CutKind::Preempted;
+            // Never a fee, so no terms.
+            let preempted = (tenantry_domain::metering::CutKind::Preempted, None);
             $crate::insert_cut!($tx, victim, v.tenant_id, preempted, now, from, v.end_at);
         }
         lost_from.is_some()

@@ -8,7 +8,7 @@ use crate::error::EngineResult;
 use crate::{insert_audit, insert_notice, on_pool, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-use tenantry_domain::metering::CutKind;
+use tenantry_domain::metering::{CancellationPolicy, CutKind};
 use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::LockedOption;
 use tenantry_domain::provisioning::JobKind;
@@ -170,6 +170,8 @@ pub struct EndChange {
     pub end: DateTime<Utc>,
     pub hold_until: DateTime<Utc>,
     pub price: Cents,
+    /// The giving-back terms in force now, kept with a shortening's cut.
+    pub terms: CancellationPolicy,
 }
 
 impl Store {
@@ -949,7 +951,7 @@ impl Store {
         change: &EndChange,
         now: DateTime<Utc>,
     ) -> EngineResult<bool> {
-        let EndChange { previous_end, end, hold_until, price } = *change;
+        let EndChange { previous_end, end, hold_until, price, terms } = *change;
         let changed = write_tx!(self, |tx| {
             let changed = sqlx::query(
                 "update reservation set end_at = $1, price_cents = $2, updated_at = $3
@@ -986,7 +988,8 @@ impl Store {
                 }
                 if end < previous_end {
                     // Metering charges the cancellation policy on time given back.
-                    insert_cut!(tx, reservation_id, tenant_id, CutKind::Shortened, now, end, previous_end);
+                    let cut = (CutKind::Shortened, Some(terms));
+                    insert_cut!(tx, reservation_id, tenant_id, cut, now, end, previous_end);
                 }
                 allocations_changed!(self, tx, reservation = reservation_id);
             }
@@ -998,7 +1001,8 @@ impl Store {
     /// Cancels a reservation if it is still in the `expected` state (a conditional update: of a
     /// cancel racing another cancel, an approval or the start of provisioning, one wins). False
     /// when the state had changed; nothing is written then. `plan` says how its capacity comes
-    /// back; time given back is recorded for metering.
+    /// back; time given back is recorded for metering, with the giving-back `terms` in force.
+    #[allow(clippy::too_many_arguments)]
     pub async fn cancel_reservation(
         &self,
         tenant_id: i64,
@@ -1006,6 +1010,7 @@ impl Store {
         expected: ReservationState,
         window: Window,
         plan: CancelPlan,
+        terms: &CancellationPolicy,
         now: DateTime<Utc>,
     ) -> EngineResult<bool> {
         // What is given back: the whole window, or from the new end once it has started.
@@ -1027,7 +1032,8 @@ impl Store {
             .rows_affected();
             if changed == 1 {
                 if given_back_from < window.end {
-                    insert_cut!(tx, reservation_id, tenant_id, CutKind::Cancelled, now, given_back_from, window.end);
+                    let cut = (CutKind::Cancelled, Some(*terms));
+                    insert_cut!(tx, reservation_id, tenant_id, cut, now, given_back_from, window.end);
                 }
                 match plan {
                     CancelPlan::FreeNow => {
