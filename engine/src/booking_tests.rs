@@ -56,7 +56,17 @@ store_test!(concurrent_bookings_never_double_book, |store: Store| async move {
     let (won, lost) = race(&engine, attempts, |_| lead.clone(), &input("h100-node", 1, 10, 14)).await;
     assert_eq!(won as u32, free, "exactly as many bookings as there were free nodes");
     assert_eq!(lost as u32, attempts as u32 - free);
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // Only the winners were written, and each holds a whole node of its own.
+    let mine = engine.find_reservations(&lead, &Default::default()).await.unwrap();
+    assert_eq!(mine.len() as u32, free, "{mine:?}");
+    let mut nodes = std::collections::BTreeSet::new();
+    for r in &mine {
+        let held = engine.reservation_detail(&lead, r.id).await.unwrap().allocations;
+        assert_eq!(held.len(), 8, "#{} holds every GPU of its node: {held:?}", r.id);
+        assert!(held.iter().all(|a| a.node == held[0].node), "#{}: {held:?}", r.id);
+        nodes.insert(held[0].node.clone());
+    }
+    assert_eq!(nodes.len() as u32, free, "one node each");
     engine.load_index().await.unwrap();
     assert_eq!(free_nodes(&engine, &lead, 10, 14).await, 0);
 });

@@ -23,6 +23,11 @@ async fn setup(store: Store) -> (Engine, Identity, Identity, Identity) {
 /// The demo's H100 GPU rate at the platform's preemptible terms: 60 % of $2.75.
 const PREEMPTIBLE_RATE: Cents = Cents(165);
 
+/// The GPUs a reservation's allocations are on, as (node, GPU index).
+fn gpus(detail: &tenantry_domain::reservation::ReservationDetail) -> std::collections::BTreeSet<(String, u32)> {
+    detail.allocations.iter().map(|a| (a.node.clone(), a.gpu_index)).collect()
+}
+
 store_test!(
     a_standard_booking_cuts_a_preemptible_one_with_notice_and_the_part_lost_is_not_charged,
     |store: Store| async move {
@@ -66,14 +71,24 @@ store_test!(
         // preemptible reservation ends a turnaround before the standard one begins.
         let q = engine.quote(&globex, &ask("h100-gpu", 1, later, 2), now).await.unwrap();
         assert_eq!(q.max_quantity, free);
-        let taker = engine.book(&globex, &ask("h100-gpu", 1, later, 2), None, now).await.unwrap().detail.reservation;
+        let taker = engine.book(&globex, &ask("h100-gpu", 1, later, 2), None, now).await.unwrap().detail;
+        let cut_detail = engine.reservation_detail(&acme, cheap.id).await.unwrap();
+        // The GPU Globex now holds is one of those Acme's cut reservation still holds until its new end.
+        let taken = gpus(&taker);
+        assert_eq!(taken.len(), 1, "{taker:?}");
+        assert!(taken.is_subset(&gpus(&cut_detail)), "{taker:?} is not on the preemptible GPUs");
+        assert_eq!(cut_detail.allocations.len(), every as usize, "cut short, not moved: it keeps its GPUs");
+        assert!(engine.store.has_live_allocations(cheap.id).await.unwrap(), "cut, not cancelled");
+        let taker = taker.reservation;
         assert_eq!(taker.class, PriorityClass::Standard);
-        let cut = engine.reservation_detail(&acme, cheap.id).await.unwrap().reservation;
+        let cut = cut_detail.reservation;
         let new_end = later - Duration::minutes(30);
         assert_eq!((cut.state, cut.end), (ReservationState::Scheduled, new_end));
         assert!(cut.decision_reason.as_deref().unwrap_or_default().contains("preempted"), "{cut:?}");
         assert_eq!(cut.price_cents, Cents::per_hour_for_minutes(Cents(PREEMPTIBLE_RATE.0 * every), 90));
-        assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+        // The rest of the cut window is free again to a standard booking: all but Globex's GPU.
+        let q = engine.quote(&globex, &ask("h100-gpu", 1, later, 2), now).await.unwrap();
+        assert_eq!(q.max_quantity, free - 1);
 
         // Acme's lead is told, and the audit log has it.
         let told = engine.notifications(&acme).await.unwrap();
@@ -145,11 +160,14 @@ store_test!(
             .detail
             .reservation;
         // Globex takes every H100 GPU from before the preemptible window starts until after it ends.
-        engine.book(&globex, &ask("h100-gpu", i64::from(free), hour(3), 6), None, now).await.unwrap();
+        let taker = engine.book(&globex, &ask("h100-gpu", i64::from(free), hour(3), 6), None, now).await.unwrap();
         let gone = engine.reservation_detail(&acme, cheap.id).await.unwrap();
         assert_eq!(gone.reservation.state, ReservationState::Cancelled);
-        assert!(gone.allocations.is_empty() || !engine.store.has_live_allocations(cheap.id).await.unwrap());
-        assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+        // It holds nothing any more, and the two GPUs it had are Globex's now.
+        assert!(!engine.store.has_live_allocations(cheap.id).await.unwrap(), "a cancelled reservation holds GPUs");
+        let had = gpus(&gone);
+        assert_eq!(had.len(), 2, "{gone:?}");
+        assert!(had.is_subset(&gpus(&taker.detail)), "{had:?} are not among Globex's GPUs");
         let told = engine.notifications(&acme).await.unwrap();
         assert!(told.iter().any(|n| n.message.contains("cancelled before it began")), "{told:?}");
         // Nothing is charged; the bill shows what was lost.
@@ -202,4 +220,46 @@ store_test!(policy_says_which_classes_a_team_may_book_and_at_what_rate, |store: 
         Err(EngineError::Invalid { field, .. }) => assert_eq!(field, "class_terms"),
         other => panic!("{other:?}"),
     }
+});
+
+store_test!(a_booking_that_waits_for_approval_cuts_no_preemptible_reservation, |store: Store| async move {
+    let (engine, acme, globex, admin) = setup(store).await;
+    let now = Utc::now();
+    let (start, end) = (hour(3), hour(9));
+    let free = engine.quote(&globex, &ask("h100-gpu", 1, start, 6), now).await.unwrap().max_quantity;
+    // Globex lends every H100 GPU but two to preemptible work for six hours.
+    let lent = i64::from(free) - 2;
+    let cheap = engine.book(&globex, &ask_as("preemptible", "h100-gpu", lent, start, 6), None, now).await.unwrap();
+    let cheap = cheap.detail.reservation;
+    // Acme needs an admin for more than one GPU.
+    let patch: PolicyPatch = serde_json::from_value(serde_json::json!({"max_quantity_without_approval": 1})).unwrap();
+    engine.patch_tenant_policy(&admin, "acme", &patch, now).await.unwrap();
+
+    // Two GPUs over the threshold wait for approval on the two free GPUs; cancelled, they leave
+    // the preemptible reservation as it was.
+    let (from, to) = (hour(5), 2);
+    let waiting = engine.book(&acme, &ask("h100-gpu", 2, from, to), None, now).await.unwrap().detail.reservation;
+    assert_eq!(waiting.state, ReservationState::PendingApproval);
+    engine.cancel(&acme, waiting.id, now).await.unwrap();
+    // Three cannot wait on the preemptible capacity: the quote counts none of it, the booking is
+    // refused with the reason, and nothing is cut.
+    let quote = engine.quote(&acme, &ask("h100-gpu", 3, from, to), now).await.unwrap();
+    assert_eq!(quote.max_quantity, 2, "only the GPUs nobody holds");
+    match engine.book(&acme, &ask("h100-gpu", 3, from, to), None, now).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("needs an admin's approval"), "{m}"),
+        other => panic!("a booking waiting for approval took preemptible capacity: {other:?}"),
+    }
+    let after = engine.reservation_detail(&globex, cheap.id).await.unwrap().reservation;
+    assert_eq!((after.state, after.end, after.price_cents), (cheap.state, end, cheap.price_cents));
+    assert!(engine.notifications(&globex).await.unwrap().iter().all(|n| !n.message.contains("preempted")));
+    let filter = AuditFilter { action: Some("reservation.preempted".into()), ..AuditFilter::default() };
+    assert!(engine.audit_log(&admin, &filter).await.unwrap().is_empty());
+
+    // A confirmed booking (one GPU, within the policy) still takes preemptible capacity.
+    engine.book(&acme, &ask("h100-gpu", 1, from, to), None, now).await.unwrap();
+    engine.book(&acme, &ask("h100-gpu", 1, from, to), None, now).await.unwrap();
+    engine.book(&acme, &ask("h100-gpu", 1, from, to), None, now).await.unwrap();
+    let cut = engine.reservation_detail(&globex, cheap.id).await.unwrap().reservation;
+    assert_eq!(cut.end, from - Duration::minutes(30), "cut a turnaround before the confirmed booking");
+    assert_eq!(engine.audit_log(&admin, &filter).await.unwrap().len(), 1);
 });

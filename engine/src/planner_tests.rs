@@ -128,7 +128,12 @@ store_test!(a_batch_places_each_booking_beside_those_before_it, |store: Store| a
     slices.dedup();
     assert_eq!(slices.len(), n, "no slice is held twice");
     assert_eq!(n, 12);
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // What each booking was answered is what was written: its two slices.
+    for b in &booked {
+        let stored = engine.reservation_detail(&lead, b.detail.reservation.id).await.unwrap();
+        assert_eq!(stored.allocations, b.detail.allocations, "#{}", b.detail.reservation.id);
+        assert_eq!(stored.allocations.len(), 2, "{stored:?}");
+    }
     // The index shows the whole batch at once.
     let after = engine.availability(&lead, "a100-1g.10gb", grid, (None, PriorityClass::Standard)).await.unwrap();
     assert_eq!(after.buckets[10].free, free - 12);
@@ -183,7 +188,12 @@ store_test!(a_batch_member_another_instance_beat_is_planned_again, |store: Store
     nodes.sort();
     nodes.dedup();
     assert_eq!(nodes.len(), 4, "four bookings on four nodes");
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // Each answer, the re-planned one's included, names the node its reservation holds.
+    for b in booked.iter().chain([&taken]) {
+        let stored = engine.reservation_detail(&lead, b.detail.reservation.id).await.unwrap();
+        assert_eq!(stored.allocations, b.detail.allocations, "#{}", b.detail.reservation.id);
+        assert!(engine.store.has_live_allocations(b.detail.reservation.id).await.unwrap());
+    }
     // Each booking's audit event and its lead's notice were written with it, once: the write
     // that lost and rolled back left neither behind.
     let mut ids: Vec<i64> = booked.iter().chain([&taken]).map(|b| b.detail.reservation.id).collect();

@@ -85,13 +85,18 @@ store_test!(a_lapsed_hold_is_released_and_the_requester_told, |store: Store| asy
     let start = Utc::now().duration_trunc(Duration::hours(1)).unwrap() + Duration::hours(5);
     let r = engine.book(&lead, &ask("h100-gpu", 5, start, 2), None, now).await.unwrap().detail.reservation;
     assert_eq!(r.approval_deadline, Some(start), "never past the start");
+    let globex = engine.store.identity_by_email("lead@globex.example").await.unwrap().unwrap();
+    let held = engine.quote(&globex, &ask("h100-gpu", 1, start, 2), now).await.unwrap().max_quantity;
     assert_eq!(engine.expire_approval_holds(now).await.unwrap(), 0);
     assert_eq!(engine.expire_approval_holds(start).await.unwrap(), 1);
     let after = engine.reservation_detail(&lead, r.id).await.unwrap().reservation;
     assert_eq!(after.state, ReservationState::Cancelled);
     assert!(after.decision_reason.unwrap().contains("expired"));
     assert!(engine.notifications(&lead).await.unwrap()[0].message.contains("released"));
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // Its five GPUs are no longer held: free to anyone again.
+    assert!(!engine.store.has_live_allocations(r.id).await.unwrap());
+    let free = engine.quote(&globex, &ask("h100-gpu", 1, start, 2), now).await.unwrap().max_quantity;
+    assert_eq!(free, held + 5, "the lapsed hold's five GPUs are back");
 });
 
 store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Store| async move {
@@ -145,7 +150,13 @@ store_test!(bursts_stay_within_limits_and_reservations_preempt_them, |store: Sto
     assert!(told.contains(&format!("burst #{} ", b.id)) && told.contains("ends early"), "{told}");
     // Globex's reservation took the capacity; acme is not told its number.
     assert!(!told.contains(&format!("#{}", taken.detail.reservation.id)), "{told}");
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // The burst's two GPUs are among those Globex now holds from `start`.
+    let gpus = |d: &tenantry_domain::reservation::ReservationDetail| -> std::collections::BTreeSet<(String, u32)> {
+        d.allocations.iter().map(|a| (a.node.clone(), a.gpu_index)).collect()
+    };
+    let bursting = gpus(&burst);
+    assert_eq!(bursting.len(), 2, "{burst:?}");
+    assert!(bursting.is_subset(&gpus(&taken.detail)), "the burst's GPUs {bursting:?} were not taken");
 });
 
 store_test!(a_team_rate_replaces_the_list_rate, |store: Store| async move {
@@ -251,6 +262,10 @@ store_test!(a_cancel_racing_an_approval_has_one_winner, |store: Store| async mov
         }
         if state == ReservationState::Cancelled {
             assert!(!engine.store.has_live_allocations(id).await.unwrap(), "a cancelled booking holds nothing");
+        } else {
+            let held = engine.reservation_detail(&lead, id).await.unwrap().allocations;
+            assert_eq!(held.len(), 6, "the approved booking keeps its six GPUs: {held:?}");
+            assert!(engine.store.has_live_allocations(id).await.unwrap());
         }
     }
 });

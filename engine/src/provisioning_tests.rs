@@ -103,6 +103,17 @@ async fn until_state(engine: &Engine, lead: &Identity, id: i64, wanted: Reservat
     }
 }
 
+/// The GPUs a reservation holds now (replaced ones left out), as (node, GPU index).
+async fn held_gpus(engine: &Engine, id: i64) -> Vec<(String, u32)> {
+    let targets = engine.store.reservation_targets(id).await.unwrap();
+    targets.iter().flat_map(|t| t.gpus.iter().map(|(gpu, _)| (t.hostname.clone(), *gpu))).collect()
+}
+
+/// The GPUs a reservation's allocations are on (live or not), as (node, GPU index).
+fn gpus_of(detail: &tenantry_domain::reservation::ReservationDetail) -> Vec<(String, u32)> {
+    detail.allocations.iter().map(|a| (a.node.clone(), a.gpu_index)).collect()
+}
+
 fn steps(items: &[tenantry_domain::provisioning::StepEvent], status: StepStatus) -> Vec<Step> {
     items.iter().filter(|e| e.status == status).map(|e| e.step).collect()
 }
@@ -172,7 +183,14 @@ store_test!(failed_acceptance_quarantines_and_replaces_in_the_same_fabric, |stor
     assert!(steps(&timeline.items, StepStatus::Failed).contains(&Step::Acceptance));
     let notes = engine.notifications(&lead).await.unwrap();
     assert!(notes.iter().any(|n| n.message.contains("replaced by")), "the team is told");
-    assert_eq!(engine.store.overlapping_allocations().await.unwrap(), vec![]);
+    // The reservation now holds every GPU of the two serving nodes and nothing on a quarantined one.
+    let held = held_gpus(&engine, id).await;
+    let mut on: Vec<&str> = held.iter().map(|(node, _)| node.as_str()).collect();
+    on.dedup();
+    let mut serving_hosts: Vec<&str> = serving.iter().map(|n| n.hostname.as_str()).collect();
+    serving_hosts.sort();
+    assert_eq!(on, serving_hosts, "{held:?}");
+    assert_eq!(held.len(), 2 * 8, "{held:?}");
     assert!(engine.store.credits(lead.tenant_id().unwrap()).await.unwrap().is_empty());
 });
 
@@ -826,7 +844,12 @@ store_test!(a_guaranteed_reservations_failed_node_is_replaced_from_preemptible_c
     let credits = engine.store.credits(lead.tenant_id().unwrap()).await.unwrap();
     assert_eq!(credits.len(), 1, "{credits:?}");
     assert!(credits[0].amount_cents.0 > 0 && credits[0].amount_cents < sure.price_cents, "{credits:?}");
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // Acme's replacement GPU is one of those Globex's cut reservation held, not the failed one.
+    let replacement = held_gpus(&engine, sure.id).await;
+    assert_eq!(replacement.len(), 1, "{replacement:?}");
+    assert!(timeline.nodes.iter().all(|n| !n.replaced || n.hostname != replacement[0].0), "{replacement:?}");
+    let globex_had = gpus_of(&engine.reservation_detail(&other, cheap.id).await.unwrap());
+    assert!(globex_had.contains(&replacement[0]), "{replacement:?} is not one of {globex_had:?}");
     // The replacement is set up once it starts: provisioning waits for it.
     let later = cut.end + Duration::minutes(30);
     assert!(engine.store.pending_jobs(sure.id).await.unwrap() >= 1);
@@ -895,7 +918,12 @@ store_test!(a_guaranteed_node_failing_acceptance_waits_for_its_preemptible_repla
     let timeline = engine.timeline(&lead, sure.id, 0).await.unwrap();
     assert_eq!(timeline.state, ReservationState::Active, "{:?}", timeline.items);
     assert!(timeline.nodes.iter().any(|n| n.replaced), "{:?}", timeline.nodes);
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // It runs on one of the GPUs Globex's cut reservation held, not on its failed node.
+    let replacement = held_gpus(&engine, sure.id).await;
+    assert_eq!(replacement.len(), 1, "{replacement:?}");
+    assert!(!mine.contains(&engine.store.reservation_targets(sure.id).await.unwrap()[0].node_id), "{replacement:?}");
+    let globex_had = gpus_of(&engine.reservation_detail(&other, cheap.id).await.unwrap());
+    assert!(globex_had.contains(&replacement[0]), "{replacement:?} is not one of {globex_had:?}");
 });
 
 store_test!(a_replacement_stays_where_the_offering_may_run, |store: Store| async move {

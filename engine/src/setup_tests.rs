@@ -299,8 +299,17 @@ store_test!(the_first_admin_made_on_the_command_line_signs_in_through_sso, |stor
 
     // Claimed once: another subject with the same e-mail is still refused, as is any e-mail
     // match to an account that was not an invitation.
-    let other = engine.sso_sign_in("sub-2", ADMIN, true, "Someone", &no_groups, now).await;
-    assert!(matches!(other, Err(EngineError::Forbidden(_)) | Err(EngineError::Conflict(_))), "{other:?}");
+    // Without groups it is no longer the invitation's admin (the grant went with the claim)...
+    match engine.sso_sign_in("sub-2", ADMIN, true, "Someone", &no_groups, now).await {
+        Err(EngineError::Forbidden(m)) => assert!(m.contains("no group"), "{m}"),
+        other => panic!("a second subject claimed the admin invitation: {other:?}"),
+    }
+    // ...and with groups that would give access, the e-mail is another sign-in's.
+    let admins = tenantry_domain::Access { tenant: None, is_admin: true };
+    match engine.sso_sign_in("sub-2", ADMIN, true, "Someone", &admins, now).await {
+        Err(EngineError::Conflict(m)) => assert!(m.contains("already exists"), "{m}"),
+        other => panic!("a second subject took the claimed account: {other:?}"),
+    }
     let (_, lead) = install_team(&engine).await;
     let team = tenantry_domain::Access { tenant: Some(("ml".into(), tenantry_domain::Role::Lead)), is_admin: false };
     let taken = engine.sso_sign_in("sub-3", &lead.email, true, "Mel", &team, now).await;

@@ -57,6 +57,7 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
     let start = common::this_minute().await;
     let mut ids = Vec::new();
+    let mut booked = Vec::new();
     for offering in ["h100-gpu", "h100-gpu", "l40s-gpu", "a100-1g.10gb"] {
         let input = BookingInput {
             offering: offering.into(),
@@ -67,7 +68,9 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
             options: OptionsInput { placement: Some("any".into()), ..OptionsInput::default() },
             class: None,
         };
-        ids.push(engine.book(&lead, &input, None, start).await.unwrap().detail.reservation.id);
+        let detail = engine.book(&lead, &input, None, start).await.unwrap().detail;
+        ids.push(detail.reservation.id);
+        booked.push(detail.allocations);
     }
     let tenant = lead.tenant_id().unwrap();
 
@@ -111,7 +114,13 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
     assert_eq!(store.steps_done_twice().await.unwrap(), vec![], "no step recorded twice");
     let (effects, duplicated) = store.sim_effect_counts().await.unwrap();
     assert_eq!(duplicated, 0, "every effect applied exactly once ({effects} effects)");
-    assert_eq!(store.overlapping_allocations().await.unwrap(), vec![]);
+    // Each reservation still holds the GPU it was booked on: the crash lost and moved nothing.
+    let wanted: Vec<(i64, i64)> = ids.iter().map(|&id| (tenant, id)).collect();
+    let now: Vec<_> = store.reservation_details(&wanted).await.unwrap().into_iter().map(|d| d.allocations).collect();
+    assert_eq!(now, booked);
+    for &id in &ids {
+        assert!(store.has_live_allocations(id).await.unwrap(), "#{id} holds its GPU");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -301,7 +301,10 @@ mod tests {
         let twice = SimFleet::parse(&format!("{dup}{dup}")).unwrap();
         assert!(twice.expand().unwrap_err().contains("appears twice"));
         let err = SimFleet::parse("[[node]]\nhostname = \"x\"\ngpu_model = \"B300\"\n").unwrap_err();
-        assert!(err.contains("B300") || err.contains("gpu_model"), "{err}");
+        assert!(
+            err.contains("unknown variant `B300`") && err.contains("H100-SXM-80GB"),
+            "the model, and those known: {err}"
+        );
         assert!(SimFleet::parse("[[nodes]]\n").is_err(), "unknown tables are typos");
     }
 }

@@ -105,7 +105,11 @@ store_test!(seed_creates_the_demo_world, |store: Store| async move {
     assert!(mine.iter().all(|r| r.tenant == "acme"));
     let states: std::collections::BTreeSet<_> = mine.iter().map(|r| r.state).collect();
     assert!(states.contains(&ReservationState::Completed) && states.contains(&ReservationState::Scheduled));
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // Each reservation still to come (or under way) holds its GPUs; one that is over holds none.
+    for r in &mine {
+        let held = engine.store.has_live_allocations(r.id).await.unwrap();
+        assert_eq!(held, r.state.holds_capacity(), "#{} ({}) holds capacity only while it may use it", r.id, r.state);
+    }
     // A second seed would duplicate the world: it is refused.
     assert!(matches!(seed_demo(&engine, &SeedOptions::default(), now()).await, Err(EngineError::Conflict(_))));
 });
@@ -120,7 +124,24 @@ store_test!(seed_is_deterministic_and_scales, |store: Store| async move {
         nodes.iter().map(|n| n.hostname.clone()).collect::<std::collections::BTreeSet<_>>(),
         again.iter().map(|n| n.hostname.clone()).collect()
     );
-    assert!(engine.store.overlapping_allocations().await.unwrap().is_empty());
+    // The same options seed the same reservations, on the same GPUs, into another database.
+    let twin = seeded(crate::store::test_support::fresh_store(engine.store.backend()).await, options).await;
+    let world = |engine: Engine| async move {
+        let mut all = Vec::new();
+        for tenant in engine.store.tenants().await.unwrap() {
+            for r in engine.store.list_reservations(tenant.tenant_id).await.unwrap() {
+                let mut gpus: Vec<i64> =
+                    engine.store.reservation_allocations(r.id).await.unwrap().into_iter().map(|(g, _)| g).collect();
+                gpus.sort_unstable();
+                all.push((r.tenant, r.offering, r.quantity, r.start, r.end, r.state, gpus));
+            }
+        }
+        all.sort();
+        all
+    };
+    let (first, second) = (world(engine).await, world(twin).await);
+    assert_eq!(first.len(), 400, "every reservation asked for is written");
+    assert!(first == second, "a second seed with the same options differs");
 });
 
 store_test!(database_refuses_overlapping_allocations, |store: Store| async move {
@@ -143,7 +164,26 @@ store_test!(database_refuses_overlapping_allocations, |store: Store| async move 
     // After the turnaround the GPU is free again; another GPU is free at once.
     let later = booking(t, u, slot.node_id, slot.gpu_id, 13, 14);
     store.insert_reservations(&[later], now()).await.unwrap();
-    assert!(store.overlapping_allocations().await.unwrap().is_empty());
+    let (other, _) = store
+        .list_gpu_slots()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|(g, _)| g.schedulable && g.gpu_id != slot.gpu_id)
+        .unwrap();
+    store.insert_reservations(&[booking(t, u, other.node_id, other.gpu_id, 11, 13)], now()).await.unwrap();
+    assert_eq!(store.list_reservations(t).await.unwrap().len(), 3);
+    // The GPU is held for exactly the two windows written, each with its turnaround.
+    let at = |h: u32, m: u32| Utc.with_ymd_and_hms(2026, 12, 2, h, m, 0).unwrap();
+    let mut held: Vec<_> = store
+        .live_holds(Some(&[slot.gpu_id]), now())
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| (h.window.start, h.window.end))
+        .collect();
+    held.sort();
+    assert_eq!(held, [(at(10, 0), at(12, 30)), (at(13, 0), at(14, 30))]);
 });
 
 store_test!(a_teams_holdings_version_moves_with_every_write_to_its_reservations, |store: Store| async move {
@@ -170,7 +210,7 @@ store_test!(a_teams_holdings_version_moves_with_every_write_to_its_reservations,
     assert_eq!(version(t).await, v1 + 1);
     // Any change of a row moves it, whoever makes it, here a cancellation.
     let cancelled = store
-        .cancel_reservation(t, ids[0], ReservationState::Scheduled, bulk[0].window, CancelPlan::FreeNow, now())
+        .cancel_reservation(t, ids[0], ReservationState::Scheduled, bulk[0].window, CancelPlan::FreeNow, &Default::default(), now())
         .await
         .unwrap();
     assert!(cancelled);
@@ -360,7 +400,23 @@ store_test!(the_database_refuses_a_second_driver_branch_on_a_node, |store: Store
     store.insert_booking(&on(gpus[1], node, "550"), None, None, now).await.expect("the same branch shares the node");
     let elsewhere = other_node.unwrap();
     store.insert_booking(&on(elsewhere.gpu_id, elsewhere.node_id, "570"), None, None, now).await.expect("another node");
-    assert!(store.overlapping_allocations().await.unwrap().is_empty());
+    // The refused 570 left nothing behind: two 550 bookings on the node, the 570 one elsewhere.
+    let mut written: Vec<(i64, String)> = Vec::new();
+    for r in store.list_reservations(t).await.unwrap() {
+        let on: Vec<(i64, i64)> = store
+            .reservation_allocations(r.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(gpu, _)| (slots.iter().find(|g| g.gpu_id == gpu).unwrap().node_id, gpu))
+            .collect();
+        assert_eq!(on.len(), 1, "{on:?}");
+        written.push((on[0].0, r.options.cuda_driver));
+    }
+    written.sort();
+    let mut expected = vec![(node, "550".to_owned()), (node, "550".to_owned()), (elsewhere.node_id, "570".to_owned())];
+    expected.sort();
+    assert_eq!(written, expected);
 });
 
 store_test!(a_refused_booking_in_a_batch_is_rolled_back_alone_with_its_audit_event, |store: Store| async move {
@@ -430,7 +486,12 @@ store_test!(a_refused_booking_in_a_batch_is_rolled_back_alone_with_its_audit_eve
     let mut expected: Vec<String> = written.iter().map(i64::to_string).collect();
     expected.sort();
     assert_eq!(events, expected, "an audit event for each written booking and none for a refused one");
-    assert!(store.overlapping_allocations().await.unwrap().is_empty());
+    // Each written booking holds the GPU it asked for, whichever attempt of the batch wrote it.
+    for (id, gpu) in [(taken, h100[0].gpu_id), (before, h100[1].gpu_id), (after, h100[2].gpu_id)] {
+        let held: Vec<i64> = store.reservation_allocations(id).await.unwrap().into_iter().map(|(g, _)| g).collect();
+        assert_eq!(held, [gpu], "#{id}");
+        assert!(store.has_live_allocations(id).await.unwrap(), "#{id}");
+    }
 });
 
 store_test!(postgresql_connections_never_compile_queries_just_in_time, |store: Store| async move {
@@ -521,7 +582,16 @@ store_test!(the_database_refuses_a_seat_held_twice_or_beside_its_whole_instance,
     // Another seat of the instance, and the other instance whole, are not in its way.
     store.insert_booking(&write(vec![piece(0, 3, Some(0))]), None, None, now()).await.unwrap();
     store.insert_booking(&write_of("a100-3g.40gb", vec![piece(4, 7, None)]), None, None, now()).await.unwrap();
-    assert!(store.overlapping_allocations().await.unwrap().is_empty());
+    // The GPU holds exactly what was written: two seats of one instance and the other instance.
+    let mut held: Vec<(u8, u8, Option<u8>)> = store
+        .live_holds(Some(&[slot.gpu_id]), now())
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| (h.slice_lo, h.slice_hi, h.seat))
+        .collect();
+    held.sort();
+    assert_eq!(held, [(0, 3, Some(0)), (0, 3, Some(1)), (4, 7, None)]);
 });
 
 store_test!(the_database_refuses_an_allocation_of_another_team_or_node, |store: Store| async move {
