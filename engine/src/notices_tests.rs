@@ -7,9 +7,9 @@
 //! old notices are deleted.
 
 use crate::seed::{seed_demo, SeedOptions};
+use crate::store::notices::{NewNotice, Recipients};
 use crate::store::Store;
 use crate::test_helpers::{ask, starting_now, who, SmtpSink, WebhookReceiver};
-use crate::store::notices::{NewNotice, Recipients};
 use crate::{store_test, Engine, EngineConfig, EngineError};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use std::sync::Arc;
@@ -148,7 +148,11 @@ store_test!(a_failing_webhook_is_retried_with_back_off_and_recovers, |store: Sto
     let t0 = Utc::now();
     deliver(&engine, t0).await;
     let view = engine.webhook(&lead, id).await.unwrap();
-    assert_eq!((view.webhook.failures, view.deliveries[0].status_code), (0, Some(500)), "a retry is no failed delivery");
+    assert_eq!(
+        (view.webhook.failures, view.deliveries[0].status_code),
+        (0, Some(500)),
+        "a retry is no failed delivery"
+    );
     assert_eq!(view.deliveries[0].state, "queued", "to be tried again");
     deliver(&engine, t0 + Duration::milliseconds(500)).await;
     assert_eq!(receiver.received.lock().unwrap().len(), 1, "not before its back-off (1 s)");
@@ -329,13 +333,31 @@ fn team_notice(tenant_id: i64, message: &str) -> NewNotice {
     NewNotice::new(NoticeKind::BookingScheduled, Recipients::Nobody, message).team(tenant_id)
 }
 
-store_test!(a_short_outage_with_many_notices_queued_disables_nothing, |store: Store| async move {
+/// Acme's lead with a webhook at a fresh receiver, in a [`world`] that disables a webhook after
+/// three failed deliveries.
+struct Hooked {
+    _sink: SmtpSink,
+    engine: Engine,
+    lead: Identity,
+    receiver: WebhookReceiver,
+    /// The webhook's id.
+    id: i64,
+    /// Acme's tenant id.
+    acme: i64,
+}
+
+async fn hooked(store: Store) -> Hooked {
     let sink = SmtpSink::start(None).await;
     let engine = world(store, &sink, None, 3).await;
     let lead = who(&engine, "lead@acme.example").await;
     let receiver = WebhookReceiver::start().await;
     let id = hook(&engine, &lead, &receiver).await;
     let acme = lead.tenant.as_ref().unwrap().tenant_id;
+    Hooked { _sink: sink, engine, lead, receiver, id, acme }
+}
+
+store_test!(a_short_outage_with_many_notices_queued_disables_nothing, |store: Store| async move {
+    let Hooked { _sink, engine, lead, receiver, id, acme } = hooked(store).await;
     for n in 0..20 {
         engine.tell(team_notice(acme, &format!("notice {n}")), Utc::now()).await;
     }
@@ -344,7 +366,11 @@ store_test!(a_short_outage_with_many_notices_queued_disables_nothing, |store: St
     let t0 = Utc::now();
     deliver(&engine, t0).await;
     let view = engine.webhook(&lead, id).await.unwrap();
-    assert_eq!((view.webhook.failures, view.webhook.disabled_at), (0, None), "twenty failed attempts, no failed delivery");
+    assert_eq!(
+        (view.webhook.failures, view.webhook.disabled_at),
+        (0, None),
+        "twenty failed attempts, no failed delivery"
+    );
     deliver(&engine, t0 + Duration::seconds(1)).await;
     assert_eq!(receiver.received.lock().unwrap().len(), 40, "every notice retried once and delivered");
     let view = engine.webhook(&lead, id).await.unwrap();
@@ -452,11 +478,7 @@ store_test!(one_slow_receiver_delays_only_its_own_team, |store: Store| async mov
 });
 
 store_test!(test_sends_are_limited_per_webhook, |store: Store| async move {
-    let sink = SmtpSink::start(None).await;
-    let engine = world(store, &sink, None, 3).await;
-    let lead = who(&engine, "lead@acme.example").await;
-    let receiver = WebhookReceiver::start().await;
-    let id = hook(&engine, &lead, &receiver).await;
+    let Hooked { _sink, engine, lead, receiver, id, .. } = hooked(store).await;
     let other = engine.create_webhook(&lead, &format!("{}/other", receiver.url), Utc::now()).await.unwrap();
     let t0 = Utc::now();
     for n in 0..5 {
@@ -471,12 +493,7 @@ store_test!(test_sends_are_limited_per_webhook, |store: Store| async move {
 });
 
 store_test!(notices_past_their_retention_are_deleted, |store: Store| async move {
-    let sink = SmtpSink::start(None).await;
-    let engine = world(store, &sink, None, 3).await;
-    let lead = who(&engine, "lead@acme.example").await;
-    let receiver = WebhookReceiver::start().await;
-    let id = hook(&engine, &lead, &receiver).await;
-    let acme = lead.tenant.as_ref().unwrap().tenant_id;
+    let Hooked { _sink, engine, lead, receiver, id, acme } = hooked(store).await;
     let long_ago = Utc::now() - Duration::days(91);
     for n in 0..3 {
         engine.tell(team_notice(acme, &format!("old {n}")), long_ago).await;
