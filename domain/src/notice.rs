@@ -28,6 +28,9 @@ coded_enum! {
         SetupFailed = "setup_failed",
         BudgetThreshold = "budget_threshold",
         WebhookDisabled = "webhook_disabled",
+        /// The person who registered some of the team's webhooks lost their lead role there
+        /// (disabled, demoted or moved); the team's other leads should check those webhooks.
+        WebhookOwnerLeft = "webhook_owner_left",
         JobFailed = "job_failed",
         NodeQuarantined = "node_quarantined",
         ApprovalWaiting = "approval_waiting",
@@ -74,6 +77,7 @@ impl NoticeKind {
             NoticeKind::SetupFailed => "Setup failed",
             NoticeKind::BudgetThreshold => "Budget threshold",
             NoticeKind::WebhookDisabled => "Webhook disabled",
+            NoticeKind::WebhookOwnerLeft => "Webhook's creator left",
             NoticeKind::JobFailed => "Provisioning job failed",
             NoticeKind::NodeQuarantined => "Node quarantined",
             NoticeKind::ApprovalWaiting => "Approval waiting",
@@ -88,7 +92,7 @@ impl NoticeKind {
             NoticeKind::ApprovalWaiting => "/admin/approvals",
             NoticeKind::JobFailed | NoticeKind::NodeQuarantined => "/admin/fleet",
             NoticeKind::BudgetThreshold => "/chargeback",
-            NoticeKind::WebhookDisabled | NoticeKind::Test => "/settings/notifications",
+            NoticeKind::WebhookDisabled | NoticeKind::WebhookOwnerLeft | NoticeKind::Test => "/settings/notifications",
             _ => return reservation_id.map(|id| format!("/reservations/{id}")),
         };
         Some(page.to_owned())

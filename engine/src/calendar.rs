@@ -25,8 +25,9 @@ use tenantry_domain::{Identity, Offering};
 /// How far back a feed reaches: reservations that ended longer ago drop out of it.
 pub const FEED_HISTORY_DAYS: i64 = 90;
 
-/// A new secret (a calendar feed's, a webhook's): 256 random bits as 64 hex digits (URL-safe).
-pub(crate) fn new_secret() -> String {
+/// A new secret (a calendar feed's, a webhook's, a sign-in's browser binding): 256 random bits as
+/// 64 hex digits (URL-safe).
+pub fn new_secret() -> String {
     let mut bytes = [0u8; 32];
     getrandom::getrandom(&mut bytes).expect("the operating system's random source is available");
     hex::encode(bytes)

@@ -4,13 +4,39 @@
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::store::audit::TokenRevoke;
+use crate::store::calendar::FeedOwner;
 use crate::store::identity::{DisableOutcome, EnableOutcome, SsoOutcome, SsoUser, UserKey};
+use crate::store::notices::{NewNotice, Recipients};
 use crate::{token, Engine};
 use chrono::{DateTime, Utc};
 use tenantry_domain::audit::ApiTokenView;
 use tenantry_domain::identity::{UserAccount, UserView};
+use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::page::{Page, PageRequest};
-use tenantry_domain::{Access, Identity};
+use tenantry_domain::{Access, Identity, Role};
+
+/// How far a single sign-on vouches for its e-mail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmailProof {
+    /// The provider marked it verified (`email_verified: true`).
+    Verified,
+    /// The provider did not, but the portal is set to accept it (`OIDC_TRUST_UNVERIFIED_EMAIL`):
+    /// good enough to sign in, never to claim an invitation.
+    Trusted,
+    /// Not verified: the sign-in is refused.
+    Unverified,
+}
+
+impl From<bool> for EmailProof {
+    /// The provider's `email_verified` claim.
+    fn from(verified: bool) -> Self {
+        if verified {
+            EmailProof::Verified
+        } else {
+            EmailProof::Unverified
+        }
+    }
+}
 
 /// Refuses anyone who is not a platform admin.
 pub fn require_admin(who: &Identity) -> EngineResult<()> {
@@ -74,7 +100,15 @@ impl Engine {
         }
         let expires_at = now + chrono::Duration::days(i64::from(days));
         let secret = token::generate();
-        let id = self.store.insert_api_token(who.user_id, name, &token::hash(&secret), expires_at, now).await?;
+        let id =
+            self.store.insert_api_token(who.user_id, name, &token::hash(&secret), expires_at, now).await?.ok_or_else(
+                || {
+                    EngineError::Forbidden(format!(
+                        "{} is disabled and cannot be given an API token; a platform admin must enable them first",
+                        who.email
+                    ))
+                },
+            )?;
         let change = Change {
             action: "api_token.created",
             object_type: "api_token",
@@ -119,16 +153,28 @@ impl Engine {
         &self,
         subject: &str,
         email: &str,
-        email_verified: bool,
+        email_verified: impl Into<EmailProof>,
         name: &str,
         access: &Access,
         now: DateTime<Utc>,
     ) -> EngineResult<Identity> {
+        let proof = email_verified.into();
+        let user = SsoUser {
+            subject,
+            email,
+            name: if name.trim().is_empty() { email } else { name },
+            tenant: access.tenant.as_ref().map(|(slug, role)| (slug.as_str(), *role)),
+            is_admin: access.is_admin,
+            may_claim_invitation: proof == EmailProof::Verified,
+        };
         // An admin by `tenantry admin grant` keeps that whatever groups the sign-in brings (the
         // first admin of an install signs in before any group is mapped); the rest comes from groups.
-        let granted = self.store.sso_admin_granted(subject, email).await?;
+        let granted = self.store.sso_admin_granted(&user, now).await?;
         if access.is_empty() && !granted {
-            if let Some(user_id) = self.store.remove_sso_access(subject, now).await? {
+            if let Some((user_id, led)) = self.store.remove_sso_access(subject, now).await? {
+                if let Some(tenant_id) = led {
+                    self.lead_left(user_id, email, tenant_id, now).await?;
+                }
                 let change = Change {
                     action: "user.access_removed",
                     object_type: "user",
@@ -142,20 +188,18 @@ impl Engine {
             }
             return Err(EngineError::Forbidden("no group of yours gives access to Tenantry".to_owned()));
         }
-        if !email_verified {
+        if proof == EmailProof::Unverified {
             return Err(EngineError::Forbidden(format!(
                 "your identity provider has not verified the e-mail {email}; verify it there and sign in again"
             )));
         }
-        let user = SsoUser {
-            subject,
-            email,
-            name: if name.trim().is_empty() { email } else { name },
-            tenant: access.tenant.as_ref().map(|(slug, role)| (slug.as_str(), *role)),
-            is_admin: access.is_admin,
-        };
         let user_id = match self.store.upsert_sso_user(&user, now).await? {
-            SsoOutcome::Signed(id) => id,
+            SsoOutcome::Signed { user_id, stopped_leading } => {
+                if let Some(tenant_id) = stopped_leading {
+                    self.lead_left(user_id, email, tenant_id, now).await?;
+                }
+                user_id
+            }
             SsoOutcome::EmailTaken => {
                 return Err(EngineError::Conflict(format!(
                     "a Tenantry account with the e-mail {email} already exists and belongs to another sign-in; \
@@ -169,6 +213,43 @@ impl Engine {
             }
         };
         self.store.identity_by_user_id(user_id).await?.ok_or(EngineError::NotFound("user"))
+    }
+
+    /// What follows when `user_id` stops leading `tenant_id` (disabled, demoted, moved, removed
+    /// at the provider): the team's calendar feed gets a new secret, since the person may have
+    /// kept its address (`GET /api/v1/calendar` showed it to them), and the team's other leads
+    /// are told which of the team's webhooks that person registered, so someone who stays looks
+    /// after them.
+    async fn lead_left(&self, user_id: i64, email: &str, tenant_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        let feed = FeedOwner::Tenant(tenant_id);
+        if self.store.calendar_secret(feed).await?.is_some() {
+            let secret = crate::calendar::new_secret();
+            self.store.rotate_calendar_secret(feed, &secret, &token::hash(&secret), now).await?;
+            let change = Change {
+                action: "calendar_feed.rotated",
+                object_type: "calendar_feed",
+                object_id: Some(format!("tenant-{tenant_id}")),
+                tenant_id: Some(tenant_id),
+                detail: format!(
+                    "team calendar feed: new secret URL because {email} no longer leads the team; the old one no longer works"
+                ),
+            };
+            self.record_system(change, now).await;
+        }
+        let webhooks = self.store.webhooks_created_by(tenant_id, user_id).await?;
+        if !webhooks.is_empty() {
+            let named: Vec<String> = webhooks.iter().map(|w| format!("#{} {}", w.webhook_id, w.url)).collect();
+            let message = format!(
+                "{email} no longer leads the team and registered {} of its webhooks: {}. Check that they should \
+                 still receive the team's notices, and delete or replace them on the Notifications settings page.",
+                webhooks.len(),
+                named.join(", ")
+            );
+            let notice =
+                NewNotice::new(NoticeKind::WebhookOwnerLeft, Recipients::Leads(tenant_id), message).team(tenant_id);
+            self.tell(notice, now).await;
+        }
+        Ok(())
     }
 
     /// Records a sign-in or sign-out in the audit log.
@@ -308,6 +389,9 @@ impl Engine {
             }
         };
         let user = self.store.user_view(user_id, now).await?.ok_or(EngineError::NotFound("user"))?;
+        if let (Some(team), Some(Role::Lead)) = (&user.tenant, user.role) {
+            self.lead_left(user_id, &user.email, team.tenant_id, now).await?;
+        }
         let change = Change {
             action: "user.disabled",
             object_type: "user",

@@ -389,10 +389,21 @@ impl Engine {
     }
 
     /// Makes someone a platform admin, creating their user (no team) if they never signed in, so
-    /// `tenantry token create --user EMAIL` works for them (`tenantry admin grant`). Returns
-    /// whether the user was created. An admin already is left as is.
-    pub async fn grant_admin(&self, by: &Identity, email: &str, now: DateTime<Utc>) -> EngineResult<bool> {
+    /// `tenantry token create --user EMAIL` works for them (`tenantry admin grant`). A user no
+    /// sign-in claimed yet is an invitation: the first sign-in with that e-mail, verified by the
+    /// provider, claims it within `invitation_days` (1 to 365). Returns whether the user was
+    /// created and when the invitation expires (`None` for a user already linked to a sign-in).
+    pub async fn grant_admin(
+        &self,
+        by: &Identity,
+        email: &str,
+        invitation_days: u32,
+        now: DateTime<Utc>,
+    ) -> EngineResult<(bool, Option<DateTime<Utc>>)> {
         require_admin(by)?;
+        if !(1..=365).contains(&invitation_days) {
+            return Err(EngineError::invalid("expires_in_days", "an invitation is claimable for 1 to 365 days"));
+        }
         let email = email.trim();
         let valid = email.len() <= 254
             && !email.chars().any(char::is_whitespace)
@@ -401,8 +412,9 @@ impl Engine {
             return Err(EngineError::invalid("email", format!("`{email}` is not an e-mail address")));
         }
         let name = email.split('@').next().unwrap_or(email);
-        let (created, _) = self.store.grant_admin(email, name, &by.email, now).await?;
-        Ok(created)
+        let expires_at = now + chrono::Duration::days(i64::from(invitation_days));
+        let (created, _) = self.store.grant_admin_until(email, name, &by.email, expires_at, now).await?;
+        Ok((created, self.store.invitation_expiry(email).await?))
     }
 
     /// Retires the nodes whose forced retire is due (after a release, and on every reconcile).

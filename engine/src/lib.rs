@@ -43,6 +43,8 @@ mod calendar_tests;
 #[cfg(test)]
 mod classes_tests;
 #[cfg(test)]
+mod identity_edges_tests;
+#[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
 mod inventory_tests;

@@ -55,10 +55,18 @@ pub async fn run(engine: &Engine, command: AdminCommand, out: &mut impl Write) -
     let now = chrono::Utc::now();
     match command {
         AdminCommand::Offering { command } => crate::offering_cli::run(engine, &operator, *command, out).await,
-        AdminCommand::Grant { email } => {
-            let created = engine.grant_admin(&operator, &email, now).await.map_err(|e| e.to_string())?;
+        AdminCommand::Grant { email, expires_in_days } => {
+            let (created, invitation) =
+                engine.grant_admin(&operator, &email, expires_in_days, now).await.map_err(|e| e.to_string())?;
             let who = if created { "new user" } else { "existing user" };
-            line(out, &format!("{} is a platform admin ({who})", email.trim()))
+            let until = match invitation {
+                Some(at) => format!(
+                    "; the first sign-in with this e-mail, verified by the identity provider, claims it until {}",
+                    at.format("%Y-%m-%d %H:%M UTC")
+                ),
+                None => String::new(),
+            };
+            line(out, &format!("{} is a platform admin ({who}){until}", email.trim()))
         }
         AdminCommand::Node { command: NodeCommand::List { state } } => {
             let wanted =

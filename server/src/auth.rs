@@ -3,7 +3,7 @@
 //! handlers get an `Identity` from the verified token or session, never from the request body.
 
 use crate::error::{ApiError, ApiResult};
-use crate::oidc::{Attempt, SignInError, ATTEMPT_KEY, ID_TOKEN_KEY};
+use crate::oidc::{Attempt, SignInError, ATTEMPT_LIFETIME_SECONDS, BINDING_KEY, ID_TOKEN_KEY};
 use crate::state::AppState;
 use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
@@ -14,6 +14,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use tenantry_app::server::{session_identity, start_session, ClientAddr};
 use tenantry_domain::Identity;
+use tenantry_engine::store::identity::SignInAttempt;
 use tenantry_engine::EngineError;
 use tower_sessions::Session;
 
@@ -95,12 +96,35 @@ pub async fn login(State(state): State<AppState>, session: Session) -> Response 
             "This portal has no identity provider configured. Ask your platform admin.",
         );
     };
-    match oidc.begin().await {
-        Ok((url, attempt)) => match session.insert(ATTEMPT_KEY, attempt).await {
-            Ok(()) => Redirect::to(url.as_str()).into_response(),
-            Err(e) => session_unavailable(e).into_response(),
-        },
-        Err(e) => auth_page(StatusCode::SERVICE_UNAVAILABLE, "Cannot sign in right now", &e.to_string()),
+    let (url, attempt) = match oidc.begin().await {
+        Ok(begun) => begun,
+        Err(e) => return auth_page(StatusCode::SERVICE_UNAVAILABLE, "Cannot sign in right now", &e.to_string()),
+    };
+    // The attempt is kept server-side, bound to this browser's session by a random value the
+    // session holds (one per session, so sign-ins started in two tabs both stay valid).
+    let binding = match session.get::<String>(BINDING_KEY).await {
+        Ok(Some(binding)) => binding,
+        Ok(None) => {
+            let binding = tenantry_engine::calendar::new_secret();
+            if let Err(e) = session.insert(BINDING_KEY, &binding).await {
+                return session_unavailable(e).into_response();
+            }
+            binding
+        }
+        Err(e) => return session_unavailable(e).into_response(),
+    };
+    let now = Utc::now();
+    let kept = SignInAttempt {
+        state: attempt.state,
+        binding,
+        nonce: attempt.nonce,
+        pkce_verifier: attempt.pkce_verifier,
+        created_at: now,
+        expires_at: now + chrono::Duration::seconds(ATTEMPT_LIFETIME_SECONDS),
+    };
+    match state.engine.store.insert_sign_in_attempt(&kept, now).await {
+        Ok(()) => Redirect::to(url.as_str()).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
 
@@ -130,10 +154,11 @@ fn provider_error(code: &str) -> &'static str {
 /// `GET /auth/callback`: the provider sends the user back here with a code.
 ///
 /// Anyone can link a browser here with any query, so nothing happens to the session until the
-/// `state` matches the sign-in this session started: a forged or stale callback gets a page that
-/// says so and leaves a signed-in session (and a sign-in in progress) as they were. Only then does
-/// the attempt get used up, and a failure of that genuine attempt ends the session. Nothing from
-/// the query is shown on the page.
+/// `state` matches a live sign-in this session started: a forged, stale, expired or already used
+/// callback gets a page that says so and leaves a signed-in session (and a sign-in in progress)
+/// as they were. The attempt is taken from the database by one conditional delete, so of two
+/// callbacks with the same `state` exactly one goes on; a failure of that genuine attempt ends
+/// the session. Nothing from the query is shown on the page.
 pub async fn callback(State(state): State<AppState>, session: Session, Query(query): Query<Callback>) -> Response {
     let Some(oidc) = state.web.oidc.clone() else {
         return auth_page(
@@ -142,15 +167,26 @@ pub async fn callback(State(state): State<AppState>, session: Session, Query(que
             "This portal has no identity provider configured.",
         );
     };
-    let pending: Option<Attempt> = session.get(ATTEMPT_KEY).await.ok().flatten();
-    let attempt = match (pending, query.state.as_deref()) {
-        (Some(attempt), Some(returned)) if crate::security::constant_time_eq(returned, &attempt.state) => attempt,
-        _ => {
+    let binding: Option<String> = session.get(BINDING_KEY).await.ok().flatten();
+    // Taken once, whatever happens next.
+    let taken = match (binding, query.state.as_deref()) {
+        (Some(binding), Some(returned)) => {
+            state.engine.store.take_sign_in_attempt(returned, &binding, Utc::now()).await
+        }
+        _ => Ok(None),
+    };
+    let attempt = match taken {
+        Ok(Some(kept)) => Attempt {
+            state: kept.state,
+            nonce: kept.nonce,
+            pkce_verifier: kept.pkce_verifier,
+            started_at: kept.created_at.timestamp(),
+        },
+        Ok(None) => {
             return auth_page(StatusCode::BAD_REQUEST, "Sign-in failed", &SignInError::UnknownAttempt.to_string());
         }
+        Err(e) => return ApiError::from(e).into_response(),
     };
-    // The attempt is used once, whatever happens next.
-    let _ = session.remove::<Attempt>(ATTEMPT_KEY).await;
     let failed = |status: StatusCode, message: String| {
         let session = session.clone();
         async move {
@@ -174,8 +210,8 @@ pub async fn callback(State(state): State<AppState>, session: Session, Query(que
     };
     let access = oidc.settings.groups.resolve(&user.groups);
     let now = Utc::now();
-    let signed_in =
-        state.engine.sso_sign_in(&user.subject, &user.email, user.email_verified, &user.name, &access, now).await;
+    let proof = user.email_proof(oidc.settings.trust_unverified_email);
+    let signed_in = state.engine.sso_sign_in(&user.subject, &user.email, proof, &user.name, &access, now).await;
     let mut who = match signed_in {
         Ok(who) => who,
         // No mapped group: the engine has removed whatever access this person had here.

@@ -129,6 +129,10 @@ pub enum AdminCommand {
     Grant {
         /// Their e-mail address (what they sign in with).
         email: String,
+        /// Days the invitation (a user no sign-in claimed yet) stays claimable by the first
+        /// sign-in whose provider verified this e-mail (1 to 365).
+        #[arg(long, default_value_t = tenantry_engine::store::identity::DEFAULT_INVITATION_DAYS)]
+        expires_in_days: u32,
     },
     /// The fleet's nodes: list, admit, retire, reconcile with the fleet driver's inventory.
     Node {

@@ -195,6 +195,7 @@ async fn serve(database_url: &str, fleet: &Fleet, args: ServeArgs) -> Result<(),
         oidc,
         metrics_token: args.metrics_token.clone(),
         event_streams: Default::default(),
+        availability_streams: Default::default(),
         stopping: Default::default(),
     });
     let stopping = web.stopping.clone();

@@ -1,8 +1,9 @@
 //! Single sign-on with an OpenID provider (authorization code flow with PKCE), with the
-//! `openidconnect` crate: discovery from the issuer URL, `state` and `nonce` kept in the server-side
-//! session and used once, ID token validation (signature, issuer, audience, expiry, nonce,
-//! `at_hash`), userinfo when the ID token lacks claims, and RP-initiated logout when the provider
-//! offers an end-session endpoint.
+//! `openidconnect` crate: discovery from the issuer URL, `state`, `nonce` and PKCE verifier kept
+//! in the database (`oidc_attempt`, bound to the browser session that started the sign-in) and
+//! taken once, ID token validation (signature, issuer, audience, expiry, nonce, `at_hash`),
+//! userinfo when the ID token lacks claims, and RP-initiated logout when the provider offers an
+//! end-session endpoint.
 //!
 //! A callback whose `state` matches no sign-in this session started changes nothing (anyone can
 //! send a browser there); every failure of a genuine attempt ends it with no session and a page
@@ -22,6 +23,7 @@ use openidconnect::{
 };
 use serde::{Deserialize, Serialize};
 use tenantry_domain::GroupMap;
+use tenantry_engine::identity::EmailProof;
 use tokio::sync::RwLock;
 
 /// Claims beyond the standard ones; the groups claim's name is configurable, so all are kept.
@@ -77,7 +79,8 @@ pub struct OidcSettings {
     pub trust_unverified_email: bool,
 }
 
-/// A sign-in in flight, kept in the session until the provider sends the user back.
+/// A sign-in in flight, kept in the database until the provider sends the user back
+/// (`tenantry_engine::store::identity::SignInAttempt`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Attempt {
     pub state: String,
@@ -86,8 +89,9 @@ pub struct Attempt {
     pub started_at: i64,
 }
 
-/// The session key of the attempt in flight; removed on first use.
-pub const ATTEMPT_KEY: &str = "oidc_attempt";
+/// The session key of the random value that binds sign-ins in flight to this browser's session
+/// (kept, so sign-ins started in two tabs both work).
+pub const BINDING_KEY: &str = "oidc_binding";
 /// The session key of the ID token, kept as the hint for RP-initiated logout.
 pub const ID_TOKEN_KEY: &str = "oidc_id_token";
 /// How long a user may take at the provider.
@@ -103,7 +107,8 @@ struct Discovered {
 pub struct VerifiedUser {
     pub subject: String,
     pub email: String,
-    /// The provider vouches for the e-mail (`email_verified`, or the setting that trusts it).
+    /// The provider vouches for the e-mail (`email_verified: true`); see [`VerifiedUser::email_proof`]
+    /// for what the portal makes of it.
     pub email_verified: bool,
     pub name: String,
     /// The `preferred_username` claim, when the provider sends one (the Slurm fleet may map
@@ -111,6 +116,18 @@ pub struct VerifiedUser {
     pub username: Option<String>,
     pub groups: Vec<String>,
     pub id_token: String,
+}
+
+impl VerifiedUser {
+    /// How far the sign-in vouches for the e-mail: verified by the provider, or only trusted by
+    /// `OIDC_TRUST_UNVERIFIED_EMAIL` (enough to sign in, never to claim an invitation).
+    pub fn email_proof(&self, trust_unverified_email: bool) -> EmailProof {
+        match (self.email_verified, trust_unverified_email) {
+            (true, _) => EmailProof::Verified,
+            (false, true) => EmailProof::Trusted,
+            (false, false) => EmailProof::Unverified,
+        }
+    }
 }
 
 /// Why a sign-in failed, in words for the user (details go to the log).
@@ -247,7 +264,7 @@ impl Oidc {
             name: name.unwrap_or_else(|| email.clone()),
             username,
             email,
-            email_verified: email_verified.unwrap_or(false) || self.settings.trust_unverified_email,
+            email_verified: email_verified.unwrap_or(false),
             groups,
             id_token: id_token.to_string(),
         })

@@ -28,7 +28,9 @@ pub struct WebSettings {
     /// When set, `/metrics` answers only scrapes that send it as a bearer token.
     pub metrics_token: Option<String>,
     /// Live timeline streams open on this instance, per user (capped).
-    pub event_streams: crate::api::provisioning::StreamSlots,
+    pub event_streams: crate::api::streams::StreamSlots,
+    /// Live availability streams open on this instance, per user (capped apart from timelines).
+    pub availability_streams: crate::api::streams::StreamSlots,
     /// Told when the instance begins to stop.
     pub stopping: Stopping,
 }

@@ -127,3 +127,17 @@ app_test!(one_reservation_downloads_as_ics_for_its_team_only, |app: TestApp| asy
     assert_eq!(app.get(&path, None).await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(app.get("/api/v1/reservations/999999/ics", Some(&lead)).await.0, StatusCode::NOT_FOUND);
 });
+
+app_test!(after_the_lead_who_read_it_is_disabled_the_team_feed_answers_404, |app: TestApp| async move {
+    let lead = app.token("lead@acme.example").await;
+    let admin = app.token("admin@tenantry.example").await;
+    let (status, body) = app.get("/api/v1/calendar", Some(&lead)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let team = json(&body)["team_url"].as_str().expect("a lead sees the team feed").to_owned();
+    assert_eq!(read_feed(&app, &path_of(&team)).await.0, StatusCode::OK);
+
+    let lead_id = app.engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap().user_id;
+    let (status, body) = post(&app, &format!("/api/v1/admin/users/{lead_id}/disable"), &admin).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(read_feed(&app, &path_of(&team)).await.0, StatusCode::NOT_FOUND, "the old address is gone");
+});

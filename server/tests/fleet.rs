@@ -388,16 +388,24 @@ mod cli {
     async fn the_admin_commands_do_what_the_portal_does(db: Db) {
         let engine = grown(db).await;
         // grant: a new user becomes an admin who can get a token; audited as the command line.
-        let (result, out) = run(&engine, AdminCommand::Grant { email: "ops@example.com".into() }).await;
+        let grant = |email: &str, expires_in_days: u32| AdminCommand::Grant { email: email.into(), expires_in_days };
+        let (result, out) = run(&engine, grant("ops@example.com", 7)).await;
         assert!(result.is_ok(), "{result:?}");
-        assert_eq!(out.trim(), "ops@example.com is a platform admin (new user)");
+        let until = (chrono::Utc::now() + chrono::Duration::days(7)).format("%Y-%m-%d").to_string();
+        assert!(out.trim().starts_with("ops@example.com is a platform admin (new user); "), "{out}");
+        assert!(
+            out.contains("verified by the identity provider") && out.contains(&until),
+            "the invitation's expiry: {out}"
+        );
+        let (result, _) = run(&engine, grant("later@example.com", 0)).await;
+        assert!(result.unwrap_err().contains("1 to 365 days"));
         let token = engine.create_api_token("ops@example.com", "ci", chrono::Utc::now()).await.unwrap();
         let ops = engine.identity_for_token(&token, chrono::Utc::now()).await.unwrap().unwrap();
         assert!(ops.is_admin && ops.tenant.is_none());
-        let (result, _) = run(&engine, AdminCommand::Grant { email: "lead@acme.example".into() }).await;
+        let (result, _) = run(&engine, grant("lead@acme.example", 7)).await;
         assert!(result.is_ok());
         assert!(engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap().is_admin);
-        let (result, _) = run(&engine, AdminCommand::Grant { email: "not an address".into() }).await;
+        let (result, _) = run(&engine, grant("not an address", 7)).await;
         assert!(result.unwrap_err().contains("not an e-mail address"));
         let filter =
             tenantry_domain::audit::AuditFilter { action: Some("user.admin_granted".into()), ..Default::default() };

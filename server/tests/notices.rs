@@ -98,10 +98,15 @@ app_test!(a_webhook_into_the_operators_network_is_refused_unless_allowed, |app: 
     let strict = TestApp::with_web(strict, Default::default()).await;
     let lead = app.token("lead@acme.example").await;
     let (url, got) = receiver().await;
-    for target in [url.as_str(), "http://2130706433/", "http://169.254.169.254/latest/meta-data", "http://[::ffff:10.0.0.1]/"]
+    for target in
+        [url.as_str(), "http://2130706433/", "http://169.254.169.254/latest/meta-data", "http://[::ffff:10.0.0.1]/"]
     {
         let (status, body) = send_json(&strict, "POST", "/api/v1/webhooks", &lead, json!({"url": target})).await;
-        assert_eq!((status, body["error"]["field"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("url")), "{body}");
+        assert_eq!(
+            (status, body["error"]["field"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("url")),
+            "{body}"
+        );
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.contains("inside the operator's network"), "{target}: {message}");
         assert!(message.contains("TENANTRY_WEBHOOK_ALLOW_NETWORKS"), "{message}");

@@ -317,3 +317,43 @@ app_test_with!(
         assert!(!signed_in(&h, &cookie).await);
     }
 );
+
+/// Moves every sign-in in progress past its expiry (the database keeps them, not the session).
+async fn expire_attempts(h: &Harness) {
+    let past = chrono::Utc::now() - chrono::Duration::minutes(1);
+    match &h.app.engine.store {
+        tenantry_engine::Store::Sqlite(pool) => {
+            sqlx::query("update oidc_attempt set expires_at = $1").bind(past).execute(pool).await.unwrap();
+        }
+        tenantry_engine::Store::Postgres(pool) => {
+            sqlx::query("update oidc_attempt set expires_at = $1").bind(past).execute(pool).await.unwrap();
+        }
+    }
+}
+
+app_test_with!(two_callbacks_of_one_sign_in_at_once_sign_in_once, |h: Harness| async move {
+    let (cookie, state, nonce) = begin(&h).await;
+    let code = format!("twice:{nonce}");
+    let (a, b) = tokio::join!(callback(&h, &cookie, &state, &code), callback(&h, &cookie, &state, &code));
+    let (won, lost) = if a.0 == StatusCode::SEE_OTHER { (a, b) } else { (b, a) };
+    assert_eq!(won.0, StatusCode::SEE_OTHER, "one callback signs in");
+    assert!(signed_in(&h, &won.1).await);
+    assert_eq!(lost.0, StatusCode::BAD_REQUEST, "the other is refused cleanly: {}", lost.2);
+    assert!(lost.2.contains("expired or was already used"), "{}", lost.2);
+});
+
+app_test_with!(an_expired_sign_in_or_another_browsers_is_refused, |h: Harness| async move {
+    // Another browser (another session) cannot finish a sign-in this one started.
+    let (cookie, state, nonce) = begin(&h).await;
+    let (other_cookie, _, _) = begin(&h).await;
+    let (status, other_cookie, body) = callback(&h, &other_cookie, &state, &format!("x1:{nonce}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("expired or was already used"), "{body}");
+    assert!(!signed_in(&h, &other_cookie).await);
+    // Past its 10 minutes, the attempt is refused even in its own browser.
+    expire_attempts(&h).await;
+    let (status, cookie, body) = callback(&h, &cookie, &state, &format!("x2:{nonce}")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("expired or was already used"), "{body}");
+    assert!(!signed_in(&h, &cookie).await);
+});

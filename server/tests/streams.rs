@@ -205,3 +205,47 @@ app_test!(open_streams_end_when_the_instance_stops, |app: TestApp| async move {
     let late = open(&app, &lead, id).await;
     assert!(ends_within(late, 5).await, "a stream opened after the stop ends at once");
 });
+
+async fn open_availability(app: &TestApp, auth: &Auth) -> axum::response::Response {
+    let req = auth
+        .apply(Request::get("/api/v1/availability/events"))
+        .header(header::ACCEPT, "text/event-stream")
+        .body(Body::empty())
+        .unwrap();
+    app.router.clone().oneshot(req).await.unwrap()
+}
+
+app_test!(a_live_availability_stream_ends_with_its_viewer_and_each_user_holds_a_few, |app: TestApp| async move {
+    // Each user holds a few; another user is not held back, and a closed stream gives its place back.
+    let token = app.token("lead@acme.example").await;
+    let mut open_streams = Vec::new();
+    for _ in 0..STREAMS_PER_USER {
+        let stream = open_availability(&app, &token).await;
+        assert_eq!(stream.status(), StatusCode::OK);
+        open_streams.push(stream);
+    }
+    let refused = open_availability(&app, &token).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key(header::RETRY_AFTER));
+    let member = app.token("member@acme.example").await;
+    assert_eq!(open_availability(&app, &member).await.status(), StatusCode::OK);
+    drop(open_streams.pop());
+    assert_eq!(open_availability(&app, &token).await.status(), StatusCode::OK);
+    drop(open_streams);
+
+    // A stream stays open while its viewer may watch, and ends once they are disabled.
+    let member_stream = open_availability(&app, &member).await;
+    assert!(!ends_within(open_availability(&app, &member).await, 6).await, "it stays open");
+    let admin = app.engine.store.identity_by_email("admin@tenantry.example").await.unwrap().unwrap();
+    let member_id = app.engine.store.identity_by_email("member@acme.example").await.unwrap().unwrap().user_id;
+    app.engine.disable_user(&admin, member_id, Utc::now()).await.unwrap();
+    assert!(ends_within(member_stream, 12).await, "a disabled viewer's stream ends");
+
+    // Signing out ends a browser's stream.
+    let browser = app.demo_session("lead@acme.example").await;
+    let stream = open_availability(&app, &browser).await;
+    assert_eq!(stream.status(), StatusCode::OK);
+    let logout = browser.apply(Request::post("/auth/logout")).body(Body::empty()).unwrap();
+    assert_eq!(app.send(logout).await.0, StatusCode::SEE_OTHER);
+    assert!(ends_within(stream, 12).await, "signing out ends the stream");
+});

@@ -126,19 +126,29 @@ impl Store {
     }
 
     /// Takes away everything a user signed in through SSO could do: team, role and admin, every
-    /// live API token, every session begun before `now`. Returns the user's id when one has this
-    /// subject.
-    pub async fn remove_sso_access(&self, subject: &str, now: DateTime<Utc>) -> EngineResult<Option<i64>> {
-        let user_id = write_tx!(self, |tx| {
-            let user_id: Option<i64> = sqlx::query_scalar(
+    /// live API token, every session begun before `now`. Returns the user's id, and the team they
+    /// led until now if any, when one has this subject.
+    pub async fn remove_sso_access(
+        &self,
+        subject: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Option<(i64, Option<i64>)>> {
+        let removed = write_tx!(self, |tx| {
+            let before: Option<(i64, Option<i64>, Option<String>)> =
+                sqlx::query_as("select user_id, tenant_id, role from app_user where oidc_subject = $1")
+                    .bind(subject)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            sqlx::query(
                 "update app_user set tenant_id = null, role = null, is_admin = $1, sessions_valid_after = $2
-                 where oidc_subject = $3 returning user_id",
+                 where oidc_subject = $3",
             )
             .bind(false)
             .bind(now)
             .bind(subject)
-            .fetch_optional(&mut *tx)
+            .execute(&mut *tx)
             .await?;
+            let user_id = before.as_ref().map(|(id, _, _)| *id);
             if let Some(id) = user_id {
                 sqlx::query("update api_token set revoked_at = $1 where user_id = $2 and revoked_at is null")
                     .bind(now)
@@ -146,9 +156,9 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            user_id
+            before.map(|(id, tenant_id, role)| (id, led(tenant_id, role.as_deref())))
         });
-        Ok(user_id)
+        Ok(removed)
     }
 
     pub async fn identity_by_email(&self, email: &str) -> EngineResult<Option<Identity>> {
@@ -178,6 +188,8 @@ impl Store {
         Ok(changed == 1)
     }
 
+    /// Adds a token for `user_id`, unless the user is disabled (`None` then, nothing written):
+    /// the check and the insert are one statement, so a token cannot slip in beside a disabling.
     pub async fn insert_api_token(
         &self,
         user_id: i64,
@@ -185,18 +197,19 @@ impl Store {
         token_hash: &str,
         expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) -> EngineResult<i64> {
+    ) -> EngineResult<Option<i64>> {
         let id = write_tx!(self, |tx| {
             sqlx::query_scalar::<_, i64>(
                 "insert into api_token (user_id, name, token_hash, created_at, expires_at)
-                 values ($1, $2, $3, $4, $5) returning api_token_id",
+                 select user_id, $2, $3, $4, $5 from app_user where user_id = $1 and disabled_at is null
+                 returning api_token_id",
             )
             .bind(user_id)
             .bind(name)
             .bind(token_hash)
             .bind(now)
             .bind(expires_at)
-            .fetch_one(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await?
         });
         Ok(id)
@@ -236,11 +249,17 @@ impl Store {
     }
 }
 
+/// The team a user with this team and role leads, if they lead one.
+fn led(tenant_id: Option<i64>, role: Option<&str>) -> Option<i64> {
+    tenant_id.filter(|_| role == Some(Role::Lead.code()))
+}
+
 /// What an SSO sign-in did to the user table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SsoOutcome {
-    /// The user's id (created or updated).
-    Signed(i64),
+    /// The user's id (created or updated), and the team they led until this sign-in's groups
+    /// took the lead role there away (moved to another team, or made a member).
+    Signed { user_id: i64, stopped_leading: Option<i64> },
     /// Another user already has this e-mail (a pre-existing account, or another subject's).
     EmailTaken,
     /// An admin disabled this user.
@@ -255,19 +274,27 @@ pub struct SsoUser<'a> {
     pub name: &'a str,
     pub tenant: Option<(&'a str, Role)>,
     pub is_admin: bool,
+    /// The provider itself marked the e-mail verified (`email_verified: true`), so the sign-in may
+    /// claim an invitation made for it; an e-mail trusted only by `OIDC_TRUST_UNVERIFIED_EMAIL`
+    /// may not.
+    pub may_claim_invitation: bool,
 }
 
 impl Store {
-    /// Whether the person behind an SSO sign-in (by subject, or by the e-mail of an unclaimed
-    /// invitation) was made a platform admin by `tenantry admin grant`, which no group takes away.
-    pub async fn sso_admin_granted(&self, subject: &str, email: &str) -> EngineResult<bool> {
+    /// Whether the person behind an SSO sign-in (by subject, or, when `user` may claim one, by the
+    /// e-mail of an invitation live at `now`) was made a platform admin by `tenantry admin
+    /// grant`, which no group takes away.
+    pub async fn sso_admin_granted(&self, user: &SsoUser<'_>, now: DateTime<Utc>) -> EngineResult<bool> {
         Ok(on_pool!(self, |pool| {
             sqlx::query_scalar::<_, i64>(
                 "select count(*) from app_user where admin_granted_at is not null and disabled_at is null
-                   and (oidc_subject = $1 or (oidc_subject is null and lower(email) = lower($2)))",
+                   and (oidc_subject = $1 or ($3 and oidc_subject is null and lower(email) = lower($2)
+                        and invitation_expires_at > $4))",
             )
-            .bind(subject)
-            .bind(email)
+            .bind(user.subject)
+            .bind(user.email)
+            .bind(user.may_claim_invitation)
+            .bind(now)
             .fetch_one(pool)
             .await?
         }) > 0)
@@ -276,8 +303,29 @@ impl Store {
     /// Creates or updates the user behind an SSO sign-in (found by the provider's subject only),
     /// creating the tenant named by the groups when it is new. Refused, with nothing written, when
     /// another user already has the e-mail or the user is disabled.
+    ///
+    /// Two first sign-ins of one person at the same instant (two tabs, a double click) both try
+    /// to create the user: on PostgreSQL the second insert meets the first's unique keys. Inserts
+    /// therefore skip a conflict (`on conflict do nothing`), and a sign-in whose insert was skipped
+    /// runs again, when the first one's row is committed and found by subject (SQLite's single
+    /// writer already runs them one after the other).
     pub async fn upsert_sso_user(&self, user: &SsoUser<'_>, now: DateTime<Utc>) -> EngineResult<SsoOutcome> {
-        let id = write_tx!(self, |tx| {
+        // One retry is enough: a skipped insert means the row it met is committed now.
+        for _ in 0..3 {
+            if let Some(outcome) = self.try_upsert_sso_user(user, now).await? {
+                return Ok(outcome);
+            }
+        }
+        Err(crate::error::EngineError::Conflict(format!(
+            "another sign-in of {} is being recorded at this moment; sign in again",
+            user.email
+        )))
+    }
+
+    /// One go of [`Store::upsert_sso_user`]; `None` when an insert met a row another sign-in
+    /// committed meanwhile (nothing is written then).
+    async fn try_upsert_sso_user(&self, user: &SsoUser<'_>, now: DateTime<Utc>) -> EngineResult<Option<SsoOutcome>> {
+        let outcome = write_tx!(self, |tx| {
             let tenant_id: Option<i64> = match user.tenant {
                 Some((slug, _)) => {
                     let existing: Option<i64> = sqlx::query_scalar("select tenant_id from tenant where slug = $1")
@@ -286,15 +334,20 @@ impl Store {
                         .await?;
                     match existing {
                         Some(id) => Some(id),
-                        None => Some(
-                            sqlx::query_scalar(
-                                "insert into tenant (slug, name, created_at) values ($1, $1, $2) returning tenant_id",
+                        None => {
+                            let created: Option<i64> = sqlx::query_scalar(
+                                "insert into tenant (slug, name, created_at) values ($1, $1, $2)
+                                 on conflict do nothing returning tenant_id",
                             )
                             .bind(slug)
                             .bind(now)
-                            .fetch_one(&mut *tx)
-                            .await?,
-                        ),
+                            .fetch_optional(&mut *tx)
+                            .await?;
+                            match created {
+                                Some(id) => Some(id),
+                                None => return Ok(None),
+                            }
+                        }
                     }
                 }
                 None => None,
@@ -310,11 +363,15 @@ impl Store {
             .bind(user.subject)
             .fetch_optional(&mut *tx)
             .await?;
+            // An invitation is claimable only by an e-mail the provider verified, until it expires.
             let invited: Option<(i64, bool, bool)> = sqlx::query_as(
                 "select user_id, disabled_at is not null, true from app_user
-                 where lower(email) = lower($1) and oidc_subject is null and admin_granted_at is not null",
+                 where $2 and lower(email) = lower($1) and oidc_subject is null and admin_granted_at is not null
+                   and invitation_expires_at > $3",
             )
             .bind(user.email)
+            .bind(user.may_claim_invitation)
+            .bind(now)
             .fetch_optional(&mut *tx)
             .await?;
             let (existing, granted) = match by_subject.or(invited) {
@@ -326,12 +383,19 @@ impl Store {
                 .fetch_optional(&mut *tx)
                 .await?;
             match existing {
-                Some((_, true)) => return Ok(SsoOutcome::Disabled),
-                _ if taken.is_some() && taken != existing.map(|(id, _)| id) => return Ok(SsoOutcome::EmailTaken),
+                Some((_, true)) => SsoOutcome::Disabled,
+                _ if taken.is_some() && taken != existing.map(|(id, _)| id) => SsoOutcome::EmailTaken,
                 Some((id, false)) => {
+                    let (was_team, was_role): (Option<i64>, Option<String>) =
+                        sqlx::query_as("select tenant_id, role from app_user where user_id = $1")
+                            .bind(id)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    let stopped_leading =
+                        led(was_team, was_role.as_deref()).filter(|&t| led(tenant_id, role) != Some(t));
                     sqlx::query(
                         "update app_user set email = $1, name = $2, tenant_id = $3, role = $4, is_admin = $5,
-                            oidc_subject = $6, last_sign_in_at = $7 where user_id = $8",
+                            oidc_subject = $6, last_sign_in_at = $7, invitation_expires_at = null where user_id = $8",
                     )
                     .bind(user.email)
                     .bind(user.name)
@@ -343,12 +407,12 @@ impl Store {
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
-                    id
+                    SsoOutcome::Signed { user_id: id, stopped_leading }
                 }
                 None => {
-                    sqlx::query_scalar(
+                    let created: Option<i64> = sqlx::query_scalar(
                         "insert into app_user (email, name, tenant_id, role, is_admin, oidc_subject, created_at, last_sign_in_at)
-                         values ($1, $2, $3, $4, $5, $6, $7, $7) returning user_id",
+                         values ($1, $2, $3, $4, $5, $6, $7, $7) on conflict do nothing returning user_id",
                     )
                     .bind(user.email)
                     .bind(user.name)
@@ -357,12 +421,16 @@ impl Store {
                     .bind(user.is_admin)
                     .bind(user.subject)
                     .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    match created {
+                        Some(id) => SsoOutcome::Signed { user_id: id, stopped_leading: None },
+                        None => return Ok(None),
+                    }
                 }
             }
         });
-        Ok(SsoOutcome::Signed(id))
+        Ok(Some(outcome))
     }
 }
 
@@ -564,15 +632,32 @@ impl Store {
     }
 }
 
+/// How long an invitation made by `tenantry admin grant` can be claimed, unless the command says.
+pub const DEFAULT_INVITATION_DAYS: u32 = 7;
+
 impl Store {
-    /// Makes the user with this e-mail a platform admin, creating the user (no team) when there is
-    /// none, and records who did it in the same transaction. Returns whether the user was created
-    /// and whether they were an admin already.
+    /// [`Store::grant_admin_until`] with an invitation claimable for [`DEFAULT_INVITATION_DAYS`].
     pub async fn grant_admin(
         &self,
         email: &str,
         name: &str,
         actor_email: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<(bool, bool)> {
+        let expires_at = now + chrono::Duration::days(i64::from(DEFAULT_INVITATION_DAYS));
+        self.grant_admin_until(email, name, actor_email, expires_at, now).await
+    }
+
+    /// Makes the user with this e-mail a platform admin, creating the user (no team) when there is
+    /// none, and records who did it in the same transaction. A user no sign-in claimed yet is an
+    /// invitation, claimable until `invitation_expires_at` (granting again renews it). Returns
+    /// whether the user was created and whether they were an admin already.
+    pub async fn grant_admin_until(
+        &self,
+        email: &str,
+        name: &str,
+        actor_email: &str,
+        invitation_expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> EngineResult<(bool, bool)> {
         let outcome = write_tx!(self, |tx| {
@@ -585,25 +670,29 @@ impl Store {
                 Some((id, already)) => {
                     // Sticky from now on, even for someone an admin group made admin already.
                     sqlx::query(
-                        "update app_user set is_admin = $1, admin_granted_at = coalesce(admin_granted_at, $2)
+                        "update app_user set is_admin = $1, admin_granted_at = coalesce(admin_granted_at, $2),
+                            invitation_expires_at = case when oidc_subject is null then $4 end
                          where user_id = $3",
                     )
                     .bind(true)
                     .bind(now)
                     .bind(id)
+                    .bind(invitation_expires_at)
                     .execute(&mut *tx)
                     .await?;
                     (false, already)
                 }
                 None => {
                     sqlx::query(
-                        "insert into app_user (email, name, tenant_id, role, is_admin, created_at, admin_granted_at)
-                         values ($1, $2, null, null, $3, $4, $4)",
+                        "insert into app_user (email, name, tenant_id, role, is_admin, created_at, admin_granted_at,
+                            invitation_expires_at)
+                         values ($1, $2, null, null, $3, $4, $4, $5)",
                     )
                     .bind(email)
                     .bind(name)
                     .bind(true)
                     .bind(now)
+                    .bind(invitation_expires_at)
                     .execute(&mut *tx)
                     .await?;
                     (true, false)
@@ -624,5 +713,82 @@ impl Store {
             outcome
         });
         Ok(outcome)
+    }
+}
+
+/// An OpenID Connect sign-in in flight (`oidc_attempt`): what the callback must check the
+/// provider's answer against, and the binding to the browser session that started it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct SignInAttempt {
+    pub state: String,
+    /// A random value kept in the starting browser's session: a callback from another browser
+    /// (another session) cannot take the attempt.
+    pub binding: String,
+    pub nonce: String,
+    pub pkce_verifier: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl Store {
+    /// Keeps a sign-in in flight until its callback takes it, and deletes the attempts that
+    /// expired before `now` (nobody came back for them).
+    pub async fn insert_sign_in_attempt(&self, attempt: &SignInAttempt, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("delete from oidc_attempt where expires_at <= $1").bind(now).execute(&mut *tx).await?;
+            sqlx::query(
+                "insert into oidc_attempt (state, binding, nonce, pkce_verifier, created_at, expires_at)
+                 values ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&attempt.state)
+            .bind(&attempt.binding)
+            .bind(&attempt.nonce)
+            .bind(&attempt.pkce_verifier)
+            .bind(attempt.created_at)
+            .bind(attempt.expires_at)
+            .execute(&mut *tx)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Takes the attempt with this `state` started by the session holding `binding`, if it has
+    /// not expired at `now`: one conditional delete, so of two callbacks at once exactly one gets
+    /// it. `None` for an unknown, used, expired or other browser's attempt (nothing is deleted
+    /// then, so a forged callback cannot spoil a genuine sign-in in progress).
+    pub async fn take_sign_in_attempt(
+        &self,
+        state: &str,
+        binding: &str,
+        now: DateTime<Utc>,
+    ) -> EngineResult<Option<SignInAttempt>> {
+        let taken = write_tx!(self, |tx| {
+            sqlx::query_as::<_, SignInAttempt>(
+                "delete from oidc_attempt where state = $1 and binding = $2 and expires_at > $3
+                 returning state, binding, nonce, pkce_verifier, created_at, expires_at",
+            )
+            .bind(state)
+            .bind(binding)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?
+        });
+        Ok(taken)
+    }
+}
+
+impl Store {
+    /// When the invitation for this e-mail expires: `None` when no invitation is open for it (no
+    /// such user, or one already linked to a sign-in).
+    pub async fn invitation_expiry(&self, email: &str) -> EngineResult<Option<DateTime<Utc>>> {
+        let expiry = on_pool!(self, |pool| {
+            sqlx::query_scalar::<_, Option<DateTime<Utc>>>(
+                "select invitation_expires_at from app_user where lower(email) = lower($1) and oidc_subject is null",
+            )
+            .bind(email)
+            .fetch_optional(pool)
+            .await?
+        });
+        Ok(expiry.flatten())
     }
 }

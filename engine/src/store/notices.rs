@@ -325,6 +325,17 @@ impl Store {
         Ok(rows.into_iter().map(webhook).collect())
     }
 
+    /// The team's webhooks (not deleted) that `user_id` registered.
+    pub async fn webhooks_created_by(&self, tenant_id: i64, user_id: i64) -> EngineResult<Vec<Webhook>> {
+        let sql = format!(
+            "select {WEBHOOK_COLUMNS} from webhook where tenant_id = $1 and created_by = $2 and deleted_at is null
+             order by webhook_id"
+        );
+        let rows: Vec<WebhookTuple> =
+            on_pool!(self, |pool| sqlx::query_as(&sql).bind(tenant_id).bind(user_id).fetch_all(pool).await?);
+        Ok(rows.into_iter().map(webhook).collect())
+    }
+
     /// One webhook of a team (`None` for another team's, or a deleted one).
     pub async fn webhook(&self, tenant_id: i64, webhook_id: i64) -> EngineResult<Option<Webhook>> {
         Ok(self.webhooks(tenant_id).await?.into_iter().find(|w| w.webhook_id == webhook_id))
@@ -622,7 +633,11 @@ impl Store {
     }
 
     /// How many test sends webhook `webhook_id` got since `since`, and when the oldest of them was.
-    pub async fn test_sends(&self, webhook_id: i64, since: DateTime<Utc>) -> EngineResult<(i64, Option<DateTime<Utc>>)> {
+    pub async fn test_sends(
+        &self,
+        webhook_id: i64,
+        since: DateTime<Utc>,
+    ) -> EngineResult<(i64, Option<DateTime<Utc>>)> {
         Ok(on_pool!(self, |pool| {
             sqlx::query_as(
                 "select count(*), min(n.at) from delivery d join notice n on n.notice_id = d.notice_id

@@ -210,7 +210,15 @@ store_test!(a_teams_holdings_version_moves_with_every_write_to_its_reservations,
     assert_eq!(version(t).await, v1 + 1);
     // Any change of a row moves it, whoever makes it, here a cancellation.
     let cancelled = store
-        .cancel_reservation(t, ids[0], ReservationState::Scheduled, bulk[0].window, CancelPlan::FreeNow, &Default::default(), now())
+        .cancel_reservation(
+            t,
+            ids[0],
+            ReservationState::Scheduled,
+            bulk[0].window,
+            CancelPlan::FreeNow,
+            &Default::default(),
+            now(),
+        )
         .await
         .unwrap();
     assert!(cancelled);

@@ -1,12 +1,15 @@
 //! `GET /api/v1/availability` (free units per bucket) and `GET /api/v1/availability/events`
-//! (server-sent events whenever availability may have changed, for live calendars).
+//! (server-sent events whenever availability may have changed, for live calendars; capped per
+//! person and ended when the viewer may no longer watch, like the timeline, see `api::streams`).
 
 use super::input::{self, ApiQuery};
-use super::openapi::{Invalid, ServerError, Unauthenticated};
+use super::openapi::{Invalid, RateLimited, ServerError, Unauthenticated};
+use super::streams::{Proof, StreamSlot, RECHECK};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Json;
 use futures_util::Stream;
@@ -16,8 +19,7 @@ use tenantry_domain::availability::Availability;
 use tenantry_domain::availability::Grid;
 use tenantry_domain::booking::parse_class;
 use tenantry_domain::reservation::PriorityClass;
-use tokio_stream::wrappers::WatchStream;
-use tokio_stream::StreamExt;
+use tower_sessions::Session;
 
 /// The query of `GET /api/v1/availability`. Values are read as text and checked one by one, so
 /// a wrong one is a 422 naming it.
@@ -76,7 +78,9 @@ pub async fn grid(
 /// Live availability changes
 ///
 /// Server-sent events: one `availability` event (its data the index revision) whenever free
-/// capacity may have changed; a burst of bookings is one event.
+/// capacity may have changed; a burst of bookings is one event. A stream ends when its viewer
+/// may no longer sign in (signed out, token revoked, disabled); a user may hold 8 open per
+/// instance.
 #[utoipa::path(
     get,
     path = "/availability/events",
@@ -85,15 +89,52 @@ pub async fn grid(
     responses(
         (status = 200, description = "An event stream that stays open", content_type = "text/event-stream", body = String),
         (status = 401, response = Unauthenticated),
+        (status = 429, response = RateLimited),
         (status = "5XX", response = ServerError),
     )
 )]
 pub async fn events(
     State(state): State<AppState>,
-    Caller(_): Caller,
+    Caller(who): Caller,
+    session: Session,
+    headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let changes = WatchStream::from_changes(state.engine.index.subscribe())
-        .map(|revision| Ok(Event::default().event("availability").data(revision.to_string())));
+    let proof = Proof::of(&headers, &session).ok_or_else(ApiError::unauthenticated)?;
+    let slot = state.web.availability_streams.take(who.user_id, "live availability streams")?;
+    let start = Watching {
+        engine: state.engine.clone(),
+        user_id: who.user_id,
+        proof,
+        _slot: slot,
+        revisions: state.engine.index.subscribe(),
+    };
+    let changes = futures_util::stream::unfold(start, |mut w| async move {
+        loop {
+            // Wake on a new revision, or after a while to re-check who is watching.
+            let changed = tokio::time::timeout(RECHECK, w.revisions.changed()).await;
+            w.proof.recheck(&w.engine, w.user_id).await?;
+            match changed {
+                Ok(Ok(())) => {
+                    let revision = *w.revisions.borrow_and_update();
+                    let event = Event::default().event("availability").data(revision.to_string());
+                    return Some((Ok(event), w));
+                }
+                // The index is gone: the instance is stopping.
+                Ok(Err(_)) => return None,
+                Err(_) => continue,
+            }
+        }
+    });
     let changes = futures_util::StreamExt::take_until(changes, state.web.stopping.stopped());
     Ok(Sse::new(changes).keep_alive(KeepAlive::default()))
+}
+
+/// What a live availability stream carries between wake-ups.
+struct Watching {
+    engine: tenantry_engine::Engine,
+    user_id: i64,
+    proof: Proof,
+    /// Held for as long as the stream lives.
+    _slot: StreamSlot,
+    revisions: tokio::sync::watch::Receiver<u64>,
 }

@@ -18,6 +18,7 @@ pub mod offerings;
 pub mod openapi;
 pub mod provisioning;
 pub mod reservations;
+pub mod streams;
 pub mod users;
 
 use serde::{Deserialize, Serialize};

@@ -9,10 +9,10 @@
 
 use super::input::{self, ApiPath, ApiQuery};
 use super::openapi::{ErrorBody, Invalid, NotFound, RateLimited, ServerError, Unauthenticated};
+use super::streams::{Proof, StreamSlot, RECHECK};
 use super::Items;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::sessions::DbSessionStore;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -22,88 +22,14 @@ use axum::Json;
 use chrono::Utc;
 use futures_util::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tenantry_app::server::session_identity;
 use tenantry_domain::provisioning::StepEvent;
 use tenantry_domain::Identity;
 use tenantry_engine::Engine;
 use tokio::sync::broadcast;
-use tower_sessions::session::Id;
 use tower_sessions::Session;
 
-/// How often a live timeline re-checks, even when no event woke it: whether its viewer may
-/// still see it (signed out, token revoked, removed from the team) and whether the reservation
-/// is over. Events themselves wake it at once (see `Engine::timeline_changes`).
-const RECHECK: Duration = Duration::from_secs(5);
-
-/// Live timelines one user may hold open on one instance at a time.
-pub const STREAMS_PER_USER: usize = 8;
-
-/// Open live timelines per user on this instance.
-#[derive(Debug, Default)]
-pub struct StreamSlots(Arc<Mutex<HashMap<i64, usize>>>);
-
-/// One open stream's place; the slot is given back when the stream ends (or its client goes).
-struct StreamSlot {
-    slots: Arc<Mutex<HashMap<i64, usize>>>,
-    user_id: i64,
-}
-
-impl StreamSlots {
-    fn take(&self, user_id: i64) -> Option<StreamSlot> {
-        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let count = open.entry(user_id).or_default();
-        if *count >= STREAMS_PER_USER {
-            return None;
-        }
-        *count += 1;
-        Some(StreamSlot { slots: self.0.clone(), user_id })
-    }
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut open = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = open.get_mut(&self.user_id) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.user_id);
-            }
-        }
-    }
-}
-
-/// How the viewer of a stream proved who they are, to prove it again while the stream lasts.
-enum Proof {
-    Token(String),
-    Session(Id),
-}
-
-impl Proof {
-    fn of(headers: &HeaderMap, session: &Session) -> Option<Proof> {
-        match crate::auth::bearer(headers) {
-            Some(token) => Some(Proof::Token(token.to_owned())),
-            None => session.id().map(Proof::Session),
-        }
-    }
-
-    /// Who the proof stands for now: `None` once signed out, expired, revoked, disabled or
-    /// removed, or once it stands for someone else.
-    async fn recheck(&self, engine: &Engine, user_id: i64) -> Option<Identity> {
-        let now = Utc::now();
-        let who = match self {
-            Proof::Token(token) => engine.identity_for_token(token, now).await.ok().flatten(),
-            Proof::Session(id) => {
-                let session = Session::new(Some(*id), Arc::new(DbSessionStore::on(&engine.store)), None);
-                session_identity(&session, engine, now).await.ok().flatten()
-            }
-        };
-        who.filter(|w| w.user_id == user_id)
-    }
-}
+pub use super::streams::STREAMS_PER_USER;
 
 /// The query of `GET /api/v1/reservations/{id}/events`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -166,14 +92,7 @@ pub async fn events(
         return Ok(Json(Items::from(items)).into_response());
     }
     let proof = Proof::of(&headers, &session).ok_or_else(ApiError::unauthenticated)?;
-    let slot = state.web.event_streams.take(who.user_id).ok_or_else(|| ApiError {
-        retry_after: Some(RECHECK.as_secs()),
-        ..ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("you have {STREAMS_PER_USER} live timelines open; close one (or a browser tab) first"),
-        )
-    })?;
+    let slot = state.web.event_streams.take(who.user_id, "live timelines")?;
     let stream = live(state.engine.clone(), who, proof, slot, id, items).take_until(state.web.stopping.stopped());
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
