@@ -2,8 +2,8 @@
 //! a JSON body, a query string, timestamps, durations, months, groupings and path ids.
 //!
 //! Every parser here takes any text a client can send and answers a value or an error naming the
-//! field; none may panic (a panic drops the connection instead of answering). `server/tests/
-//! hardening.rs` checks that with arbitrary input.
+//! field; none may panic (a panic drops the connection instead of answering).
+//! `server/tests/it/hardening.rs` checks that with arbitrary input.
 
 use crate::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};

@@ -6,8 +6,8 @@
 //! enables, so the wasm front end does not carry them).
 //!
 //! Three tests keep it honest: every route of `router::API_ROUTES` is documented and nothing else
-//! is (`server/tests/api.rs`), and every answer any server test receives under `/api/v1` is one
-//! the document declares for that path and method (`server/tests/common/openapi_check.rs`).
+//! is (`server/tests/it/api.rs`), and every answer any server test receives under `/api/v1` is one
+//! the document declares for that path and method (`server/tests/it/common/openapi_check.rs`).
 //!
 //! What stays written by hand here: the error body's schema below (it mirrors the private
 //! serializer in `crate::error`, and the checker validates every error answer against it), the
@@ -118,7 +118,7 @@ impl Modify for SecuritySchemes {
         components.add_security_scheme(
             "cookie",
             SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
-                // The name `sessions::layer` gives the cookie (`server/tests/api.rs` checks they agree).
+                // The name `sessions::layer` gives the cookie (`server/tests/it/api.rs` checks they agree).
                 "tenantry_session",
                 "The portal's session after signing in (single sign-on or demo sign-in). State-changing \
                  requests with it must come from the portal's own origin (CSRF), or they get 403.",

@@ -3,11 +3,9 @@
 //! 404 and stay unchanged; a foreign `Origin` gets 403 on every state-changing route. A route
 //! without a case here fails the test, so new routes cannot slip past it.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::Value;
 use tenantry_server::router::{Access, API_ROUTES};
 use tower::ServiceExt;

@@ -5,12 +5,10 @@
 //! offerings are conflicts (409), leads get 403; a price change is scheduled and shown in the
 //! history; `tenantry admin offering …` does the same from the command line.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use clap::Parser;
-use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 use tenantry_server::config::Command;
 use tenantry_server::{admin_cli, Cli};

@@ -3,12 +3,10 @@
 //! each user may hold only a few open; on PostgreSQL another instance's steps wake them at once;
 //! every open stream ends when the instance begins to stop, so its graceful shutdown can finish.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use chrono::{Duration, Utc};
-use common::{Auth, Db, TestApp};
 use http_body_util::BodyExt;
 use std::time::Instant;
 use tenantry_domain::booking::{BookingInput, OptionsInput};

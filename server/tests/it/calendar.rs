@@ -2,11 +2,9 @@
 //! feed read by its secret without a session (and 404 for a wrong or rotated one), rotation and
 //! who may rotate what, and one reservation's `.ics` (404 for another team's).
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::Value;
 
 fn json(body: &str) -> Value {

@@ -1,12 +1,10 @@
 //! Provisioning over HTTP, on SQLite and PostgreSQL: the timeline as JSON and as server-sent
 //! events, health checks, and the admin's queue, maintenance windows and node states.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use chrono::{Duration, Utc};
-use common::{Auth, Db, TestApp};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -24,7 +22,7 @@ fn parse(body: &str) -> Value {
 
 /// Books `offering` from now for two hours as acme's lead; returns the reservation.
 async fn book_now(app: &TestApp, lead: &Auth, offering: &str) -> Value {
-    let start = common::this_minute().await;
+    let start = crate::common::this_minute().await;
     let body = json!({"offering": offering, "quantity": 1, "start": start, "end": start + Duration::hours(2),
                       "options": {"placement": "any"}});
     let (code, _, created) = app.send(post(lead, "/api/v1/reservations", body)).await;

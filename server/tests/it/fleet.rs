@@ -3,11 +3,9 @@
 //! `tenantry admin` commands (in-process and through the real binary) and `demo seed` writing the
 //! simulated fleet's file that `serve` then reads.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tenantry_domain::fleet::InventoryNode;
@@ -50,7 +48,7 @@ fn grown_fleet() -> SimFleet {
 
 /// The demo world whose simulated driver now reports [`grown_fleet`].
 async fn grown(db: Db) -> Engine {
-    let store = common::database(db).await;
+    let store = crate::common::database(db).await;
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
     seed_demo(&engine, &DEMO, chrono::Utc::now()).await.unwrap();
@@ -485,7 +483,7 @@ mod cli {
     /// `demo seed` writes the simulated fleet's file; the admin commands (and `serve`) read it, and
     /// the reconcile finds nothing to change. Through the real binary.
     async fn demo_seed_writes_the_fleet_file_the_reconciler_then_reads(db: Db) {
-        let url = common::database_url(db).await;
+        let url = crate::common::database_url(db).await;
         let dir = std::env::temp_dir().join(format!("tenantry-fleet-{}-{:?}", std::process::id(), db));
         let file = dir.join("sim-fleet.toml");
         let _ = std::fs::remove_file(&file);

@@ -4,11 +4,9 @@
 //! and a quote that cannot be met says why, without another team's name, with suggestions that
 //! fit when quoted as they are.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 

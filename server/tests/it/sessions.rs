@@ -1,9 +1,7 @@
 //! Session lifetimes: a session ends 12 hours after sign-in however active it is, and a fresh
 //! session id is issued at sign-in.
 
-mod common;
-
-use common::{Db, TestApp};
+use crate::common::{Db, TestApp};
 use std::sync::Arc;
 use tenantry_app::server::{session_user, start_session, ABSOLUTE_SESSION_LIFETIME};
 use tenantry_server::sessions::DbSessionStore;

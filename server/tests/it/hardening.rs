@@ -3,12 +3,10 @@
 //! over every parser, plus the inputs that once did); expired sessions are deleted; a forged
 //! sign-in callback cannot end a session; every answer carries the security headers.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use common::{Auth, Db, TestApp};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -281,7 +279,7 @@ async fn session_rows(store: &Store, id: &Id) -> i64 {
 }
 
 async fn expired_sessions_are_deleted(db: Db) {
-    let store = common::database(db).await;
+    let store = crate::common::database(db).await;
     store.migrate().await.unwrap();
     let sessions = DbSessionStore::open(&store).await.unwrap();
     let record = |expiry| Record { id: Id::default(), data: Default::default(), expiry_date: expiry };

@@ -195,7 +195,6 @@ impl Auth {
 }
 
 /// One `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per database from one async body taking a `TestApp`.
-#[macro_export]
 macro_rules! app_test {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -215,7 +214,6 @@ macro_rules! app_test {
 }
 
 /// Like `app_test!` for a harness built by an async `harness(Db)` function in the test file.
-#[macro_export]
 macro_rules! app_test_with {
     ($name:ident, $body:expr) => {
         mod $name {

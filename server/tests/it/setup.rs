@@ -1,11 +1,9 @@
 //! The first run over HTTP, on SQLite and PostgreSQL: the setup checklist and the platform's
 //! default policy, for admins only; what a saved default changes for teams without their own.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 
 fn json(body: &str) -> Value {
@@ -99,7 +97,7 @@ async fn empty_install(db: Db) -> TestApp {
     use std::sync::Arc;
     use tenantry_engine::driver::sim::{SimConfig, SimDriver};
     use tenantry_engine::driver::sim_fleet::SimFleet;
-    let store = common::database(db).await;
+    let store = crate::common::database(db).await;
     store.migrate().await.unwrap();
     let fleet = SimFleet::parse(
         r#"

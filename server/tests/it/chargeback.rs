@@ -2,12 +2,10 @@
 //! JSON and CSV say the same, bad input is a 422 that names the field, reports are for admins,
 //! and `/metrics` is valid Prometheus text that moves when a booking is made.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use chrono::{Duration, DurationRound, SecondsFormat, Utc};
-use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use tenantry_server::state::WebSettings;

@@ -3,11 +3,9 @@
 //! team only), a chosen shape gets the common mistakes' warnings, and bad input is a 422 naming
 //! the field.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 
 async fn advise(app: &TestApp, auth: Option<&Auth>, body: Value) -> (StatusCode, Value) {

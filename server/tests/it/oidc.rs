@@ -6,8 +6,7 @@
 //! the test shapes: wrong nonce, issuer or audience, expired, unsigned. The end-to-end suite runs
 //! the same flow against panva's oidc-provider in a browser.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, Request, StatusCode};
@@ -15,7 +14,6 @@ use axum::routing::{get, post};
 use axum::{Form, Json, Router};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use common::{Auth, Db, TestApp};
 use rsa::pkcs1::DecodeRsaPrivateKey;
 use rsa::pkcs1v15::SigningKey;
 use rsa::signature::{SignatureEncoding, Signer};
@@ -150,7 +148,7 @@ struct Harness {
 
 async fn harness(db: Db) -> Harness {
     let provider = start_provider().await;
-    let store = common::database(db).await;
+    let store = crate::common::database(db).await;
     store.migrate().await.unwrap();
     let engine = Engine::new(store, EngineConfig::default());
     let settings = OidcSettings {

@@ -1,10 +1,8 @@
 //! The REST API and sign-in, end to end in-process, on SQLite and PostgreSQL.
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use tenantry_server::router::API_ROUTES;
@@ -565,7 +563,7 @@ async fn the_checker_refuses_undeclared_answers() {
     use tower::ServiceExt;
     async fn panic_of(router: axum::Router, path: &str) -> Option<String> {
         let request = Request::get(path).body(Body::empty()).unwrap();
-        let answer = tokio::spawn(common::openapi_check::checked(router).oneshot(request)).await;
+        let answer = tokio::spawn(crate::common::openapi_check::checked(router).oneshot(request)).await;
         answer.err().map(|e| {
             let payload = e.into_panic();
             payload
@@ -586,7 +584,7 @@ async fn the_checker_refuses_undeclared_answers() {
     let templated = axum::Router::new()
         .route("/api/v1/reservations/{id}/cancel", axum::routing::post(|| async { StatusCode::ACCEPTED }));
     let request = Request::post("/api/v1/reservations/12/cancel").body(Body::empty()).unwrap();
-    let answer = tokio::spawn(common::openapi_check::checked(templated).oneshot(request)).await;
+    let answer = tokio::spawn(crate::common::openapi_check::checked(templated).oneshot(request)).await;
     let message = answer.err().map(|e| format!("{e:?}")).unwrap_or_default();
     assert!(!message.is_empty(), "a 202 is not declared for POST /reservations/{{id}}/cancel");
 

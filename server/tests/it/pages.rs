@@ -2,10 +2,8 @@
 //! the process; the 404 page keeps the shell (demo banner, signed-in user); the burst panel
 //! states the configured warning; a page sends the same resources every time.
 
-mod common;
-
+use crate::common::{Db, TestApp};
 use axum::http::StatusCode;
-use common::{Db, TestApp};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tenantry_engine::seed::{seed_demo, SeedOptions};
@@ -104,7 +102,7 @@ mod unknown_page {
 
 /// The burst panel promises the warning the engine is configured to give, not a fixed 15 minutes.
 async fn burst_panel_states_the_configured_warning(db: Db) {
-    let store = common::database(db).await;
+    let store = crate::common::database(db).await;
     store.migrate().await.unwrap();
     let config = EngineConfig { burst_warning: chrono::Duration::minutes(25), ..EngineConfig::default() };
     let engine = Engine::new(store, config);

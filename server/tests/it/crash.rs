@@ -2,10 +2,8 @@
 //! provisions several reservations, start it again, and every reservation is handed over with
 //! each of the simulated fleet's effects applied exactly once.
 
-mod common;
-
+use crate::common::Db;
 use chrono::{Duration, Utc};
-use common::Db;
 use std::process::{Child, Command, Stdio};
 use tenantry_domain::booking::{BookingInput, OptionsInput};
 use tenantry_domain::provisioning::StepStatus;
@@ -47,7 +45,7 @@ async fn until<F: std::future::Future<Output = bool>>(what: &str, seconds: u64, 
 }
 
 async fn sigkill_mid_provisioning_then_restart(db: Db) {
-    let url = common::database_url(db).await;
+    let url = crate::common::database_url(db).await;
     let store = Store::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
     let engine = Engine::new(store.clone(), EngineConfig::default());
@@ -55,7 +53,7 @@ async fn sigkill_mid_provisioning_then_restart(db: Db) {
         .await
         .unwrap();
     let lead = store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
-    let start = common::this_minute().await;
+    let start = crate::common::this_minute().await;
     let mut ids = Vec::new();
     let mut booked = Vec::new();
     for offering in ["h100-gpu", "h100-gpu", "l40s-gpu", "a100-1g.10gb"] {

@@ -2,11 +2,9 @@
 //! user's token, disabling and enabling users; status codes for admins and everyone else; the
 //! page and its plain-form actions (before hydration).
 
-mod common;
-
+use crate::common::{Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
-use common::{Auth, Db, TestApp};
 use serde_json::Value;
 
 fn json(body: &str) -> Value {
