@@ -22,7 +22,7 @@ async function receiver() {
   return { url: `http://127.0.0.1:${port}/tenantry`, got, close: () => server.close() };
 }
 
-/** Checks `X-Tenantry-Signature: t=<t>,v1=<hex>` the way the README tells a receiver to. */
+/** Checks `X-Tenantry-Signature: t=<t>,v1=<hex>` the way docs/using.md tells a receiver to. */
 function verify(secret: string, header: string, body: string): boolean {
   const parts = Object.fromEntries(header.split(',').map((p) => p.split('=') as [string, string]));
   if (Math.abs(Date.now() / 1000 - Number(parts.t)) > 300) return false;

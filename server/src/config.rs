@@ -284,16 +284,19 @@ pub struct MeteringArgs {
 /// The provisioning queue and the simulated fleet.
 #[derive(Debug, Clone, Args)]
 pub struct QueueArgs {
-    /// Minutes before a window that provisioning begins.
+    /// Minutes before a window that provisioning begins (at once for a window that starts
+    /// sooner); at most the turnaround, else `serve` refuses to start.
     #[arg(long, env = "TENANTRY_PROVISION_LEAD_MINUTES", default_value_t = 15)]
     pub provision_lead_minutes: u32,
     /// Queue workers in this instance (each runs up to 32 steps at once); 0 runs none.
     #[arg(long, env = "TENANTRY_QUEUE_WORKERS", default_value_t = 2)]
     pub queue_workers: u32,
-    /// Seconds a claimed job stays claimed without a heartbeat.
+    /// Seconds a claimed job stays claimed without a heartbeat; another worker then picks it up.
     #[arg(long, env = "TENANTRY_QUEUE_LEASE_SECONDS", default_value_t = 30)]
     pub queue_lease_seconds: u32,
-    /// Attempts at one step before its job fails.
+    /// Attempts at one step (exponential back-off from 2 s, at most 5 minutes) before its job
+    /// fails and shows on Admin → Fleet; a fleet that does not answer is waited for without
+    /// counting attempts.
     #[arg(long, env = "TENANTRY_QUEUE_MAX_ATTEMPTS", default_value_t = 5)]
     pub queue_max_attempts: u32,
     /// Minutes into its window that a reservation still being set up waits for a fleet that
@@ -407,11 +410,14 @@ pub struct OidcArgs {
     /// The provider's issuer URL (discovery reads `/.well-known/openid-configuration` under it).
     #[arg(long, env = "OIDC_ISSUER_URL")]
     pub oidc_issuer_url: Option<String>,
+    /// The client id registered at the provider.
     #[arg(long, env = "OIDC_CLIENT_ID", default_value = "tenantry")]
     pub oidc_client_id: String,
+    /// The client's secret at the provider (unset for a public client).
     #[arg(long, env = "OIDC_CLIENT_SECRET", hide_env_values = true)]
     pub oidc_client_secret: Option<String>,
-    /// Where the provider sends users back: this portal's `/auth/callback`.
+    /// Where the provider sends users back: this portal's `/auth/callback` (unset:
+    /// `$TENANTRY_PUBLIC_URL/auth/callback`); it must match the provider's registration.
     #[arg(long, env = "OIDC_REDIRECT_URL")]
     pub oidc_redirect_url: Option<String>,
     /// The claim that lists the user's groups.

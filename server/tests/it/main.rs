@@ -10,6 +10,7 @@ mod advisor;
 mod api;
 mod calendar;
 mod chargeback;
+mod configuration;
 mod crash;
 mod fleet;
 mod hardening;
