@@ -286,8 +286,10 @@ pub fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-#[cfg(test)]
-pub(crate) mod test_support;
+// Public and always compiled, for the server's tests too: gating it behind a feature would give
+// the engine two builds (with and without the feature) in every CI run, for two small functions.
+#[doc(hidden)]
+pub mod test_support;
 
 #[cfg(test)]
 mod tests;

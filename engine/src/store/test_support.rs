@@ -1,6 +1,7 @@
-//! Test databases: a fresh SQLite file or a fresh PostgreSQL database per test, migrated, so the
-//! same store test runs against both backends. PostgreSQL is found through
-//! `TENANTRY_TEST_POSTGRES_URL` (default: the local server on 127.0.0.1:5432 as `postgres`).
+//! Test databases, for the engine's tests and the server's alike: a fresh SQLite file or a fresh
+//! PostgreSQL database per test, so the same test runs against both backends. PostgreSQL is
+//! found through `TENANTRY_TEST_POSTGRES_URL` (default: the local server on 127.0.0.1:5432 as
+//! `postgres`); `scripts/test.sh` drops the `tenantry_test…` databases of earlier runs.
 
 use super::Store;
 use sqlx::Connection;
@@ -16,14 +17,15 @@ fn unique_name(prefix: &str) -> String {
     format!("{prefix}_{}", hex::encode(bytes))
 }
 
-/// A migrated store on a new, empty database of the given backend.
-pub async fn fresh_store(backend: super::Backend) -> Store {
-    let store = match backend {
+/// The URL of a new, empty database of the given backend (a SQLite file that does not exist yet,
+/// or a PostgreSQL database just created).
+pub async fn fresh_database_url(backend: super::Backend) -> String {
+    match backend {
         super::Backend::Sqlite => {
             let dir = std::env::temp_dir().join("tenantry-tests");
             std::fs::create_dir_all(&dir).expect("temp dir");
             let path = dir.join(format!("{}.db", unique_name("t")));
-            Store::connect(&format!("sqlite://{}", path.display())).await.expect("sqlite")
+            format!("sqlite://{}", path.display())
         }
         super::Backend::Postgres => {
             let admin = postgres_admin_url();
@@ -31,14 +33,20 @@ pub async fn fresh_store(backend: super::Backend) -> Store {
             let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL reachable");
             sqlx::query(&format!("create database {name}")).execute(&mut conn).await.expect("create database");
             let (base, _) = admin.rsplit_once('/').expect("url with a database");
-            Store::connect(&format!("{base}/{name}")).await.expect("postgres")
+            format!("{base}/{name}")
         }
-    };
+    }
+}
+
+/// A migrated store on a new, empty database of the given backend.
+pub async fn fresh_store(backend: super::Backend) -> Store {
+    let store = Store::connect(&fresh_database_url(backend).await).await.expect("the test database opens");
     store.migrate().await.expect("migrations apply");
     store
 }
 
 /// Declares one async test per backend from one body: `store_test!(name, |store| async { … })`.
+#[cfg(test)]
 macro_rules! store_test {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -59,4 +67,5 @@ macro_rules! store_test {
         }
     };
 }
+#[cfg(test)]
 pub(crate) use store_test;

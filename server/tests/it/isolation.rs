@@ -66,7 +66,7 @@ async fn acme_view(w: &World) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-mod isolation {
+mod tenants {
     use super::*;
 
     async fn every_route_keeps_tenants_apart(db: Db) {

@@ -9,7 +9,6 @@ use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
-use sqlx::Connection;
 use std::sync::Arc;
 use tenantry_app::server::PortalSettings;
 use tenantry_engine::driver::sim::{SimConfig, SimDriver};
@@ -34,11 +33,6 @@ pub struct TestApp {
     rebuild: Arc<dyn Fn() -> Router + Send + Sync>,
 }
 
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{prefix}_{}_{}", std::process::id(), nanos % 1_000_000_000_000)
-}
-
 /// The start of the current minute, for a window that starts now. Near a minute's end it waits
 /// for the next one, so the server still sees that minute as "now" when the request arrives.
 pub async fn this_minute() -> chrono::DateTime<chrono::Utc> {
@@ -50,25 +44,13 @@ pub async fn this_minute() -> chrono::DateTime<chrono::Utc> {
     tenantry_domain::window::floor_minute(chrono::Utc::now())
 }
 
-/// The URL of a new, empty database of the given backend.
+/// The URL of a new, empty database of the given backend (the engine's test helper).
 pub async fn database_url(db: Db) -> String {
-    match db {
-        Db::Sqlite => {
-            let dir = std::env::temp_dir().join("tenantry-tests");
-            std::fs::create_dir_all(&dir).unwrap();
-            let path = dir.join(format!("{}.db", unique("app")));
-            format!("sqlite://{}", path.display())
-        }
-        Db::Postgres => {
-            let admin = std::env::var("TENANTRY_TEST_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-            let name = unique("tenantry_test_app");
-            let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL reachable");
-            sqlx::query(&format!("create database {name}")).execute(&mut conn).await.unwrap();
-            let (base, _) = admin.rsplit_once('/').unwrap();
-            format!("{base}/{name}")
-        }
-    }
+    let backend = match db {
+        Db::Sqlite => tenantry_engine::store::Backend::Sqlite,
+        Db::Postgres => tenantry_engine::store::Backend::Postgres,
+    };
+    tenantry_engine::store::test_support::fresh_database_url(backend).await
 }
 
 pub async fn database(db: Db) -> Store {
