@@ -27,8 +27,7 @@ struct Setting {
 fn collect(command: &clap::Command, path: &str, into: &mut BTreeMap<String, Setting>) {
     for arg in command.get_arguments() {
         let Some(env) = arg.get_env().and_then(|e| e.to_str()) else { continue };
-        let defaults: Vec<String> =
-            arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
+        let defaults: Vec<String> = arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
         let default = match defaults.join(",").as_str() {
             _ if matches!(arg.get_action(), clap::ArgAction::SetTrue) => "off".to_owned(),
             "" => "unset".to_owned(),
