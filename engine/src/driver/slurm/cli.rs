@@ -1,6 +1,6 @@
 //! Running Slurm's command-line tools and reading what they print. Tenantry drives Slurm 22.05
-//! through `scontrol`, `sacctmgr`, `sacct`, `srun` and `scancel` (docs/ARCHITECTURE.md says why
-//! not slurmrestd): each call is one child process that inherits Tenantry's environment
+//! through `scontrol`, `sacctmgr`, `sacct`, `srun` and `scancel` (docs/design/0012-slurm-command-line-tools.md
+//! says why not slurmrestd): each call is one child process that inherits Tenantry's environment
 //! (`SLURM_CONF`, `PATH`), with times exchanged in UTC and a deadline, and its failure is sorted
 //! into "Slurm is not answering" (transient: the caller retries with back-off) and "Slurm said
 //! no" (permanent, with Slurm's own words).
