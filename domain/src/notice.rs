@@ -126,6 +126,60 @@ pub fn node_drained(hostname: &str, reason: &str, reservation_id: i64) -> String
     )
 }
 
+/// What a requester hears when their reservation is handed over (`state`: active, or degraded).
+pub fn handed_over(reservation_id: i64, state: &str) -> String {
+    format!("Reservation #{reservation_id} is {state}: its nodes passed acceptance and credentials are on its page.")
+}
+
+/// One node's wipe certificate as a notice names it.
+pub struct Wiped<'a> {
+    pub hostname: &'a str,
+    pub method: &'a str,
+    pub verified: bool,
+}
+
+/// What a requester hears when their reservation's nodes are back in the pool: `completed` when it
+/// ran to its end (else it was released early), with the wipe certificates.
+pub fn ended(reservation_id: i64, completed: bool, wiped: &[Wiped<'_>]) -> String {
+    let certificates = if wiped.is_empty() {
+        "nothing had been set up on its nodes, so nothing needed wiping".to_owned()
+    } else {
+        let each: Vec<String> = wiped
+            .iter()
+            .map(|w| {
+                format!("{} ({}{})", w.hostname, w.method, if w.verified { ", verified" } else { ", NOT verified" })
+            })
+            .collect();
+        format!("wipe certificates: {}", each.join("; "))
+    };
+    let ended = if completed { "ended" } else { "was released" };
+    format!(
+        "Reservation #{reservation_id} {ended}: its nodes were returned to the pool; {certificates}. The certificates \
+         are on its page."
+    )
+}
+
+/// What a requester hears when their reservation could not be set up.
+pub fn setup_failed(reservation_id: i64, reason: &str) -> String {
+    format!("Reservation #{reservation_id} could not be set up: {reason} An admin has been alerted.")
+}
+
+/// What admins hear of a job that failed for good (they can retry it).
+pub fn job_failed(
+    kind: &str,
+    job_id: i64,
+    reservation_id: Option<i64>,
+    step: &str,
+    attempts: u32,
+    error: &str,
+) -> String {
+    let what = match reservation_id {
+        Some(id) => format!("{kind} job #{job_id} of reservation #{id}"),
+        None => format!("{kind} job #{job_id}"),
+    };
+    format!("The {what} failed at step {step} after {attempts} attempts: {error}")
+}
+
 /// One person's e-mail choice for one kind of notice, as the Settings page and the API show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

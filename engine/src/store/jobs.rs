@@ -197,9 +197,7 @@ macro_rules! apply_effect {
                 .execute(&mut *$tx)
                 .await?;
                 let (tenant_id, requester, state) = reservation_party!($tx, *reservation_id);
-                let message = format!(
-                    "Reservation #{reservation_id} is {state}: its nodes passed acceptance and credentials are on its page."
-                );
+                let message = tenantry_domain::notice::handed_over(*reservation_id, &state);
                 let told = NewNotice::new(NoticeKind::HandedOver, Recipients::User(requester), message)
                     .team(tenant_id)
                     .reservation(*reservation_id);
@@ -222,21 +220,15 @@ macro_rules! apply_effect {
                 .bind(reservation_id)
                 .fetch_all(&mut *$tx)
                 .await?;
-                let certificates = if wiped.is_empty() {
-                    "nothing had been set up on its nodes, so nothing needed wiping".to_owned()
-                } else {
-                    let each: Vec<String> = wiped
-                        .iter()
-                        .map(|(host, method, verified)| {
-                            format!("{host} ({method}{})", if *verified { ", verified" } else { ", NOT verified" })
-                        })
-                        .collect();
-                    format!("wipe certificates: {}", each.join("; "))
-                };
-                let ended = if state == "completed" { "ended" } else { "was released" };
-                let message = format!(
-                    "Reservation #{reservation_id} {ended}: its nodes were returned to the pool; {certificates}. The certificates are on its page."
-                );
+                let wiped: Vec<tenantry_domain::notice::Wiped> = wiped
+                    .iter()
+                    .map(|(hostname, method, verified)| tenantry_domain::notice::Wiped {
+                        hostname,
+                        method,
+                        verified: *verified,
+                    })
+                    .collect();
+                let message = tenantry_domain::notice::ended(*reservation_id, state == "completed", &wiped);
                 let told = NewNotice::new(NoticeKind::Ended, Recipients::User(requester), message)
                     .team(tenant_id)
                     .reservation(*reservation_id)
@@ -282,8 +274,7 @@ macro_rules! apply_effect {
                     move_release!($tx, reservation_id, $now, $now);
                 }
                 let (tenant_id, requester, _) = reservation_party!($tx, *reservation_id);
-                let message =
-                    format!("Reservation #{reservation_id} could not be set up: {reason} An admin has been alerted.");
+                let message = tenantry_domain::notice::setup_failed(*reservation_id, reason);
                 let told = NewNotice::new(NoticeKind::SetupFailed, Recipients::User(requester), message)
                     .team(tenant_id)
                     .reservation(*reservation_id);
@@ -583,12 +574,15 @@ impl Store {
                 }
                 if let NextMove::Fail(error) = &c.next {
                     // Admins hear of every job that failed for good (they can retry it).
-                    let what = match job.reservation_id {
-                        Some(id) => format!("{} job #{} of reservation #{id}", job.kind, job.job_id),
-                        None => format!("{} job #{}", job.kind, job.job_id),
-                    };
-                    let message =
-                        format!("The {what} failed at step {} after {} attempts: {error}", job.step, job.attempt);
+                    let (kind, step) = (job.kind.to_string(), job.step.to_string());
+                    let message = tenantry_domain::notice::job_failed(
+                        &kind,
+                        job.job_id,
+                        job.reservation_id,
+                        &step,
+                        job.attempt,
+                        error,
+                    );
                     let told = NewNotice::new(NoticeKind::JobFailed, Recipients::Admins, message)
                         .once(format!("job_failed:{}:{}", job.job_id, job.lease_token));
                     let told = match job.reservation_id {
