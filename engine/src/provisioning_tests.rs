@@ -411,7 +411,10 @@ store_test!(a_crashed_worker_is_resumed_and_each_effect_applies_once, |store: St
         let slow = slow.clone();
         async move { slow.run_worker(crate::queue::worker_name(2), shutdown).await }
     });
-    for _ in 0..200 {
+    // Generous: with the whole suite running on two cores, the leases' expiry and the steps after
+    // it take far longer than alone (10 s was seen to be too little).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
         let mut all = true;
         for &id in &ids {
             all &= state(&slow, &lead, id).await == ReservationState::Active;
