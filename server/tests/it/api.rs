@@ -1,15 +1,11 @@
 //! The REST API and sign-in, end to end in-process, on SQLite and PostgreSQL.
 
-use crate::common::{Auth, Db, TestApp};
+use crate::common::{json, Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use tenantry_server::router::API_ROUTES;
-
-fn json(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
 
 app_test!(offerings_need_a_token_and_list_the_catalogue, |app: TestApp| async move {
     let (status, body) = app.get("/api/v1/offerings", None).await;

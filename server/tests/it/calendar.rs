@@ -2,20 +2,10 @@
 //! feed read by its secret without a session (and 404 for a wrong or rotated one), rotation and
 //! who may rotate what, and one reservation's `.ics` (404 for another team's).
 
-use crate::common::{Auth, Db, TestApp};
+use crate::common::{json, Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use serde_json::Value;
-
-fn json(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
-
-async fn post(app: &TestApp, path: &str, auth: &Auth) -> (StatusCode, String) {
-    let req = auth.apply(Request::post(path)).body(Body::empty()).unwrap();
-    let (status, _, body) = app.send(req).await;
-    (status, body)
-}
 
 /// The path of an absolute feed URL (`http://host/calendar/<secret>.ics` → `/calendar/…`).
 fn path_of(url: &str) -> String {
@@ -69,7 +59,7 @@ app_test!(a_feed_is_read_by_its_secret_alone, |app: TestApp| async move {
     }
 
     // Rotating: the old URL is 404 at once, the new one works, and /me shows the new one.
-    let (status, body) = post(&app, "/api/v1/calendar/rotate", &lead).await;
+    let (status, body) = app.post("/api/v1/calendar/rotate", &lead).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let rotated = json(&body)["personal_url"].as_str().unwrap().to_owned();
     assert_ne!(rotated, url);
@@ -88,15 +78,15 @@ app_test!(only_a_lead_rotates_the_team_feed, |app: TestApp| async move {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(json(&body)["team_url"], Value::Null, "a member does not");
 
-    let (status, body) = post(&app, "/api/v1/calendar/team/rotate", &member).await;
+    let (status, body) = app.post("/api/v1/calendar/team/rotate", &member).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert!(body.contains("team lead"), "{body}");
     assert_eq!(read_feed(&app, &path_of(&team)).await.0, StatusCode::OK, "unchanged by the refusal");
 
     // A member may rotate their own feed.
-    assert_eq!(post(&app, "/api/v1/calendar/rotate", &member).await.0, StatusCode::OK);
+    assert_eq!(app.post("/api/v1/calendar/rotate", &member).await.0, StatusCode::OK);
 
-    let (status, body) = post(&app, "/api/v1/calendar/team/rotate", &lead).await;
+    let (status, body) = app.post("/api/v1/calendar/team/rotate", &lead).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let new_team = json(&body)["team_url"].as_str().unwrap().to_owned();
     assert_ne!(new_team, team);
@@ -135,7 +125,7 @@ app_test!(after_the_lead_who_read_it_is_disabled_the_team_feed_answers_404, |app
     assert_eq!(read_feed(&app, &path_of(&team)).await.0, StatusCode::OK);
 
     let lead_id = app.engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap().user_id;
-    let (status, body) = post(&app, &format!("/api/v1/admin/users/{lead_id}/disable"), &admin).await;
+    let (status, body) = app.post(&format!("/api/v1/admin/users/{lead_id}/disable"), &admin).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(read_feed(&app, &path_of(&team)).await.0, StatusCode::NOT_FOUND, "the old address is gone");
 });

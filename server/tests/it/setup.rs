@@ -1,14 +1,10 @@
 //! The first run over HTTP, on SQLite and PostgreSQL: the setup checklist and the platform's
 //! default policy, for admins only; what a saved default changes for teams without their own.
 
-use crate::common::{Auth, Db, TestApp};
+use crate::common::{json, Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use serde_json::{json, Value};
-
-fn json(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
 
 async fn patch(app: &TestApp, path: &str, auth: &Auth, body: Value) -> (StatusCode, String) {
     let req = auth

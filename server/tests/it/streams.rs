@@ -16,8 +16,12 @@ use tower::ServiceExt;
 /// A reservation of acme's that starts in two days: its provisioning job is queued, so its
 /// timeline is not over.
 async fn upcoming(app: &TestApp) -> i64 {
+    booked_at(app, tenantry_domain::window::floor_minute(Utc::now()) + Duration::days(2), Utc::now()).await
+}
+
+/// A one-hour L40S reservation of acme's lead from `start`, booked at `now`.
+async fn booked_at(app: &TestApp, start: chrono::DateTime<Utc>, now: chrono::DateTime<Utc>) -> i64 {
     let lead = app.engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
-    let start = tenantry_domain::window::floor_minute(Utc::now()) + Duration::days(2);
     let input = BookingInput {
         offering: "l40s-gpu".into(),
         quantity: 1,
@@ -27,7 +31,7 @@ async fn upcoming(app: &TestApp) -> i64 {
         options: OptionsInput::default(),
         class: None,
     };
-    app.engine.book(&lead, &input, None, Utc::now()).await.unwrap().detail.reservation.id
+    app.engine.book(&lead, &input, None, now).await.unwrap().detail.reservation.id
 }
 
 async fn open(app: &TestApp, auth: &Auth, id: i64) -> axum::response::Response {
@@ -128,18 +132,9 @@ async fn another_instances_steps_wake_a_live_timeline() {
         app.engine.store.clone(),
         app.engine.timeline_changes.clone(),
     ));
-    let lead = app.engine.store.identity_by_email("lead@acme.example").await.unwrap().unwrap();
+    // Booked as of its own start, so a minute turning over meanwhile cannot make it "past".
     let start = tenantry_domain::window::floor_minute(Utc::now());
-    let input = BookingInput {
-        offering: "l40s-gpu".into(),
-        quantity: 1,
-        start,
-        end: start + Duration::hours(1),
-        region: None,
-        options: OptionsInput::default(),
-        class: None,
-    };
-    let id = app.engine.book(&lead, &input, None, start).await.unwrap().detail.reservation.id;
+    let id = booked_at(&app, start, start).await;
     let token = app.token("lead@acme.example").await;
     let stream = open(&app, &token, id).await;
     // Wait until the listener hears a notification, then another instance (its own pool and

@@ -2,20 +2,10 @@
 //! user's token, disabling and enabling users; status codes for admins and everyone else; the
 //! page and its plain-form actions (before hydration).
 
-use crate::common::{Auth, Db, TestApp};
+use crate::common::{json, Auth, Db, TestApp};
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use serde_json::Value;
-
-fn json(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
-
-async fn post(app: &TestApp, path: &str, auth: &Auth) -> (StatusCode, String) {
-    let req = auth.apply(Request::post(path)).body(Body::empty()).unwrap();
-    let (status, _, body) = app.send(req).await;
-    (status, body)
-}
 
 async fn user_id(app: &TestApp, email: &str) -> i64 {
     app.engine.store.identity_by_email(email).await.unwrap().unwrap().user_id
@@ -39,7 +29,7 @@ app_test!(only_admins_reach_the_user_routes, |app: TestApp| async move {
             StatusCode::FORBIDDEN
         );
         for action in ["disable", "enable", "tokens/1/revoke"] {
-            let (status, body) = post(&app, &format!("/api/v1/admin/users/{member}/{action}"), &lead).await;
+            let (status, body) = app.post(&format!("/api/v1/admin/users/{member}/{action}"), &lead).await;
             assert_eq!(status, StatusCode::FORBIDDEN, "{action}: {body}");
             assert_eq!(json(&body)["error"]["code"], "forbidden");
         }
@@ -70,7 +60,7 @@ app_test!(only_admins_reach_the_user_routes, |app: TestApp| async move {
         &format!("/api/v1/admin/users/{member}/tokens/999999/revoke"),
         &format!("/api/v1/admin/users/{member}/tokens/x/revoke"),
     ] {
-        assert_eq!(post(&app, path, &admin).await.0, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(app.post(path, &admin).await.0, StatusCode::NOT_FOUND, "{path}");
     }
 });
 
@@ -81,14 +71,14 @@ app_test!(disabling_ends_sessions_and_tokens_and_enabling_restores_sign_in, |app
     let member_session = app.demo_session("member@acme.example").await;
     assert_eq!(app.get("/api/v1/me", Some(&member_session)).await.0, StatusCode::OK);
 
-    let (status, body) = post(&app, &format!("/api/v1/admin/users/{member}/disable"), &admin).await;
+    let (status, body) = app.post(&format!("/api/v1/admin/users/{member}/disable"), &admin).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let disabled = json(&body);
     assert!(disabled["disabled_at"].is_string());
     assert_eq!(disabled["live_tokens"], 0);
     assert_eq!(app.get("/api/v1/me", Some(&member_session)).await.0, StatusCode::UNAUTHORIZED, "the session ended");
     assert_eq!(app.get("/api/v1/me", Some(&member_token)).await.0, StatusCode::UNAUTHORIZED, "the token stopped");
-    let (status, body) = post(&app, &format!("/api/v1/admin/users/{member}/disable"), &admin).await;
+    let (status, body) = app.post(&format!("/api/v1/admin/users/{member}/disable"), &admin).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(json(&body)["error"]["message"].as_str().unwrap().contains("already disabled"));
 
@@ -102,17 +92,17 @@ app_test!(disabling_ends_sessions_and_tokens_and_enabling_restores_sign_in, |app
 
     // An admin cannot disable themself.
     let me = user_id(&app, "admin@tenantry.example").await;
-    let (status, body) = post(&app, &format!("/api/v1/admin/users/{me}/disable"), &admin).await;
+    let (status, body) = app.post(&format!("/api/v1/admin/users/{me}/disable"), &admin).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert!(json(&body)["error"]["message"].as_str().unwrap().contains("your own account"), "{body}");
 
     // Sessions remember their sign-in to the second: a sign-in in the same second as the disable
     // would count as one from before it.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let (status, body) = post(&app, &format!("/api/v1/admin/users/{member}/enable"), &admin).await;
+    let (status, body) = app.post(&format!("/api/v1/admin/users/{member}/enable"), &admin).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(json(&body)["disabled_at"], Value::Null);
-    assert_eq!(post(&app, &format!("/api/v1/admin/users/{member}/enable"), &admin).await.0, StatusCode::CONFLICT);
+    assert_eq!(app.post(&format!("/api/v1/admin/users/{member}/enable"), &admin).await.0, StatusCode::CONFLICT);
     let again = app.demo_session("member@acme.example").await;
     assert_eq!(app.get("/api/v1/me", Some(&again)).await.0, StatusCode::OK, "a new sign-in works");
     assert_eq!(
@@ -142,14 +132,14 @@ app_test!(admins_list_and_revoke_a_users_tokens, |app: TestApp| async move {
 
     // Named under another user, the token is not found and stays live.
     let path = format!("/api/v1/admin/users/{lead}/tokens/{token_id}/revoke");
-    assert_eq!(post(&app, &path, &admin).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(app.post(&path, &admin).await.0, StatusCode::NOT_FOUND);
     assert_eq!(app.get("/api/v1/me", Some(&member_token)).await.0, StatusCode::OK);
 
     let path = format!("/api/v1/admin/users/{member}/tokens/{token_id}/revoke");
-    let (status, body) = post(&app, &path, &admin).await;
+    let (status, body) = app.post(&path, &admin).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     assert_eq!(app.get("/api/v1/me", Some(&member_token)).await.0, StatusCode::UNAUTHORIZED);
-    assert_eq!(post(&app, &path, &admin).await.0, StatusCode::CONFLICT);
+    assert_eq!(app.post(&path, &admin).await.0, StatusCode::CONFLICT);
     assert_eq!(listed(&app, &admin, "member@acme.example").await["live_tokens"], 0);
     let (_, body) = app.get("/api/v1/admin/audit?action=api_token.revoked", Some(&admin)).await;
     let events = json(&body)["items"].as_array().unwrap().clone();

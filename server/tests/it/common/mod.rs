@@ -57,6 +57,11 @@ pub async fn database(db: Db) -> Store {
     Store::connect(&database_url(db).await).await.unwrap()
 }
 
+/// An answer's body as JSON, or a failure that shows what came instead.
+pub fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
 /// The engine settings of the tests' apps: the defaults, with loopback allowed to webhooks
 /// (the tests' receivers listen there), as `TENANTRY_WEBHOOK_ALLOW_NETWORKS=127.0.0.0/8` does.
 pub fn test_config() -> EngineConfig {
@@ -130,6 +135,12 @@ impl TestApp {
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         (status, headers, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// A POST without a body, as `auth`.
+    pub async fn post(&self, path: &str, auth: &Auth) -> (StatusCode, String) {
+        let (status, _, body) = self.send(auth.apply(Request::post(path)).body(Body::empty()).unwrap()).await;
+        (status, body)
     }
 
     pub async fn get(&self, path: &str, auth: Option<&Auth>) -> (StatusCode, String) {
