@@ -180,6 +180,95 @@ pub fn job_failed(
     format!("The {what} failed at step {step} after {attempts} attempts: {error}")
 }
 
+/// What a lead hears of their booking that waits for an admin (`what` names it), and what the
+/// admins hear (`team`, its `price`): why it waits and until when it holds its capacity.
+pub fn awaiting_approval(what: &str, why: &str, until: &str, team: &str, price: &str) -> (String, String) {
+    (
+        format!("{what} waits for an admin's approval: {why}. It holds its capacity until {until} UTC."),
+        format!(
+            "Team {team} asks for approval of {what}, {price}: {why}. Decide on Admin → Approvals before {until} UTC, \
+             when its hold lapses."
+        ),
+    )
+}
+
+/// What a lead hears of their booking that is scheduled (`what` names it).
+pub fn booking_scheduled(what: &str, price: &str) -> String {
+    format!("{what} is scheduled, for {price}. Provisioning begins shortly before it starts.")
+}
+
+/// What a requester hears when an admin approves their reservation (`what`: `2 × h100-gpu`).
+pub fn approved(reservation_id: i64, what: &str) -> String {
+    format!("Reservation #{reservation_id} ({what}) was approved.")
+}
+
+/// What a requester hears when an admin rejects their reservation, and why.
+pub fn rejected(reservation_id: i64, what: &str, reason: &str) -> String {
+    format!("Reservation #{reservation_id} ({what}) was rejected: {reason}")
+}
+
+/// What a requester hears when their reservation's approval hold lapsed.
+pub fn hold_lapsed(reservation_id: i64, what: &str, reason: &str) -> String {
+    format!("Reservation #{reservation_id} ({what}) was released: {reason}. Book again or ask an admin.")
+}
+
+/// What a preemptible reservation's or burst's requester hears when a higher class takes its
+/// capacity: a burst, or a reservation cut to end at `ends`, or one cancelled before it began
+/// (`starts`).
+pub enum PreemptedAs<'a> {
+    Burst { ends: &'a str },
+    CutShort { ends: &'a str },
+    CancelledBeforeStart { starts: &'a str },
+}
+
+pub fn preempted(id: i64, what: &str, how: PreemptedAs<'_>) -> String {
+    match how {
+        // Not which reservation: it may be another team's, and its number is theirs.
+        PreemptedAs::Burst { ends } => {
+            format!("Your burst #{id} ({what}) ends early, at {ends} UTC: a reservation needs its capacity.")
+        }
+        PreemptedAs::CancelledBeforeStart { starts } => format!(
+            "Your preemptible reservation #{id} ({what}, from {starts} UTC) was cancelled before it began: a \
+             guaranteed or standard booking needs its capacity. Nothing is charged for it."
+        ),
+        PreemptedAs::CutShort { ends } => format!(
+            "Your preemptible reservation #{id} ({what}) ends early, at {ends} UTC: a guaranteed or standard booking \
+             needs its capacity. The part lost is not charged."
+        ),
+    }
+}
+
+/// What admins hear when a node is quarantined (`reason` completes "it …").
+pub fn node_quarantined(hostname: &str, reason: &str) -> String {
+    format!("Node {hostname} was quarantined: it {reason}. It takes no new work until an admin restores it on Admin → Fleet.")
+}
+
+/// What a team's leads hear when its webhook is disabled, and why.
+pub fn webhook_disabled(url: &str, reason: &str) -> String {
+    format!(
+        "The team's webhook {url} was disabled: {reason}. Fix the receiver, then enable it again on the Notifications \
+         settings page."
+    )
+}
+
+/// The message of a lead's test delivery to `url`.
+pub fn webhook_test(url: &str, sent_by: &str) -> String {
+    format!(
+        "A test delivery to {url}, sent by {sent_by}. Its signature checks out with the secret shown at registration."
+    )
+}
+
+/// What a team's other leads hear when `email` stops leading it and registered `webhooks`
+/// (each named `#id url`).
+pub fn webhook_owner_left(email: &str, webhooks: &[String]) -> String {
+    format!(
+        "{email} no longer leads the team and registered {} of its webhooks: {}. Check that they should still receive \
+         the team's notices, and delete or replace them on the Notifications settings page.",
+        webhooks.len(),
+        webhooks.join(", ")
+    )
+}
+
 /// One person's e-mail choice for one kind of notice, as the Settings page and the API show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

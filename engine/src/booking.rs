@@ -641,12 +641,12 @@ fn booked_notices(who: &Identity, id: i64, new: &NewReservation) -> Vec<NewNotic
         (ReservationState::PendingApproval, Some(deadline)) => {
             let why = new.decision_reason.as_deref().unwrap_or("it is past a soft limit");
             let until = deadline.format("%Y-%m-%d %H:%M");
-            let message =
-                format!("{what} waits for an admin's approval: {why}. It holds its capacity until {until} UTC.");
-            let to_admins = format!(
-                "Team {team} asks for approval of {what}, {}: {why}. Decide on Admin → Approvals before {until} UTC, \
-                 when its hold lapses.",
-                new.price
+            let (message, to_admins) = tenantry_domain::notice::awaiting_approval(
+                &what,
+                why,
+                &until.to_string(),
+                team,
+                &new.price.to_string(),
             );
             vec![
                 NewNotice::new(NoticeKind::AwaitingApproval, lead, message).team(tenant_id).reservation(id),
@@ -654,8 +654,7 @@ fn booked_notices(who: &Identity, id: i64, new: &NewReservation) -> Vec<NewNotic
             ]
         }
         _ => {
-            let message =
-                format!("{what} is scheduled, for {}. Provisioning begins shortly before it starts.", new.price);
+            let message = tenantry_domain::notice::booking_scheduled(&what, &new.price.to_string());
             vec![NewNotice::new(NoticeKind::BookingScheduled, lead, message).team(tenant_id).reservation(id)]
         }
     }

@@ -239,12 +239,7 @@ impl Engine {
         let webhooks = self.store.webhooks_created_by(tenant_id, user_id).await?;
         if !webhooks.is_empty() {
             let named: Vec<String> = webhooks.iter().map(|w| format!("#{} {}", w.webhook_id, w.url)).collect();
-            let message = format!(
-                "{email} no longer leads the team and registered {} of its webhooks: {}. Check that they should \
-                 still receive the team's notices, and delete or replace them on the Notifications settings page.",
-                webhooks.len(),
-                named.join(", ")
-            );
+            let message = tenantry_domain::notice::webhook_owner_left(email, &named);
             let notice =
                 NewNotice::new(NoticeKind::WebhookOwnerLeft, Recipients::Leads(tenant_id), message).team(tenant_id);
             self.tell(notice, now).await;

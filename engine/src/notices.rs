@@ -282,10 +282,7 @@ impl Engine {
                     .max(1),
             });
         }
-        let message = format!(
-            "A test delivery to {}, sent by {}. Its signature checks out with the secret shown at registration.",
-            webhook.url, who.email
-        );
+        let message = notice::webhook_test(&webhook.url, &who.email);
         let mut notice = NewNotice::new(NoticeKind::Test, Recipients::Nobody, message).team(tenant_id);
         notice.only_webhook = Some(id);
         self.store.insert_notice(&notice, now).await?;
@@ -323,11 +320,7 @@ impl Engine {
         let policy = self.config.notices.delivery;
         let (_, disabled) = self.store.finish_delivery(claimed, &record, policy.disable_after, now).await?;
         if let Some((tenant_id, reason)) = disabled {
-            let message = format!(
-                "The team's webhook {} was disabled: {reason}. Fix the receiver, then enable it again on the \
-                 Notifications settings page.",
-                claimed.url.as_deref().unwrap_or("?")
-            );
+            let message = notice::webhook_disabled(claimed.url.as_deref().unwrap_or("?"), &reason);
             let notice =
                 NewNotice::new(NoticeKind::WebhookDisabled, Recipients::Leads(tenant_id), message).team(tenant_id);
             self.tell(notice, now).await;

@@ -311,7 +311,7 @@ impl Engine {
             return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
         }
         self.queue_wakeup.notify_one();
-        let message = format!("Reservation #{id} ({} × {}) was approved.", r.quantity, r.offering);
+        let message = tenantry_domain::notice::approved(id, &format!("{} × {}", r.quantity, r.offering));
         self.tell(
             NewNotice::new(NoticeKind::Approved, Recipients::User(requester), message).team(tenant_id).reservation(id),
             now,
@@ -344,7 +344,7 @@ impl Engine {
             return Err(EngineError::Conflict(format!("reservation #{id} is {}, not waiting for approval", r.state)));
         }
         self.refresh_reservation_gpus(id, now).await?;
-        let message = format!("Reservation #{id} ({} × {}) was rejected: {reason}", r.quantity, r.offering);
+        let message = tenantry_domain::notice::rejected(id, &format!("{} × {}", r.quantity, r.offering), reason);
         self.tell(
             NewNotice::new(NoticeKind::Rejected, Recipients::User(requester), message).team(tenant_id).reservation(id),
             now,
@@ -368,10 +368,8 @@ impl Engine {
             released += 1;
             self.refresh_reservation_gpus(id, now).await?;
             if let Some((tenant_id, requester, r)) = self.store.reservation_for_admin(id).await? {
-                let message = format!(
-                    "Reservation #{id} ({} × {}) was released: {reason}. Book again or ask an admin.",
-                    r.quantity, r.offering
-                );
+                let what = format!("{} × {}", r.quantity, r.offering);
+                let message = tenantry_domain::notice::hold_lapsed(id, &what, reason);
                 let notice = NewNotice::new(NoticeKind::HoldLapsed, Recipients::User(requester), message);
                 self.tell(notice.team(tenant_id).reservation(id), now).await;
                 self.record_system(Change::reservation("reservation.hold_expired", id, tenant_id, reason), now).await;
@@ -419,34 +417,27 @@ impl Engine {
         for &victim in victims {
             let Some((tenant_id, requester, r)) = self.store.reservation_for_admin(victim).await? else { continue };
             let what = format!("{} × {}", r.quantity, r.offering);
-            let ends = r.end.format("%Y-%m-%d %H:%M");
-            let (message, event, detail) = match (r.kind, r.state) {
+            let ends = r.end.format("%Y-%m-%d %H:%M").to_string();
+            let starts = r.start.format("%Y-%m-%d %H:%M").to_string();
+            use tenantry_domain::notice::PreemptedAs;
+            let (how, event, detail) = match (r.kind, r.state) {
                 (ReservationKind::Burst, _) => (
-                    // Not which reservation: it may be another team's, and its number is theirs.
-                    format!(
-                        "Your burst #{victim} ({what}) ends early, at {ends} UTC: a reservation needs its capacity."
-                    ),
+                    PreemptedAs::Burst { ends: &ends },
                     "burst.preempted",
                     format!("preempted by reservation #{by}; ends at {}", r.end),
                 ),
                 (_, ReservationState::Cancelled) => (
-                    format!(
-                        "Your preemptible reservation #{victim} ({what}, from {} UTC) was cancelled before it began: \
-                         a guaranteed or standard booking needs its capacity. Nothing is charged for it.",
-                        r.start.format("%Y-%m-%d %H:%M")
-                    ),
+                    PreemptedAs::CancelledBeforeStart { starts: &starts },
                     "reservation.preempted",
                     format!("preempted by reservation #{by} before it began"),
                 ),
                 _ => (
-                    format!(
-                        "Your preemptible reservation #{victim} ({what}) ends early, at {ends} UTC: a guaranteed or \
-                         standard booking needs its capacity. The part lost is not charged."
-                    ),
+                    PreemptedAs::CutShort { ends: &ends },
                     "reservation.preempted",
                     format!("preempted by reservation #{by}; ends at {}", r.end),
                 ),
             };
+            let message = tenantry_domain::notice::preempted(victim, &what, how);
             let notice = NewNotice::new(NoticeKind::Preempted, Recipients::User(requester), message);
             self.tell(notice.team(tenant_id).reservation(victim), now).await;
             self.record_system(Change::reservation(event, victim, tenant_id, detail), now).await;

@@ -603,10 +603,7 @@ impl Engine {
     async fn quarantine(&self, node: &NodeTarget, reason: &str, now: DateTime<Utc>) -> EngineResult<()> {
         self.store.quarantine_node(node.node_id, reason, now).await?;
         self.refresh_nodes(std::slice::from_ref(node), now).await?;
-        let message = format!(
-            "Node {} was quarantined: it {reason}. It takes no new work until an admin restores it on Admin → Fleet.",
-            node.hostname
-        );
+        let message = tenantry_domain::notice::node_quarantined(&node.hostname, reason);
         self.tell(NewNotice::new(NoticeKind::NodeQuarantined, Recipients::Admins, message), now).await;
         Ok(())
     }
