@@ -2,8 +2,9 @@
 //! audience (the team the reservation belongs to, or the platform's admins), a title, and
 //! whether e-mail is on for it until a person chooses otherwise. A notice always lands in the
 //! in-app list; e-mail follows each person's preferences; a team's webhooks get every notice of
-//! their team. This module also holds the webhook body, the delivery retry policy and the
-//! e-mail's text, all pure: the engine signs, stores and sends.
+//! their team. This module also holds every message a notice carries (one function each, so the
+//! words live in one place, not in the services or the store), the webhook body, the delivery
+//! retry policy and the e-mail's text, all pure: the engine signs, stores and sends.
 
 use crate::coded_enum;
 use chrono::{DateTime, Duration, Utc};
