@@ -318,7 +318,7 @@ impl Engine {
     async fn deliver(&self, claimed: &ClaimedDelivery, now: DateTime<Utc>) -> EngineResult<bool> {
         let record = self.attempt(claimed, now).await;
         let policy = self.config.notices.delivery;
-        let (_, disabled) = self.store.finish_delivery(claimed, &record, policy.disable_after, now).await?;
+        let disabled = self.store.finish_delivery(claimed, &record, &policy, now).await?;
         if let Some((tenant_id, reason)) = disabled {
             let message = notice::webhook_disabled(claimed.url.as_deref().unwrap_or("?"), &reason);
             let notice =

@@ -310,7 +310,8 @@ impl Store {
     /// runs again, when the first one's row is committed and found by subject (SQLite's single
     /// writer already runs them one after the other).
     pub async fn upsert_sso_user(&self, user: &SsoUser<'_>, now: DateTime<Utc>) -> EngineResult<SsoOutcome> {
-        // One retry is enough: a skipped insert means the row it met is committed now.
+        // A skipped insert means the row it met is committed now, so the next try finds it; a
+        // third covers a team row and a user row each met by a different racer.
         for _ in 0..3 {
             if let Some(outcome) = self.try_upsert_sso_user(user, now).await? {
                 return Ok(outcome);

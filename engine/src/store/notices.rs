@@ -12,7 +12,7 @@ use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
-use tenantry_domain::notice::{DeliveryAttempt, NoticeKind, Webhook};
+use tenantry_domain::notice::{DeliveryAttempt, DeliveryPolicy, NoticeKind, Webhook};
 
 /// Drops the queued deliveries of a webhook that will not be sent to again.
 macro_rules! drop_queued {
@@ -244,15 +244,6 @@ pub enum Moment {
     End,
     /// A pending reservation's approval deadline.
     HoldLapse,
-}
-
-/// What finishing an attempt did to its webhook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WebhookAfter {
-    /// Not a webhook delivery, or the lease was lost (nothing recorded).
-    Nothing,
-    /// Failures in a row now.
-    Failures(i64),
 }
 
 impl Store {
@@ -493,17 +484,17 @@ impl Store {
     /// Records an attempt of a claimed delivery and what follows (done, retry or failed for
     /// good), fenced by its lease token: a worker that lost its lease records nothing. For a
     /// webhook, a delivered attempt clears its failures and a delivery that failed for good adds
-    /// one (an attempt to be retried adds nothing); when the failures reach `disable_after` the
-    /// webhook is disabled, its queued deliveries dropped, and
-    /// `Some(tenant_id)` returned in the second place so the caller can tell the team (once: the
-    /// update that disables it is conditional on it being enabled).
+    /// one (an attempt to be retried adds nothing); when `policy` says the failures disable it
+    /// the webhook is disabled, its queued deliveries dropped, and `Some((tenant_id, reason))`
+    /// returned so the caller can tell the team (once: the update that disables it is
+    /// conditional on it being enabled).
     pub async fn finish_delivery(
         &self,
         claimed: &ClaimedDelivery,
         attempt: &AttemptRecord,
-        disable_after: u32,
+        policy: &DeliveryPolicy,
         now: DateTime<Utc>,
-    ) -> EngineResult<(WebhookAfter, Option<(i64, String)>)> {
+    ) -> EngineResult<Option<(i64, String)>> {
         let state = if attempt.delivered {
             "done"
         } else if attempt.retry_at.is_some() {
@@ -527,7 +518,7 @@ impl Store {
             .await?
             .rows_affected();
             if fenced == 0 {
-                (WebhookAfter::Nothing, None)
+                None
             } else {
                 sqlx::query(
                     "insert into delivery_attempt (delivery_id, at, status_code, error, duration_ms)
@@ -541,7 +532,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 match claimed.webhook_id {
-                    None => (WebhookAfter::Nothing, None),
+                    None => None,
                     Some(webhook_id) => {
                         let failures: i64 = sqlx::query_scalar(
                             "update webhook set failures = case when $2 then 0 when $3 then failures + 1 else failures end
@@ -563,7 +554,7 @@ impl Store {
                             .execute(&mut *tx)
                             .await?;
                         }
-                        if state == "failed" && failures >= i64::from(disable_after) {
+                        if state == "failed" && policy.disables(u32::try_from(failures).unwrap_or(u32::MAX)) {
                             let reason = format!(
                                 "{failures} deliveries in a row failed, each after all its retries (the last: {})",
                                 attempt.error.as_deref().unwrap_or("no answer")
@@ -583,7 +574,7 @@ impl Store {
                                 disabled = Some((tenant, reason));
                             }
                         }
-                        (WebhookAfter::Failures(failures), disabled)
+                        disabled
                     }
                 }
             }
