@@ -10,7 +10,6 @@ pub struct UnknownValue {
 
 /// Declares a fieldless enum whose variants have one stable lowercase code each, used verbatim
 /// in JSON, the database and URLs, with `code()`, `ALL`, `Display` and `FromStr`.
-#[macro_export]
 macro_rules! coded_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident ($kind:literal) { $($(#[$vmeta:meta])* $variant:ident = $code:literal),+ $(,)? }) => {
         $(#[$meta])*
@@ -46,3 +45,4 @@ macro_rules! coded_enum {
         }
     };
 }
+pub(crate) use coded_enum;

@@ -8,6 +8,7 @@ pub mod availability;
 pub mod booking;
 pub mod calendar;
 pub mod codes;
+pub(crate) use codes::coded_enum;
 pub mod egress;
 pub mod fleet;
 pub mod identity;

@@ -26,13 +26,11 @@ pub mod queue;
 pub mod seed;
 pub mod setup;
 pub mod store;
-// The store's helper macros, callable as `crate::on_pool!` and so on, inside this crate only.
-pub(crate) use store::audit::insert_audit;
-pub(crate) use store::notices::insert_notice;
-pub(crate) use store::preemption::{insert_cut, preempt};
+// The store's per-database compilation, callable as `crate::on_pool!` and so on, inside this
+// crate only.
 #[cfg(test)]
 pub(crate) use store::test_support::store_test;
-pub(crate) use store::{allocations_changed, on_pool, write_tx};
+pub(crate) use store::{on_pool, on_tx, write_tx};
 pub mod token;
 mod why_not;
 

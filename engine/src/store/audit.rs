@@ -1,8 +1,8 @@
 //! The audit log and personal API tokens in the store.
 
-use super::Store;
+use super::{SqlResult, Store, Tx};
 use crate::error::EngineResult;
-use crate::{on_pool, write_tx};
+use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
 use tenantry_domain::audit::{ApiTokenView, AuditEvent, AuditFilter};
 
@@ -75,11 +75,10 @@ pub enum TokenRevoke {
     NotFound,
 }
 
-/// Writes `$event` (a [`NewAuditEvent`]) inside the caller's transaction `$tx`, so a change and
-/// its audit event commit together (a booking writes its own this way).
-macro_rules! insert_audit {
-    ($tx:ident, $event:expr) => {{
-        let e: &$crate::store::audit::NewAuditEvent<'_> = $event;
+/// Writes `e` inside the caller's transaction, so a change and its audit event commit together
+/// (a booking writes its own this way).
+pub(crate) async fn insert_audit(tx: &mut impl Tx, e: &NewAuditEvent<'_>) -> SqlResult<()> {
+    on_tx!(tx, |c| {
         sqlx::query(
             "insert into audit_event (at, actor_user_id, actor_email, tenant_id, action, object_type,
                 object_id, detail, client_addr) values ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -93,16 +92,16 @@ macro_rules! insert_audit {
         .bind(&e.object_id)
         .bind(&e.detail)
         .bind(e.client_addr)
-        .execute(&mut *$tx)
+        .execute(c)
         .await?;
-    }};
+    });
+    Ok(())
 }
-pub(crate) use insert_audit;
 
 impl Store {
-    /// Writes one audit event in a transaction of its own (see [`insert_audit!`]).
+    /// Writes one audit event in a transaction of its own (see [`insert_audit`]).
     pub async fn insert_audit(&self, e: &NewAuditEvent<'_>) -> EngineResult<()> {
-        write_tx!(self, |tx| insert_audit!(tx, e));
+        write_tx!(self, |tx| insert_audit(&mut tx, e).await?);
         Ok(())
     }
 

@@ -7,10 +7,12 @@
 //! is recorded once: the reconcile also takes a transaction-scoped advisory lock, so they take
 //! turns, and inserts ignore a second copy regardless.
 
+use super::maintenance::HolderRow;
 use super::reports::LastReport;
-use super::Store;
+use super::reservations::{allocations_changed, AllocationsOf};
+use super::{Dialect, Locked, SqlResult, Store, Tx};
 use crate::error::EngineResult;
-use crate::{on_pool, write_tx};
+use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap};
 use tenantry_domain::fleet::{
@@ -21,9 +23,6 @@ use tenantry_domain::{Health, NodeState};
 /// Where a node the driver does not place goes until an admin places it (it cannot be admitted
 /// there).
 pub const UNPLACED: &str = "unplaced";
-
-/// The advisory lock PostgreSQL reconciles take turns on.
-const RECONCILE_LOCK: i64 = 0x7e7a_f1ee;
 
 /// Who made a change, for the audit rows written with it (`None`: the system).
 #[derive(Debug, Clone, Copy)]
@@ -180,139 +179,143 @@ struct Places {
 }
 
 /// Flags a known node missing, conditionally (only if it is not flagged already), inside the
-/// reconcile's transaction, and records the audit row and the change when it was this call that
-/// flagged it.
-macro_rules! flag_missing {
-    ($tx:ident, $row:expr, $now:expr, $audit:ident, $changes:ident, $why:expr) => {
-        let flagged = sqlx::query("update node set missing_since = $1 where node_id = $2 and missing_since is null")
-            .bind($now)
-            .bind($row.node_id)
-            .execute(&mut *$tx)
+/// reconcile's transaction. Returns whether this call flagged it (and so records it).
+async fn flag_missing(tx: &mut impl Tx, node_id: i64, now: DateTime<Utc>) -> SqlResult<bool> {
+    let flagged = on_tx!(tx, |c| {
+        sqlx::query("update node set missing_since = $1 where node_id = $2 and missing_since is null")
+            .bind(now)
+            .bind(node_id)
+            .execute(c)
             .await?
-            .rows_affected();
-        if flagged == 1 {
-            $audit.push(AuditRow { action: "node.missing", hostname: $row.hostname.clone(), detail: $why.to_owned() });
-            $changes.missing.push(($row.hostname.clone(), $row.node_id));
-        }
-    };
+            .rows_affected()
+    });
+    Ok(flagged == 1)
 }
 
 /// Loads every region, fabric domain and rack into a [`Places`].
-macro_rules! load_places {
-    ($tx:ident) => {{
-        let mut places = Places::default();
+async fn load_places(tx: &mut impl Tx) -> SqlResult<Places> {
+    let mut places = Places::default();
+    on_tx!(tx, |c| {
         let regions: Vec<(i64, String)> =
-            sqlx::query_as("select region_id, name from region").fetch_all(&mut *$tx).await?;
+            sqlx::query_as("select region_id, name from region").fetch_all(&mut *c).await?;
         places.regions.extend(regions.into_iter().map(|(id, name)| (name, id)));
         let domains: Vec<(i64, String, i64)> =
-            sqlx::query_as("select fabric_domain_id, name, region_id from fabric_domain").fetch_all(&mut *$tx).await?;
+            sqlx::query_as("select fabric_domain_id, name, region_id from fabric_domain").fetch_all(&mut *c).await?;
         places.domains.extend(domains.into_iter().map(|(id, name, region)| (name, (id, region))));
         let racks: Vec<(i64, String, i64)> =
-            sqlx::query_as("select rack_id, name, fabric_domain_id from rack").fetch_all(&mut *$tx).await?;
+            sqlx::query_as("select rack_id, name, fabric_domain_id from rack").fetch_all(&mut *c).await?;
         places.racks.extend(racks.into_iter().map(|(id, name, domain)| (name, (id, domain))));
-        places
-    }};
+    });
+    Ok(places)
 }
 
-/// The id of a region, fabric domain or rack by name, created under `$parent` on first use.
-/// Another instance may create it at the same moment: the insert ignores a second copy and the
-/// id is read back. Yields `(id, parent id)`; the parent is the existing one's when the name
-/// already exists elsewhere (the caller decides whether that is a conflict).
-macro_rules! ensure_place {
-    ($tx:ident, region, $name:expr) => {{
-        let name: &str = $name;
+/// A level of the placement tree below the region, as [`ensure_place`] writes it.
+#[derive(Debug, Clone, Copy)]
+enum Level {
+    FabricDomain,
+    Rack,
+}
+
+impl Level {
+    /// The statements that add a name under a parent (ignoring a second copy) and read back its
+    /// id and parent.
+    fn statements(self) -> (&'static str, &'static str) {
+        match self {
+            Level::FabricDomain => (
+                "insert into fabric_domain (region_id, name) values ($1, $2) on conflict (name) do nothing",
+                "select fabric_domain_id, region_id from fabric_domain where name = $1",
+            ),
+            Level::Rack => (
+                "insert into rack (fabric_domain_id, name) values ($1, $2) on conflict (name) do nothing",
+                "select rack_id, fabric_domain_id from rack where name = $1",
+            ),
+        }
+    }
+}
+
+/// The id of a region by name, created on first use. Another instance may create it at the same
+/// moment: the insert ignores a second copy and the id is read back.
+async fn ensure_region(tx: &mut impl Tx, name: &str) -> SqlResult<i64> {
+    Ok(on_tx!(tx, |c| {
         sqlx::query("insert into region (name) values ($1) on conflict (name) do nothing")
             .bind(name)
-            .execute(&mut *$tx)
+            .execute(&mut *c)
             .await?;
-        let id: i64 =
-            sqlx::query_scalar("select region_id from region where name = $1").bind(name).fetch_one(&mut *$tx).await?;
-        id
-    }};
-    ($tx:ident, $table:literal, $parent_col:literal, $name:expr, $parent:expr) => {{
-        let name: &str = $name;
-        sqlx::query(concat!(
-            "insert into ",
-            $table,
-            " (",
-            $parent_col,
-            ", name) values ($1, $2) on conflict (name) do nothing"
-        ))
-        .bind($parent)
-        .bind(name)
-        .execute(&mut *$tx)
-        .await?;
-        let row: (i64, i64) =
-            sqlx::query_as(concat!("select ", $table, "_id, ", $parent_col, " from ", $table, " where name = $1"))
-                .bind(name)
-                .fetch_one(&mut *$tx)
-                .await?;
-        row
-    }};
+        sqlx::query_scalar("select region_id from region where name = $1").bind(name).fetch_one(c).await?
+    }))
+}
+
+/// The id of a fabric domain or rack by name, created under `parent` on first use (as
+/// [`ensure_region`]). Returns `(id, parent id)`; the parent is the existing one's when the name
+/// already exists elsewhere (the caller decides whether that is a conflict).
+async fn ensure_place(tx: &mut impl Tx, level: Level, name: &str, parent: i64) -> SqlResult<(i64, i64)> {
+    let (insert, read) = level.statements();
+    Ok(on_tx!(tx, |c| {
+        sqlx::query(insert).bind(parent).bind(name).execute(&mut *c).await?;
+        sqlx::query_as(read).bind(name).fetch_one(c).await?
+    }))
 }
 
 /// The rack id for a placement, creating names on first use; a name that exists under another
-/// parent keeps its parent (see [`ensure_place`]). Yields `(rack id, conflict)` where the
+/// parent keeps its parent (see [`ensure_place`]). Returns `(rack id, conflict)` where the
 /// conflict says which name already sits elsewhere.
-macro_rules! place_node {
-    ($tx:ident, $places:expr, $region:expr, $domain:expr, $rack:expr) => {{
-        let (region, domain, rack): (&str, &str, &str) = ($region, $domain, $rack);
-        let places: &mut Places = $places;
-        let mut conflict: Option<String> = None;
-        let region_id = match places.regions.get(region) {
-            Some(&id) => id,
-            None => {
-                let id = ensure_place!($tx, region, region);
-                places.regions.insert(region.to_owned(), id);
-                id
-            }
-        };
-        let (domain_id, domain_region) = match places.domains.get(domain) {
-            Some(&known) => known,
-            None => {
-                let row = ensure_place!($tx, "fabric_domain", "region_id", domain, region_id);
-                places.domains.insert(domain.to_owned(), row);
-                row
-            }
-        };
-        if domain_region != region_id {
-            let other = places.regions.iter().find(|(_, &id)| id == domain_region).map(|(n, _)| n.clone());
-            conflict = Some(format!(
-                "fabric domain {domain} is in region {}, not {region}",
-                other.unwrap_or_else(|| "another".to_owned())
-            ));
+async fn place_node(
+    tx: &mut impl Tx,
+    places: &mut Places,
+    (region, domain, rack): (&str, &str, &str),
+) -> SqlResult<(i64, Option<String>)> {
+    let mut conflict: Option<String> = None;
+    let region_id = match places.regions.get(region) {
+        Some(&id) => id,
+        None => {
+            let id = ensure_region(tx, region).await?;
+            places.regions.insert(region.to_owned(), id);
+            id
         }
-        let (rack_id, rack_domain) = match places.racks.get(rack) {
-            Some(&known) => known,
-            None => {
-                let row = ensure_place!($tx, "rack", "fabric_domain_id", rack, domain_id);
-                places.racks.insert(rack.to_owned(), row);
-                row
-            }
-        };
-        if conflict.is_none() && rack_domain != domain_id {
-            let other = places.domains.iter().find(|(_, &(id, _))| id == rack_domain).map(|(n, _)| n.clone());
-            conflict = Some(format!(
-                "rack {rack} is in fabric domain {}, not {domain}",
-                other.unwrap_or_else(|| "another".to_owned())
-            ));
+    };
+    let (domain_id, domain_region) = match places.domains.get(domain) {
+        Some(&known) => known,
+        None => {
+            let row = ensure_place(tx, Level::FabricDomain, domain, region_id).await?;
+            places.domains.insert(domain.to_owned(), row);
+            row
         }
-        (rack_id, conflict)
-    }};
+    };
+    if domain_region != region_id {
+        let other = places.regions.iter().find(|(_, &id)| id == domain_region).map(|(n, _)| n.clone());
+        conflict = Some(format!(
+            "fabric domain {domain} is in region {}, not {region}",
+            other.unwrap_or_else(|| "another".to_owned())
+        ));
+    }
+    let (rack_id, rack_domain) = match places.racks.get(rack) {
+        Some(&known) => known,
+        None => {
+            let row = ensure_place(tx, Level::Rack, rack, domain_id).await?;
+            places.racks.insert(rack.to_owned(), row);
+            row
+        }
+    };
+    if conflict.is_none() && rack_domain != domain_id {
+        let other = places.domains.iter().find(|(_, &(id, _))| id == rack_domain).map(|(n, _)| n.clone());
+        conflict = Some(format!(
+            "rack {rack} is in fabric domain {}, not {domain}",
+            other.unwrap_or_else(|| "another".to_owned())
+        ));
+    }
+    Ok((rack_id, conflict))
 }
 
 /// Writes audit rows in the caller's transaction, a few hundred per statement.
-macro_rules! audit_rows {
-    ($tx:ident, $actor:expr, $now:expr, $rows:expr) => {{
-        let actor: Actor<'_> = $actor;
-        let rows: &[AuditRow] = $rows;
+async fn audit_rows(tx: &mut impl Tx, actor: Actor<'_>, now: DateTime<Utc>, rows: &[AuditRow]) -> SqlResult<()> {
+    on_tx!(tx, |c| {
         for chunk in rows.chunks(500) {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "insert into audit_event (at, actor_user_id, actor_email, tenant_id, action, object_type, object_id,
                     detail, client_addr) ",
             );
             q.push_values(chunk, |mut b, row| {
-                b.push_bind($now)
+                b.push_bind(now)
                     .push_bind(actor.user_id)
                     .push_bind(actor.email)
                     .push_bind(None::<i64>)
@@ -322,35 +325,28 @@ macro_rules! audit_rows {
                     .push_bind(row.detail.as_str())
                     .push_bind(actor.client_addr);
             });
-            q.build().execute(&mut *$tx).await?;
+            q.build().execute(&mut *c).await?;
         }
-    }};
+    });
+    Ok(())
 }
 
-/// Reservations (and maintenance windows) holding any of these GPUs, or the node, after `now`.
-macro_rules! future_holders {
-    ($tx:ident, node = $node_id:expr, $now:expr) => {{
-        let rows: Vec<(i64, String, String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+/// Reservations (and maintenance windows) holding any of a node's GPUs after `now`.
+async fn future_holders(tx: &mut impl Tx, node_id: i64, now: DateTime<Utc>) -> SqlResult<Vec<MaintenanceClash>> {
+    let rows: Vec<HolderRow> = on_tx!(tx, |c| {
+        sqlx::query_as(
             "select distinct r.reservation_id, t.slug, r.state, r.start_at, r.end_at
              from allocation a join reservation r on r.reservation_id = a.reservation_id
              join tenant t on t.tenant_id = r.tenant_id
              where a.live and a.node_id = $1 and a.end_at > $2
              order by r.start_at, r.reservation_id",
         )
-        .bind($node_id)
-        .bind($now)
-        .fetch_all(&mut *$tx)
-        .await?;
-        rows.into_iter()
-            .map(|(reservation_id, tenant, state, start, end)| MaintenanceClash {
-                reservation_id,
-                tenant,
-                state,
-                start,
-                end,
-            })
-            .collect::<Vec<_>>()
-    }};
+        .bind(node_id)
+        .bind(now)
+        .fetch_all(c)
+        .await?
+    });
+    Ok(rows.into_iter().map(MaintenanceClash::from).collect())
 }
 
 fn describe(changes: &[FactChange]) -> String {
@@ -382,12 +378,10 @@ impl Store {
         now: DateTime<Utc>,
     ) -> EngineResult<InventoryChanges> {
         let changes = write_tx!(self, |tx| {
-            if self.backend() == super::Backend::Postgres {
-                sqlx::query("select pg_advisory_xact_lock($1)").bind(RECONCILE_LOCK).execute(&mut *tx).await?;
-            }
+            Db::take_reconcile_turn(&mut tx).await?;
             let known: Vec<KnownRow> = sqlx::query_as(KNOWN_NODES).fetch_all(&mut *tx).await?;
             let known_by_host: HashMap<&str, &KnownRow> = known.iter().map(|k| (k.hostname.as_str(), k)).collect();
-            let mut places = load_places!(tx);
+            let mut places = load_places(&mut tx).await?;
             let mut changes = InventoryChanges::default();
             let mut audit: Vec<AuditRow> = Vec::new();
             let mut seen: BTreeSet<&str> = BTreeSet::new();
@@ -408,8 +402,11 @@ impl Store {
                     // Racks and fabric domains are named across the whole fleet: a second hall's
                     // `rack-r1` is not the first hall's, so a clash is enrolled unplaced, for an
                     // admin to place, never filed under the other's domain and region.
-                    let (rack_id, clash) = match place_node!(tx, &mut places, region, domain, rack) {
-                        (_, Some(clash)) => (place_node!(tx, &mut places, UNPLACED, UNPLACED, UNPLACED).0, Some(clash)),
+                    let (rack_id, clash) = match place_node(&mut tx, &mut places, (region, domain, rack)).await? {
+                        (_, Some(clash)) => {
+                            let unplaced = (UNPLACED, UNPLACED, UNPLACED);
+                            (place_node(&mut tx, &mut places, unplaced).await?.0, Some(clash))
+                        }
                         (rack_id, None) => (rack_id, None),
                     };
                     let inserted: Option<i64> = sqlx::query_scalar(
@@ -465,7 +462,11 @@ impl Store {
                 let held =
                     if node.reachable { node.held_back.clone() } else { Some("reported unreachable".to_owned()) };
                 if let (Some(why), false) = (&held, row.missing) {
-                    flag_missing!(tx, row, now, audit, changes, format!("{why}: takes no new work"));
+                    if flag_missing(&mut tx, row.node_id, now).await? {
+                        let detail = format!("{why}: takes no new work");
+                        audit.push(AuditRow { action: "node.missing", hostname: row.hostname.clone(), detail });
+                        changes.missing.push((row.hostname.clone(), row.node_id));
+                    }
                 } else if held.is_none() && row.missing {
                     let cleared = sqlx::query(
                         "update node set missing_since = null where node_id = $1 and missing_since is not null",
@@ -537,18 +538,15 @@ impl Store {
                 if seen.contains(row.hostname.as_str()) {
                     continue;
                 }
-                flag_missing!(
-                    tx,
-                    row,
-                    now,
-                    audit,
-                    changes,
-                    "gone from the inventory: takes no new work, keeps what it runs"
-                );
+                if flag_missing(&mut tx, row.node_id, now).await? {
+                    let detail = "gone from the inventory: takes no new work, keeps what it runs".to_owned();
+                    audit.push(AuditRow { action: "node.missing", hostname: row.hostname.clone(), detail });
+                    changes.missing.push((row.hostname.clone(), row.node_id));
+                }
             }
-            audit_rows!(tx, actor, now, &audit);
+            audit_rows(&mut tx, actor, now, &audit).await?;
             for (_, node_id) in changes.missing.iter().chain(&changes.returned) {
-                allocations_changed!(self, tx, node = *node_id);
+                allocations_changed(&mut tx, AllocationsOf::Node(*node_id)).await?;
             }
             changes
         });
@@ -586,9 +584,9 @@ impl Store {
                     detail: "its last reservation ended (forced retire)".to_owned(),
                 })
                 .collect();
-            audit_rows!(tx, Actor::SYSTEM, now, &audit);
+            audit_rows(&mut tx, Actor::SYSTEM, now, &audit).await?;
             for (node_id, _) in &done {
-                allocations_changed!(self, tx, node = *node_id);
+                allocations_changed(&mut tx, AllocationsOf::Node(*node_id)).await?;
             }
             done.into_iter().map(|(id, host)| (host, id)).collect::<Vec<_>>()
         });
@@ -621,10 +619,10 @@ impl Store {
                 if changed == 1 {
                     admitted.push(*node_id);
                     audit.push(AuditRow { action: "node.admitted", hostname: hostname.clone(), detail: String::new() });
-                    allocations_changed!(self, tx, node = *node_id);
+                    allocations_changed(&mut tx, AllocationsOf::Node(*node_id)).await?;
                 }
             }
-            audit_rows!(tx, actor, now, &audit);
+            audit_rows(&mut tx, actor, now, &audit).await?;
             admitted
         });
         Ok(admitted)
@@ -644,17 +642,12 @@ impl Store {
             let sql = format!("{KNOWN_NODES} where n.hostname = $1");
             let row: Option<KnownRow> = sqlx::query_as(&sql).bind(hostname).fetch_optional(&mut *tx).await?;
             let Some(row) = row else { return Ok(None) };
-            if self.backend() == super::Backend::Postgres {
-                sqlx::query("select 1 from node where node_id = $1 for update")
-                    .bind(row.node_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            Db::lock_row(&mut tx, Locked::Node, row.node_id).await?;
             let region = change.region.unwrap_or(&row.region);
             let domain = change.fabric_domain.unwrap_or(&row.fabric_domain);
             let rack = change.rack.unwrap_or(&row.rack);
-            let mut places = load_places!(tx);
-            let (rack_id, conflict) = place_node!(tx, &mut places, region, domain, rack);
+            let mut places = load_places(&mut tx).await?;
+            let (rack_id, conflict) = place_node(&mut tx, &mut places, (region, domain, rack)).await?;
             if let Some(conflict) = conflict {
                 return Ok(Some(Err(conflict)));
             }
@@ -693,8 +686,8 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             let audit = [AuditRow { action: "node.placed", hostname: row.hostname.clone(), detail: moved.join("; ") }];
-            audit_rows!(tx, actor, now, &audit);
-            allocations_changed!(self, tx, node = row.node_id);
+            audit_rows(&mut tx, actor, now, &audit).await?;
+            allocations_changed(&mut tx, AllocationsOf::Node(row.node_id)).await?;
             Some(Ok(()))
         });
         Ok(outcome)
@@ -713,21 +706,15 @@ impl Store {
         let outcome = write_tx!(self, |tx| {
             // The node's row first: a booking locks it too (shared-node driver check), so the two
             // take turns and the check below sees a booking that committed first.
-            let admission: Option<String> = if self.backend() == super::Backend::Postgres {
-                sqlx::query_scalar("select admission from node where node_id = $1 for update")
+            let admission: Option<String> =
+                sqlx::query_scalar(&format!("select admission from node where node_id = $1{}", Db::FOR_UPDATE))
                     .bind(node_id)
                     .fetch_optional(&mut *tx)
-                    .await?
-            } else {
-                sqlx::query_scalar("select admission from node where node_id = $1")
-                    .bind(node_id)
-                    .fetch_optional(&mut *tx)
-                    .await?
-            };
+                    .await?;
             if admission.as_deref() != Some("enrolled") && admission.as_deref() != Some("admitted") {
                 return Ok(RetireOutcome::AlreadyRetired);
             }
-            let holders = future_holders!(tx, node = node_id, now);
+            let holders = future_holders(&mut tx, node_id, now).await?;
             let outcome = if holders.is_empty() {
                 sqlx::query(
                     "update node set admission = 'retired', retired_at = $1, retire_requested_at = null, updated_at = $1
@@ -738,7 +725,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 let audit = [AuditRow { action: "node.retired", hostname: hostname.to_owned(), detail: String::new() }];
-                audit_rows!(tx, actor, now, &audit);
+                audit_rows(&mut tx, actor, now, &audit).await?;
                 RetireOutcome::Retired
             } else if force {
                 sqlx::query(
@@ -756,12 +743,12 @@ impl Store {
                     hostname: hostname.to_owned(),
                     detail: format!("drained; retires after reservation {}", list.join(", ")),
                 }];
-                audit_rows!(tx, actor, now, &audit);
+                audit_rows(&mut tx, actor, now, &audit).await?;
                 RetireOutcome::Draining(holders)
             } else {
                 return Ok(RetireOutcome::InTheWay(holders));
             };
-            allocations_changed!(self, tx, node = node_id);
+            allocations_changed(&mut tx, AllocationsOf::Node(node_id)).await?;
             outcome
         });
         Ok(outcome)
@@ -772,7 +759,7 @@ impl Store {
     /// the node is unknown. Refused while anything holds those GPUs after `now`: a change would
     /// change what each holder holds. On PostgreSQL the node's row is locked first, as a booking's check locks it, so a
     /// booking that committed first is seen here, and one that comes after sees the new seats
-    /// (see `fleet_refusal!` in the reservations store).
+    /// (see `fleet_refusal` in the reservations store).
     pub async fn set_time_slicing(
         &self,
         hostname: &str,
@@ -781,9 +768,9 @@ impl Store {
         now: DateTime<Utc>,
     ) -> EngineResult<Option<TimeSlicingOutcome>> {
         let outcome = write_tx!(self, |tx| {
-            let lock = if self.backend() == super::Backend::Postgres { " for update" } else { "" };
             let node_id: Option<i64> = sqlx::query_scalar(&format!(
-                "select node_id from node where hostname = $1 and admission <> 'retired'{lock}"
+                "select node_id from node where hostname = $1 and admission <> 'retired'{}",
+                Db::FOR_UPDATE
             ))
             .bind(hostname)
             .fetch_optional(&mut *tx)
@@ -839,8 +826,8 @@ impl Store {
                 TimeSlicing::Instances(None) => format!("time-slicing of MIG instances stopped on {changed} GPU(s)"),
             };
             let audit = [AuditRow { action: "node.time_sliced", hostname: hostname.to_owned(), detail }];
-            audit_rows!(tx, actor, now, &audit);
-            allocations_changed!(self, tx, node = node_id);
+            audit_rows(&mut tx, actor, now, &audit).await?;
+            allocations_changed(&mut tx, AllocationsOf::Node(node_id)).await?;
             Some(TimeSlicingOutcome::Set { gpus: changed })
         });
         Ok(outcome)
@@ -861,12 +848,7 @@ impl Store {
             let sql = format!("{KNOWN_NODES} where n.hostname = $1");
             let row: Option<KnownRow> = sqlx::query_as(&sql).bind(hostname).fetch_optional(&mut *tx).await?;
             let Some(row) = row else { return Ok(None) };
-            if self.backend() == super::Backend::Postgres {
-                sqlx::query("select 1 from node where node_id = $1 for update")
-                    .bind(row.node_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            Db::lock_row(&mut tx, Locked::Node, row.node_id).await?;
             let (Some(reported), Some(accepted)) = (row.reported(), row.accepted()) else {
                 return Ok(Some(AcceptOutcome::NothingReported));
             };
@@ -931,8 +913,8 @@ impl Store {
                     moved("fabric_domain", &row.fabric_domain),
                     moved("rack", &row.rack),
                 );
-                let mut places = load_places!(tx);
-                let (id, clash) = place_node!(tx, &mut places, &region, &domain, &rack);
+                let mut places = load_places(&mut tx).await?;
+                let (id, clash) = place_node(&mut tx, &mut places, (&region, &domain, &rack)).await?;
                 if let Some(clash) = clash {
                     return Ok(Some(AcceptOutcome::Misplaced(clash)));
                 }
@@ -993,8 +975,8 @@ impl Store {
                 hostname: row.hostname.clone(),
                 detail: describe(&changes),
             }];
-            audit_rows!(tx, actor, now, &audit);
-            allocations_changed!(self, tx, node = row.node_id);
+            audit_rows(&mut tx, actor, now, &audit).await?;
+            allocations_changed(&mut tx, AllocationsOf::Node(row.node_id)).await?;
             Some(AcceptOutcome::Applied(changes))
         });
         Ok(outcome)
@@ -1062,7 +1044,7 @@ impl Store {
                 .bind(*node_id)
                 .execute(&mut *tx)
                 .await?;
-                allocations_changed!(self, tx, node = *node_id);
+                allocations_changed(&mut tx, AllocationsOf::Node(*node_id)).await?;
             }
         });
         Ok(())

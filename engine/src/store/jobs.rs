@@ -4,12 +4,16 @@
 //! (it stalled, another claimed the job) cannot record anything. Finishes of several jobs share
 //! one transaction, so a worker commits a batch of quick steps at once.
 
+use super::notices::insert_notice;
 use super::notices::{NewNotice, Recipients};
-use super::{Backend, Store};
+use super::preemption::insert_cut;
+use super::reservations::move_release;
+use super::{Dialect, Locked, SqlResult, Store, Tx};
 use crate::error::EngineResult;
-use crate::{on_pool, write_tx};
+use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
 use tenantry_domain::fleet::{FailedJob, QueueStats};
+use tenantry_domain::metering::CutKind;
 use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::provisioning::{JobKind, JobState, Step, StepEvent, StepStatus};
 
@@ -151,137 +155,152 @@ const INSERT_EVENT: &str =
     "insert into job_event (job_id, reservation_id, kind, step, status, at, attempt, duration_ms, detail) ";
 
 /// A reservation's team, requester and state, inside the caller's transaction.
-macro_rules! reservation_party {
-    ($tx:ident, $reservation_id:expr) => {{
-        let party: (i64, i64, String) =
-            sqlx::query_as("select tenant_id, requested_by, state from reservation where reservation_id = $1")
-                .bind($reservation_id)
-                .fetch_one(&mut *$tx)
-                .await?;
-        party
-    }};
+async fn reservation_party(tx: &mut impl Tx, reservation_id: i64) -> SqlResult<(i64, i64, String)> {
+    Ok(on_tx!(tx, |c| {
+        sqlx::query_as("select tenant_id, requested_by, state from reservation where reservation_id = $1")
+            .bind(reservation_id)
+            .fetch_one(c)
+            .await?
+    }))
 }
 
 /// Applies a [`JobEffect`] inside the completion's transaction.
-macro_rules! apply_effect {
-    ($store:expr, $tx:ident, $effect:expr, $now:expr) => {
-        match $effect {
-            JobEffect::Activate { reservation_id } => {
-                sqlx::query(
-                    "update reservation set state = case when exists (select 1 from credit c where c.reservation_id = $1 and c.lost_capacity)
-                                                         then 'degraded' else 'active' end,
-                            updated_at = $2
-                     where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded', 'active')",
-                )
-                .bind(reservation_id)
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?;
-                sqlx::query(
-                    "update node set state = 'in_use', updated_at = $2
-                     where state in ('available', 'provisioning') and node_id in
-                        (select node_id from allocation where reservation_id = $1 and live)",
-                )
-                .bind(reservation_id)
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?;
-                sqlx::query(
-                    "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at)
-                     select 'release', reservation_id, $2, 'queued', end_at, $3, $3 from reservation
-                     where reservation_id = $1 on conflict do nothing",
-                )
-                .bind(reservation_id)
-                .bind(JobKind::Release.first_step().code())
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?;
-                let (tenant_id, requester, state) = reservation_party!($tx, *reservation_id);
-                let message = tenantry_domain::notice::handed_over(*reservation_id, &state);
-                let told = NewNotice::new(NoticeKind::HandedOver, Recipients::User(requester), message)
-                    .team(tenant_id)
-                    .reservation(*reservation_id);
-                $crate::insert_notice!($tx, &told, $now);
-            }
-            JobEffect::Complete { reservation_id } => {
-                sqlx::query(
-                    "update reservation set state = 'completed', updated_at = $2
-                     where reservation_id = $1 and state in ('scheduled', 'provisioning', 'active', 'degraded', 'releasing')",
-                )
-                .bind(reservation_id)
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?;
-                let (tenant_id, requester, state) = reservation_party!($tx, *reservation_id);
-                let wiped: Vec<(String, String, bool)> = sqlx::query_as(
-                    "select n.hostname, w.method, w.verified from wipe_certificate w join node n on n.node_id = w.node_id
-                     where w.reservation_id = $1 order by n.hostname",
-                )
-                .bind(reservation_id)
-                .fetch_all(&mut *$tx)
-                .await?;
-                let wiped: Vec<tenantry_domain::notice::Wiped> = wiped
-                    .iter()
-                    .map(|(hostname, method, verified)| tenantry_domain::notice::Wiped {
-                        hostname,
-                        method,
-                        verified: *verified,
-                    })
-                    .collect();
-                let message = tenantry_domain::notice::ended(*reservation_id, state == "completed", &wiped);
-                let told = NewNotice::new(NoticeKind::Ended, Recipients::User(requester), message)
-                    .team(tenant_id)
-                    .reservation(*reservation_id)
-                    .once(format!("ended:r{reservation_id}"));
-                $crate::insert_notice!($tx, &told, $now);
-            }
-            JobEffect::FailReservation { reservation_id, reason } => {
-                let (was, start, end): (String, chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
-                    sqlx::query_as("select state, start_at, end_at from reservation where reservation_id = $1")
-                        .bind(reservation_id)
-                        .fetch_one(&mut *$tx)
-                        .await?;
-                let failed = sqlx::query(
-                    "update reservation set state = 'failed', decision_reason = $2, updated_at = $3
-                     where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded')",
-                )
-                .bind(reservation_id)
-                .bind(reason)
-                .bind($now)
-                .execute(&mut *$tx)
-                .await?
-                .rows_affected();
-                if failed == 1 && was == "degraded" && start < $now && $now < end {
-                    // It ran until now: it is charged for that, and the rest is a cut of its own
-                    // kind, never a fee and not charged (domain::metering).
-                    let (tenant_id, _, _) = reservation_party!($tx, *reservation_id);
-                    let cut = (tenantry_domain::metering::CutKind::Failed, None);
-                    $crate::insert_cut!($tx, *reservation_id, tenant_id, cut, $now, $now, end);
-                }
-                if failed == 1 {
-                    // What the failed setup touched is released (revoked, wiped, returned) at
-                    // once; the release frees its capacity when it has finished.
-                    let release = JobKind::Release;
-                    sqlx::query(INSERT_JOB)
-                        .bind(release.code())
-                        .bind(reservation_id)
-                        .bind(release.first_step().code())
-                        .bind($now)
-                        .bind($now)
-                        .execute(&mut *$tx)
-                        .await?;
-                    // A reservation that failed while degraded already has one, at its end.
-                    move_release!($tx, reservation_id, $now, $now);
-                }
-                let (tenant_id, requester, _) = reservation_party!($tx, *reservation_id);
-                let message = tenantry_domain::notice::setup_failed(*reservation_id, reason);
-                let told = NewNotice::new(NoticeKind::SetupFailed, Recipients::User(requester), message)
-                    .team(tenant_id)
-                    .reservation(*reservation_id);
-                $crate::insert_notice!($tx, &told, $now);
-            }
+async fn apply_effect(tx: &mut impl Tx, effect: &JobEffect, now: DateTime<Utc>) -> SqlResult<()> {
+    match effect {
+        JobEffect::Activate { reservation_id } => activate(tx, *reservation_id, now).await,
+        JobEffect::Complete { reservation_id } => complete(tx, *reservation_id, now).await,
+        JobEffect::FailReservation { reservation_id, reason } => {
+            fail_reservation(tx, *reservation_id, reason, now).await
         }
-    };
+    }
+}
+
+/// See [`JobEffect::Activate`].
+async fn activate(tx: &mut impl Tx, reservation_id: i64, now: DateTime<Utc>) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        sqlx::query(
+            "update reservation set state = case when exists (select 1 from credit c where c.reservation_id = $1 and c.lost_capacity)
+                                                 then 'degraded' else 'active' end,
+                    updated_at = $2
+             where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded', 'active')",
+        )
+        .bind(reservation_id)
+        .bind(now)
+        .execute(&mut *c)
+        .await?;
+        sqlx::query(
+            "update node set state = 'in_use', updated_at = $2
+             where state in ('available', 'provisioning') and node_id in
+                (select node_id from allocation where reservation_id = $1 and live)",
+        )
+        .bind(reservation_id)
+        .bind(now)
+        .execute(&mut *c)
+        .await?;
+        sqlx::query(
+            "insert into job (kind, reservation_id, step, state, run_at, created_at, updated_at)
+             select 'release', reservation_id, $2, 'queued', end_at, $3, $3 from reservation
+             where reservation_id = $1 on conflict do nothing",
+        )
+        .bind(reservation_id)
+        .bind(JobKind::Release.first_step().code())
+        .bind(now)
+        .execute(c)
+        .await?;
+    });
+    let (tenant_id, requester, state) = reservation_party(tx, reservation_id).await?;
+    let message = tenantry_domain::notice::handed_over(reservation_id, &state);
+    let told = NewNotice::new(NoticeKind::HandedOver, Recipients::User(requester), message)
+        .team(tenant_id)
+        .reservation(reservation_id);
+    insert_notice(tx, &told, now).await?;
+    Ok(())
+}
+
+/// See [`JobEffect::Complete`].
+async fn complete(tx: &mut impl Tx, reservation_id: i64, now: DateTime<Utc>) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        sqlx::query(
+            "update reservation set state = 'completed', updated_at = $2
+             where reservation_id = $1 and state in ('scheduled', 'provisioning', 'active', 'degraded', 'releasing')",
+        )
+        .bind(reservation_id)
+        .bind(now)
+        .execute(c)
+        .await?;
+    });
+    let (tenant_id, requester, state) = reservation_party(tx, reservation_id).await?;
+    let wiped: Vec<(String, String, bool)> = on_tx!(tx, |c| {
+        sqlx::query_as(
+            "select n.hostname, w.method, w.verified from wipe_certificate w join node n on n.node_id = w.node_id
+             where w.reservation_id = $1 order by n.hostname",
+        )
+        .bind(reservation_id)
+        .fetch_all(c)
+        .await?
+    });
+    let wiped: Vec<tenantry_domain::notice::Wiped> = wiped
+        .iter()
+        .map(|(hostname, method, verified)| tenantry_domain::notice::Wiped { hostname, method, verified: *verified })
+        .collect();
+    let message = tenantry_domain::notice::ended(reservation_id, state == "completed", &wiped);
+    let told = NewNotice::new(NoticeKind::Ended, Recipients::User(requester), message)
+        .team(tenant_id)
+        .reservation(reservation_id)
+        .once(format!("ended:r{reservation_id}"));
+    insert_notice(tx, &told, now).await?;
+    Ok(())
+}
+
+/// See [`JobEffect::FailReservation`].
+async fn fail_reservation(tx: &mut impl Tx, reservation_id: i64, reason: &str, now: DateTime<Utc>) -> SqlResult<()> {
+    let (was, start, end, failed): (String, DateTime<Utc>, DateTime<Utc>, u64) = on_tx!(tx, |c| {
+        let (was, start, end): (String, DateTime<Utc>, DateTime<Utc>) =
+            sqlx::query_as("select state, start_at, end_at from reservation where reservation_id = $1")
+                .bind(reservation_id)
+                .fetch_one(&mut *c)
+                .await?;
+        let failed = sqlx::query(
+            "update reservation set state = 'failed', decision_reason = $2, updated_at = $3
+             where reservation_id = $1 and state in ('scheduled', 'provisioning', 'degraded')",
+        )
+        .bind(reservation_id)
+        .bind(reason)
+        .bind(now)
+        .execute(c)
+        .await?
+        .rows_affected();
+        (was, start, end, failed)
+    });
+    let (tenant_id, requester, _) = reservation_party(tx, reservation_id).await?;
+    if failed == 1 && was == "degraded" && start < now && now < end {
+        // It ran until now: it is charged for that, and the rest is a cut of its own kind, never
+        // a fee and not charged (domain::metering).
+        insert_cut(tx, reservation_id, tenant_id, (CutKind::Failed, None), now, (now, end)).await?;
+    }
+    if failed == 1 {
+        // What the failed setup touched is released (revoked, wiped, returned) at once; the
+        // release frees its capacity when it has finished.
+        let release = JobKind::Release;
+        on_tx!(tx, |c| {
+            sqlx::query(INSERT_JOB)
+                .bind(release.code())
+                .bind(reservation_id)
+                .bind(release.first_step().code())
+                .bind(now)
+                .bind(now)
+                .execute(c)
+                .await?;
+        });
+        // A reservation that failed while degraded already has one, at its end.
+        move_release(tx, reservation_id, now, now).await?;
+    }
+    let message = tenantry_domain::notice::setup_failed(reservation_id, reason);
+    let told = NewNotice::new(NoticeKind::SetupFailed, Recipients::User(requester), message)
+        .team(tenant_id)
+        .reservation(reservation_id);
+    insert_notice(tx, &told, now).await?;
+    Ok(())
 }
 
 impl Store {
@@ -318,12 +337,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> EngineResult<HealthCheckRequest> {
         let outcome = write_tx!(self, |tx| {
-            if self.backend() == Backend::Postgres {
-                sqlx::query("select tenant_id from tenant where tenant_id = $1 for update")
-                    .bind(tenant_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            Db::lock_row(&mut tx, Locked::Tenant, tenant_id).await?;
             let pending: i64 = sqlx::query_scalar(
                 "select count(*) from job
                  where kind = 'health_check' and reservation_id = $1 and state in ('queued', 'running')",
@@ -391,15 +405,15 @@ impl Store {
         lease_until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> EngineResult<Vec<ClaimedJob>> {
-        let lock = if self.backend() == Backend::Postgres { "for update skip locked" } else { "" };
-        let sql = format!(
-            "update job set state = 'running', lease_owner = $1, lease_until = $2,
-                    lease_token = lease_token + 1, attempts = attempts + 1, step_started_at = $3, updated_at = $3
-             where job_id in (select job_id from job where state = 'queued' and run_at <= $3
-                              order by run_at limit $4 {lock})
-             returning job_id, kind, reservation_id, step, attempts, lease_token, last_error, waiting_since"
-        );
         let rows: Vec<ClaimRow> = write_tx!(self, |tx| {
+            let sql = format!(
+                "update job set state = 'running', lease_owner = $1, lease_until = $2,
+                        lease_token = lease_token + 1, attempts = attempts + 1, step_started_at = $3, updated_at = $3
+                 where job_id in (select job_id from job where state = 'queued' and run_at <= $3
+                                  order by run_at limit $4{lock})
+                 returning job_id, kind, reservation_id, step, attempts, lease_token, last_error, waiting_since",
+                lock = Db::SKIP_LOCKED
+            );
             let rows: Vec<ClaimRow> = sqlx::query_as(&sql)
                 .bind(owner)
                 .bind(lease_until)
@@ -570,7 +584,7 @@ impl Store {
                     events.push((job, record));
                 }
                 for effect in &c.effects {
-                    apply_effect!(self, tx, effect, now);
+                    apply_effect(&mut tx, effect, now).await?;
                 }
                 if let NextMove::Fail(error) = &c.next {
                     // Admins hear of every job that failed for good (they can retry it).
@@ -589,7 +603,7 @@ impl Store {
                         Some(id) => told.reservation(id),
                         None => told,
                     };
-                    crate::insert_notice!(tx, &told, now);
+                    insert_notice(&mut tx, &told, now).await?;
                 }
             }
             for chunk in events.chunks(500) {
@@ -607,16 +621,12 @@ impl Store {
                 });
                 q.build().execute(&mut *tx).await?;
             }
-            if self.backend() == Backend::Postgres && !events.is_empty() {
+            if !events.is_empty() {
                 // Live timelines on every instance wake at commit instead of polling.
                 let mut ids: Vec<i64> = events.iter().filter_map(|(job, _)| job.reservation_id).collect();
                 ids.dedup();
                 let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
-                sqlx::query("select pg_notify($1, $2)")
-                    .bind(TIMELINE_CHANNEL)
-                    .bind(ids.join(","))
-                    .execute(&mut *tx)
-                    .await?;
+                Db::notify(&mut tx, TIMELINE_CHANNEL, &ids.join(",")).await?;
             }
             recorded
         });

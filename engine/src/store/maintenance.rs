@@ -2,6 +2,7 @@
 //! its node for its window through ordinary allocations (kind `maintenance`), so the database's
 //! overlap guarantee keeps it and reservations apart.
 
+use super::reservations::{allocations_changed, AllocationsOf};
 use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
@@ -38,6 +39,28 @@ impl MaintenanceRow {
     }
 }
 
+/// A reservation holding part of a node in some time, as a [`MaintenanceClash`] reads it.
+#[derive(sqlx::FromRow)]
+pub(super) struct HolderRow {
+    reservation_id: i64,
+    slug: String,
+    state: String,
+    start_at: DateTime<Utc>,
+    end_at: DateTime<Utc>,
+}
+
+impl From<HolderRow> for MaintenanceClash {
+    fn from(r: HolderRow) -> Self {
+        MaintenanceClash {
+            reservation_id: r.reservation_id,
+            tenant: r.slug,
+            state: r.state,
+            start: r.start_at,
+            end: r.end_at,
+        }
+    }
+}
+
 impl Store {
     /// A node's id and its GPUs (id, slices) by hostname.
     pub async fn node_gpus(&self, hostname: &str) -> EngineResult<Option<(i64, Vec<(i64, u8)>)>> {
@@ -68,8 +91,8 @@ impl Store {
         start: DateTime<Utc>,
         end: DateTime<Utc>,
     ) -> EngineResult<Vec<MaintenanceClash>> {
-        let rows = on_pool!(self, |pool| {
-            sqlx::query_as::<_, (i64, String, String, DateTime<Utc>, DateTime<Utc>)>(
+        let rows: Vec<HolderRow> = on_pool!(self, |pool| {
+            sqlx::query_as(
                 "select distinct r.reservation_id, t.slug, r.state, r.start_at, r.end_at
                  from allocation a join reservation r on r.reservation_id = a.reservation_id
                  join tenant t on t.tenant_id = r.tenant_id
@@ -82,16 +105,7 @@ impl Store {
             .fetch_all(pool)
             .await?
         });
-        Ok(rows
-            .into_iter()
-            .map(|(reservation_id, tenant, state, start, end)| MaintenanceClash {
-                reservation_id,
-                tenant,
-                state,
-                start,
-                end,
-            })
-            .collect())
+        Ok(rows.into_iter().map(MaintenanceClash::from).collect())
     }
 
     /// Writes a maintenance window and the allocations that hold its node. The database refuses
@@ -135,7 +149,7 @@ impl Store {
                     .push_bind(true);
             });
             q.build().execute(&mut *tx).await?;
-            allocations_changed!(self, tx, maintenance = id);
+            allocations_changed(&mut tx, AllocationsOf::Maintenance(id)).await?;
             id
         });
         Ok(id)
@@ -195,7 +209,7 @@ impl Store {
                 .bind(id)
                 .fetch_all(&mut *tx)
                 .await?;
-                allocations_changed!(self, tx, maintenance = id);
+                allocations_changed(&mut tx, AllocationsOf::Maintenance(id)).await?;
                 Some(gpus)
             }
         });
@@ -228,7 +242,7 @@ impl Store {
             q.push(")");
             let changed = q.build().execute(&mut *tx).await?.rows_affected() == 1;
             if changed {
-                allocations_changed!(self, tx, node = node_id);
+                allocations_changed(&mut tx, AllocationsOf::Node(node_id)).await?;
             }
             changed
         });

@@ -2,9 +2,9 @@
 //! parts given back), credits, and utilization samples with their sums per reservation and per
 //! hour. `tenant_id = None` reads every tenant (admin reports and metrics only).
 
-use super::Store;
+use super::{SqlResult, Store, Tx};
 use crate::error::EngineResult;
-use crate::{on_pool, write_tx};
+use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::metering::{CancellationPolicy, CreditRecord, Cut, StatementInputs, Usage};
@@ -115,12 +115,14 @@ pub struct NewSample {
     pub usage: Usage,
 }
 
-/// Adds use to the daily (per reservation) and hourly (fleet) roll-ups inside the transaction
-/// `$tx`: the rows are summed into what is there. `$days` at most a few thousand rows.
-macro_rules! add_to_roll_ups {
-    ($tx:ident, $days:expr, $hours:expr) => {{
-        let days: &[(DayKey, Usage)] = $days;
-        let hours: &[(DateTime<Utc>, Usage)] = $hours;
+/// Adds use to the daily (per reservation) and hourly (fleet) roll-ups inside the caller's
+/// transaction: the rows are summed into what is there. `days` at most a few thousand rows.
+async fn add_to_roll_ups(
+    tx: &mut impl Tx,
+    days: &[(DayKey, Usage)],
+    hours: &[(DateTime<Utc>, Usage)],
+) -> SqlResult<()> {
+    on_tx!(tx, |c| {
         if !days.is_empty() {
             let mut q = sqlx::QueryBuilder::<Db>::new(
                 "insert into usage_day (reservation_id, tenant_id, day, reserved, used, memory) ",
@@ -137,7 +139,7 @@ macro_rules! add_to_roll_ups {
                 " on conflict (reservation_id, day) do update set reserved = usage_day.reserved + excluded.reserved,
                   used = usage_day.used + excluded.used, memory = usage_day.memory + excluded.memory",
             );
-            q.build().execute(&mut *$tx).await?;
+            q.build().execute(&mut *c).await?;
         }
         if !hours.is_empty() {
             let mut q = sqlx::QueryBuilder::<Db>::new("insert into usage_hour (hour, reserved, used, memory) ");
@@ -148,9 +150,10 @@ macro_rules! add_to_roll_ups {
                 " on conflict (hour) do update set reserved = usage_hour.reserved + excluded.reserved,
                   used = usage_hour.used + excluded.used, memory = usage_hour.memory + excluded.memory",
             );
-            q.build().execute(&mut *$tx).await?;
+            q.build().execute(&mut *c).await?;
         }
-    }};
+    });
+    Ok(())
 }
 
 impl Store {
@@ -372,7 +375,7 @@ impl Store {
                 q.push(" on conflict (reservation_id, at) do nothing returning reservation_id, tenant_id, at, reserved, used, memory");
                 let inserted: Vec<InsertedSample> = q.build_query_as().fetch_all(&mut *tx).await?;
                 let RollUps { days, hours } = roll_up(&inserted);
-                add_to_roll_ups!(tx, &days, &hours);
+                add_to_roll_ups(&mut tx, &days, &hours).await?;
             });
         }
         Ok(())
@@ -383,10 +386,10 @@ impl Store {
     pub async fn add_usage(&self, days: &[(DayKey, Usage)], hours: &[(DateTime<Utc>, Usage)]) -> EngineResult<()> {
         // Each statement stays within SQLite's 32,766 bound parameters.
         for chunk in days.chunks(2_000) {
-            write_tx!(self, |tx| add_to_roll_ups!(tx, chunk, &[]));
+            write_tx!(self, |tx| add_to_roll_ups(&mut tx, chunk, &[]).await?);
         }
         for chunk in hours.chunks(2_000) {
-            write_tx!(self, |tx| add_to_roll_ups!(tx, &[], chunk));
+            write_tx!(self, |tx| add_to_roll_ups(&mut tx, &[], chunk).await?);
         }
         Ok(())
     }

@@ -1,94 +1,17 @@
 //! The store: SQLite (the embedded default) or PostgreSQL (production), chosen by the database
-//! URL. Both backends share the SQL that can be shared: a query is written once and compiled for
-//! each backend through [`on_pool!`] / [`write_tx!`]. SQL that must differ (the overlap guarantee,
-//! queue claims) lives in `sqlite.rs` / `postgres.rs` and their migrations only.
+//! URL. A query is written once and compiled for each database: a store method's body through
+//! [`on_pool!`] (reads) or [`write_tx!`] (one write transaction), and a write several methods
+//! share, which runs inside the caller's transaction, as a function taking it (`tx: &mut impl
+//! Tx`) whose SQL runs through [`on_tx!`]. Every difference between the two (locks, notifications, range and
+//! time arithmetic) is a method or constant of [`Dialect`], implemented in `sqlite.rs` and
+//! `postgres.rs`; the schema's differences are their migrations.
 //!
 //! Every SQLite write runs in a `BEGIN IMMEDIATE` transaction: SQLite has one writer, and taking
 //! the write lock up front turns a would-be deadlock between two deferred transactions into a
 //! short wait (bounded by the busy timeout).
 
-/// Tells the other instances, inside the writing transaction, that allocations (or the nodes
-/// under them) changed on some GPUs, so each refreshes those GPUs in its availability index.
-/// Every path that changes allocations calls it: bookings, preemptions, changes of end,
-/// cancellations, approval decisions and lapsed holds, maintenance windows, node states,
-/// replacements and releases. NOTIFY is delivered at commit, so nobody hears of a rolled-back
-/// change. SQLite serves one instance and needs no announcement.
-///
-/// The GPUs are named by what changed: `reservation = id`, `node = id` or `maintenance = id`, or
-/// listed (`gpus = ids, by = writer`) where the caller has just written them.
-macro_rules! allocations_changed {
-    ($store:expr, $tx:ident, reservation = $id:expr) => {
-        $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from allocation where reservation_id = $2", $id)
-    };
-    ($store:expr, $tx:ident, node = $id:expr) => {
-        $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from gpu where node_id = $2", $id)
-    };
-    ($store:expr, $tx:ident, maintenance = $id:expr) => {
-        $crate::allocations_changed!(@notify $store, $tx, "select string_agg(gpu_id::text, ',') from allocation where maintenance_window_id = $2", $id)
-    };
-    // GPUs the caller already knows (the allocations it has just written): nothing to read back.
-    // `by` names the index that reloads them itself, so that its own listener need not (see
-    // `index::follow_other_instances`).
-    ($store:expr, $tx:ident, gpus = $ids:expr, by = $writer:expr) => {
-        if $store.backend() == $crate::store::Backend::Postgres {
-            let ids: Vec<String> = $ids.into_iter().map(|id: i64| id.to_string()).collect();
-            let payload = match $writer {
-                Some(writer) => format!("{writer}:{}", ids.join(",")),
-                None => ids.join(","),
-            };
-            sqlx::query("select pg_notify($1, $2)")
-                .bind($crate::store::reservations::ALLOCATION_CHANNEL)
-                .bind(payload)
-                .execute(&mut *$tx)
-                .await?;
-        }
-    };
-    (@notify $store:expr, $tx:ident, $gpus:literal, $id:expr) => {
-        if $store.backend() == $crate::store::Backend::Postgres {
-            sqlx::query(concat!("select pg_notify($1, coalesce((", $gpus, "), ''))"))
-                .bind($crate::store::reservations::ALLOCATION_CHANNEL)
-                .bind($id)
-                .execute(&mut *$tx)
-                .await?;
-        }
-    };
-}
-pub(crate) use allocations_changed;
-
-/// Moves a reservation's queued release job to `$at`, inside the caller's transaction: a
-/// release runs at the reservation's (new) end.
-macro_rules! move_release {
-    ($tx:ident, $reservation_id:expr, $at:expr, $now:expr) => {
-        sqlx::query(
-            "update job set run_at = $1, updated_at = $2
-             where reservation_id = $3 and kind = 'release' and state = 'queued'",
-        )
-        .bind($at)
-        .bind($now)
-        .bind($reservation_id)
-        .execute(&mut *$tx)
-        .await?
-    };
-}
-
-/// Moves a reservation's live allocations to end at `$end` (held until `$hold_until`) and its
-/// release to `$release_at`, inside the caller's transaction: a change of end or a preempted
-/// burst (released at the new end), a cancellation after the start (released now). The caller
-/// has already changed the reservation's own row conditionally.
-macro_rules! move_end {
-    ($tx:ident, $reservation_id:expr, $end:expr, $hold_until:expr, $release_at:expr, $now:expr) => {
-        sqlx::query("update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live")
-            .bind($end)
-            .bind($hold_until)
-            .bind($reservation_id)
-            .execute(&mut *$tx)
-            .await?;
-        move_release!($tx, $reservation_id, $release_at, $now);
-    };
-}
-
+mod dialect;
 mod postgres;
-#[macro_use]
 pub(crate) mod preemption;
 mod sqlite;
 
@@ -103,18 +26,21 @@ pub mod metering;
 pub mod notices;
 pub mod offerings;
 pub mod policy;
-// Before `provisioning`, whose replacement of a node runs `fleet_refusal!` as a booking does.
-#[macro_use]
-pub mod reservations;
 pub mod provisioning;
 pub mod reports;
+pub mod reservations;
 pub mod seed_support;
 pub mod settings;
 pub mod slurm;
 
 use crate::error::EngineResult;
 use chrono::{DateTime, Utc};
+pub(crate) use dialect::{Dialect, Locked};
 use sqlx::{PgPool, SqlitePool};
+
+/// What a write inside a caller's transaction returns: the database's error, which the caller
+/// may classify (an overlap, a unique violation) before it becomes an [`EngineError`](crate::error::EngineError).
+pub(crate) type SqlResult<T> = Result<T, sqlx::Error>;
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,15 +75,16 @@ macro_rules! on_pool {
 }
 pub(crate) use on_pool;
 
-/// Runs `$body` inside a write transaction bound to `$tx` and commits when the body finishes
-/// without returning early. An early return (`?`) drops the transaction, which rolls it back.
+/// Runs `$body` inside a write transaction bound to `$tx` (opened by [`Dialect::begin_write`])
+/// and commits when the body finishes without returning early. An early return (`?`) drops the
+/// transaction, which rolls it back. Inside the body `Db` names the backend's sqlx database.
 macro_rules! write_tx {
     ($store:expr, |$tx:ident| $body:expr) => {
         match $store {
             $crate::store::Store::Sqlite(pool) => {
                 #[allow(dead_code)]
                 type Db = sqlx::Sqlite;
-                let mut $tx = pool.begin_with("begin immediate").await?;
+                let mut $tx = <Db as $crate::store::Dialect>::begin_write(pool).await?;
                 let out = $body;
                 $tx.commit().await?;
                 out
@@ -165,7 +92,7 @@ macro_rules! write_tx {
             $crate::store::Store::Postgres(pool) => {
                 #[allow(dead_code)]
                 type Db = sqlx::Postgres;
-                let mut $tx = pool.begin().await?;
+                let mut $tx = <Db as $crate::store::Dialect>::begin_write(pool).await?;
                 let out = $body;
                 $tx.commit().await?;
                 out
@@ -174,6 +101,63 @@ macro_rules! write_tx {
     };
 }
 pub(crate) use write_tx;
+
+/// A write transaction's connection on either database, as [`Tx::conn`] lends it.
+pub(crate) enum TxConn<'a> {
+    Sqlite(&'a mut sqlx::SqliteConnection),
+    Postgres(&'a mut sqlx::PgConnection),
+}
+
+/// What the writes several store methods share take: the caller's write transaction (or its
+/// connection) on either database, so the write commits or rolls back with the caller's change.
+/// They run their SQL on it through [`on_tx!`].
+pub(crate) trait Tx {
+    fn conn(&mut self) -> TxConn<'_>;
+}
+
+impl Tx for sqlx::SqliteConnection {
+    fn conn(&mut self) -> TxConn<'_> {
+        TxConn::Sqlite(self)
+    }
+}
+
+impl Tx for sqlx::PgConnection {
+    fn conn(&mut self) -> TxConn<'_> {
+        TxConn::Postgres(self)
+    }
+}
+
+impl Tx for sqlx::Transaction<'_, sqlx::Sqlite> {
+    fn conn(&mut self) -> TxConn<'_> {
+        TxConn::Sqlite(self)
+    }
+}
+
+impl Tx for sqlx::Transaction<'_, sqlx::Postgres> {
+    fn conn(&mut self) -> TxConn<'_> {
+        TxConn::Postgres(self)
+    }
+}
+
+/// Runs `$body` with `$conn` bound to the connection of `$tx` (a `&mut impl Tx`), compiled once
+/// per database like [`on_pool!`]; inside it `Db` names the backend's sqlx database.
+macro_rules! on_tx {
+    ($tx:expr, |$conn:ident| $body:expr) => {
+        match $crate::store::Tx::conn(&mut *$tx) {
+            $crate::store::TxConn::Sqlite($conn) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Sqlite;
+                $body
+            }
+            $crate::store::TxConn::Postgres($conn) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Postgres;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_tx;
 
 impl Store {
     /// Opens the database named by `url`: `sqlite:…` or `postgres:…`/`postgresql:…`. A SQLite

@@ -3,27 +3,16 @@
 //! team's live webhooks), each person's e-mail preferences, the team's webhooks, and the
 //! deliveries' queue (claims with leases, fenced completions, the attempt log).
 //!
-//! A notice and everything that fans out of it are written in one transaction ([`insert_notice!`]),
+//! A notice and everything that fans out of it are written in one transaction ([`insert_notice`]),
 //! inside the transaction of the change it tells of where there is one, so a change is never
 //! told without its notice being queued for every channel, and a notice with a `once_key` is
 //! written once whichever instance tries.
 
-use super::Store;
+use super::{Dialect, SqlResult, Store, Tx};
 use crate::error::EngineResult;
-use crate::{on_pool, write_tx};
+use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
 use tenantry_domain::notice::{DeliveryAttempt, DeliveryPolicy, NoticeKind, Webhook};
-
-/// Drops the queued deliveries of a webhook that will not be sent to again.
-macro_rules! drop_queued {
-    ($tx:ident, $webhook_id:expr, $now:expr) => {
-        sqlx::query("update delivery set state = 'dropped', updated_at = $2 where webhook_id = $1 and state = 'queued'")
-            .bind($webhook_id)
-            .bind($now)
-            .execute(&mut *$tx)
-            .await?
-    };
-}
 
 /// Who is told of a notice in the portal (and so, by their preferences, by e-mail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,16 +96,16 @@ const DELIVERIES: [&str; 2] = [
        and ($8 is null or h.webhook_id = $8)",
 ];
 
-/// The statements [`insert_notice!`] makes, parameters as [`DELIVERIES`] says plus `$3` the
+/// The statements [`insert_notice`] makes, parameters as [`DELIVERIES`] says plus `$3` the
 /// reservation, `$4` the message, `$6` the `once_key` and `$9` the recipients' argument.
 ///
-/// On PostgreSQL one statement, the notice, its notifications and deliveries as data-modifying
-/// parts of one query (a notice is written with every booking, and these were four of its
-/// statements). SQLite has no data-modifying `with`, so there they are four statements in turn,
+/// With `one_statement` (PostgreSQL, see [`Dialect::WRITES_IN_WITH`]) one statement: the notice,
+/// its notifications and deliveries as data-modifying parts of one query (a notice is written
+/// with every booking). SQLite has no data-modifying `with`, so there they are four statements in turn,
 /// each reading what the one before wrote: the notice answers its id (none when its `once_key`
 /// was written before, and then nothing else runs), and the later ones read it back as `n` and
 /// the notifications written as `t`.
-pub fn notice_statements(postgres: bool, recipients: Recipients) -> (Vec<String>, Option<i64>) {
+pub fn notice_statements(one_statement: bool, recipients: Recipients) -> (Vec<String>, Option<i64>) {
     let (who, arg) = recipients_filter(recipients);
     let notice = "insert into notice (kind, tenant_id, reservation_id, message, at, once_key)
          values ($1, $2, $3, $4, $5, $6) on conflict do nothing returning notice_id";
@@ -124,7 +113,7 @@ pub fn notice_statements(postgres: bool, recipients: Recipients) -> (Vec<String>
         "insert into notification (user_id, at, message, reservation_id, notice_id, kind)
          select u.user_id, $5, $4, $3, n.notice_id, $1 from n, app_user u where u.disabled_at is null and {who}"
     );
-    if postgres {
+    if one_statement {
         let [email, webhook] = DELIVERIES;
         let sql = format!(
             "with n as ({notice}), t as ({told} returning user_id, notice_id), e as ({email}), w as ({webhook})
@@ -141,17 +130,17 @@ pub fn notice_statements(postgres: bool, recipients: Recipients) -> (Vec<String>
     (statements, arg)
 }
 
-/// Writes `$notice` (a [`NewNotice`]) and fans it out, inside the caller's transaction `$tx`:
-/// the notice row, a notification for each recipient, an e-mail delivery for each recipient
-/// whose preference (or the kind's default) says so, and a webhook delivery for each live
-/// webhook of the notice's team (see [`notice_statements`]). Evaluates to the notice's id, or
-/// `None` when its `once_key` was written before.
-macro_rules! insert_notice {
-    ($tx:ident, $notice:expr, $now:expr) => {{
+/// Writes `notice` and fans it out inside the caller's transaction, so a change is never told
+/// without its notice being queued for every channel: the notice row, a notification for each
+/// recipient, an e-mail delivery for each recipient whose preference (or the kind's default)
+/// says so, and a webhook delivery for each live webhook of the notice's team (see
+/// [`notice_statements`]). Returns the notice's id, or `None` when its `once_key` was written
+/// before.
+pub(crate) async fn insert_notice(tx: &mut impl Tx, notice: &NewNotice, now: DateTime<Utc>) -> SqlResult<Option<i64>> {
+    on_tx!(tx, |c| {
         use sqlx::Row;
-        let notice: &$crate::store::notices::NewNotice = $notice;
-        let postgres = <Db as sqlx::Database>::NAME == "PostgreSQL";
-        let (statements, arg) = $crate::store::notices::notice_statements(postgres, notice.recipients);
+        let one_statement = <Db as Dialect>::WRITES_IN_WITH;
+        let (statements, arg) = notice_statements(one_statement, notice.recipients);
         let mut id: Option<i64> = None;
         for (i, sql) in statements.iter().enumerate() {
             let mut q = sqlx::query::<Db>(sql)
@@ -159,28 +148,42 @@ macro_rules! insert_notice {
                 .bind(notice.tenant_id)
                 .bind(notice.reservation_id)
                 .bind(&notice.message)
-                .bind($now)
+                .bind(now)
                 .bind(&notice.once_key)
                 .bind(notice.kind.email_by_default())
                 .bind(notice.only_webhook);
-            // PostgreSQL takes exactly the parameters a statement names; SQLite reads the
+            // The one statement takes exactly the parameters it names; the four read the
             // notice's id as `$10`, after `$9` whether or not the recipients name it.
-            if arg.is_some() || !postgres {
+            if arg.is_some() || !one_statement {
                 q = q.bind(arg);
             }
             if i == 0 {
-                id = q.fetch_optional(&mut *$tx).await?.map(|row| row.try_get::<i64, _>(0)).transpose()?;
+                id = q.fetch_optional(&mut *c).await?.map(|row| row.try_get::<i64, _>(0)).transpose()?;
                 if id.is_none() {
                     break;
                 }
             } else {
-                q.bind(id).execute(&mut *$tx).await?;
+                q.bind(id).execute(&mut *c).await?;
             }
         }
-        id
-    }};
+        Ok(id)
+    })
 }
-pub(crate) use insert_notice;
+
+/// Drops the queued deliveries of a webhook that will not be sent to again, inside the caller's
+/// transaction.
+pub(crate) async fn drop_queued(tx: &mut impl Tx, webhook_id: i64, now: DateTime<Utc>) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        sqlx::query(
+            "update delivery set state = 'dropped', updated_at = $2 where webhook_id = $1 and state = 'queued'",
+        )
+        .bind(webhook_id)
+        .bind(now)
+        .execute(c)
+        .await?;
+    });
+    Ok(())
+}
 
 /// A webhook's row: id, url, created, failures, disabled at, why.
 type WebhookTuple = (i64, String, DateTime<Utc>, i64, Option<DateTime<Utc>>, Option<String>);
@@ -247,9 +250,9 @@ pub enum Moment {
 }
 
 impl Store {
-    /// Writes a notice and fans it out (see [`insert_notice!`]) in a transaction of its own.
+    /// Writes a notice and fans it out (see [`insert_notice`]) in a transaction of its own.
     pub async fn insert_notice(&self, notice: &NewNotice, now: DateTime<Utc>) -> EngineResult<Option<i64>> {
-        Ok(write_tx!(self, |tx| insert_notice!(tx, notice, now)))
+        Ok(write_tx!(self, |tx| insert_notice(&mut tx, notice, now).await?))
     }
 
     /// A person's chosen e-mail preferences: `(kind, email)` for each kind they chose.
@@ -384,7 +387,7 @@ impl Store {
             .rows_affected()
                 == 1;
             if gone {
-                drop_queued!(tx, webhook_id, now);
+                drop_queued(&mut tx, webhook_id, now).await?;
             }
             gone
         }))
@@ -570,7 +573,7 @@ impl Store {
                             .fetch_optional(&mut *tx)
                             .await?;
                             if let Some(tenant) = tenant {
-                                drop_queued!(tx, webhook_id, now);
+                                drop_queued(&mut tx, webhook_id, now).await?;
                                 disabled = Some((tenant, reason));
                             }
                         }

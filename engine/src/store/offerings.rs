@@ -4,9 +4,9 @@
 //! `effective_at` without any job running. Every change is one transaction that checks the state
 //! it expects (a retired offering is never changed) and, on PostgreSQL, tells other instances.
 
-use super::{Backend, Store};
+use super::{Dialect, SqlResult, Store, Tx};
 use crate::error::EngineResult;
-use crate::on_pool;
+use crate::{on_pool, on_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use tenantry_domain::offering::OfferingRecord;
@@ -60,74 +60,59 @@ pub enum OfferingWrite {
     Changed,
 }
 
-/// On PostgreSQL, inside `$tx`: tells the other instances that what can be booked on the GPUs of
-/// offering `$id`'s model changed (its regions, options or retirement), so their live calendars
-/// reload. Offerings themselves are read from the database on every request, so nothing else
-/// holds a stale copy.
-macro_rules! offering_changed {
-    ($store:expr, $tx:ident, $id:expr) => {
-        if $store.backend() == Backend::Postgres {
-            sqlx::query(
-                "select pg_notify($1, coalesce((select string_agg(g.gpu_id::text, ',')
-                     from gpu g join node n on n.node_id = g.node_id
-                     join offering o on o.gpu_model = n.gpu_model where o.offering_id = $2), ''))",
-            )
-            .bind(super::reservations::ALLOCATION_CHANNEL)
-            .bind($id)
-            .execute(&mut *$tx)
-            .await?;
-        }
-    };
+/// Inside the caller's transaction: tells the other instances that what can be booked on the
+/// GPUs of offering `id`'s model changed (its regions, options or retirement), so their live
+/// calendars reload. Offerings themselves are read from the database on every request, so
+/// nothing else holds a stale copy.
+async fn offering_changed(tx: &mut impl Tx, id: &str) -> SqlResult<()> {
+    let gpus = "select g.gpu_id from gpu g join node n on n.node_id = g.node_id
+                join offering o on o.gpu_model = n.gpu_model where o.offering_id = $2";
+    on_tx!(tx, |c| Db::notify_ids(c, super::reservations::ALLOCATION_CHANNEL, gpus, id.to_owned()).await)
 }
 
-/// Inside `$tx`, after a conditional write on a live offering changed nothing: whether the
-/// offering is retired (and since when) or missing.
-macro_rules! retired_or_missing {
-    ($tx:ident, $id:expr) => {{
-        let row: Option<(Option<DateTime<Utc>>,)> =
-            sqlx::query_as("select retired_at from offering where offering_id = $1")
-                .bind($id)
-                .fetch_optional(&mut *$tx)
-                .await?;
-        match row {
-            None => OfferingWrite::Missing,
-            Some((Some(at),)) => OfferingWrite::Retired(at),
-            // Live: only an edit against an older revision misses it.
-            Some((None,)) => OfferingWrite::Changed,
-        }
-    }};
+/// Inside the caller's transaction, after a conditional write on a live offering changed
+/// nothing: whether the offering is retired (and since when) or missing.
+async fn retired_or_missing(tx: &mut impl Tx, id: &str) -> SqlResult<OfferingWrite> {
+    let row: Option<(Option<DateTime<Utc>>,)> = on_tx!(tx, |c| {
+        sqlx::query_as("select retired_at from offering where offering_id = $1").bind(id).fetch_optional(c).await?
+    });
+    Ok(match row {
+        None => OfferingWrite::Missing,
+        Some((Some(at),)) => OfferingWrite::Retired(at),
+        // Live: only an edit against an older revision misses it.
+        Some((None,)) => OfferingWrite::Changed,
+    })
 }
 
-/// Inside `$tx`: writes `$offering`'s regions and option catalog rows.
-macro_rules! write_regions_and_options {
-    ($tx:ident, $offering:expr) => {
-        for region in &$offering.regions {
+/// Writes `offering`'s regions and option catalog rows inside the caller's transaction.
+async fn write_regions_and_options(tx: &mut impl Tx, offering: &Offering) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        for region in &offering.regions {
             sqlx::query("insert into offering_region (offering_id, region) values ($1, $2)")
-                .bind(&$offering.id)
+                .bind(&offering.id)
                 .bind(region)
-                .execute(&mut *$tx)
+                .execute(&mut *c)
                 .await?;
         }
-        for (kind, choices) in
-            tenantry_domain::pricing::OptionKind::ALL.iter().map(|&k| (k, $offering.options.choices(k)))
-        {
+        for (kind, choices) in pricing::OptionKind::ALL.iter().map(|&k| (k, offering.options.choices(k))) {
             for (i, choice) in choices.iter().enumerate() {
                 sqlx::query(
                     "insert into offering_option (offering_id, kind, value, basis, cents, is_default, sort_order)
                      values ($1, $2, $3, $4, $5, $6, $7)",
                 )
-                .bind(&$offering.id)
+                .bind(&offering.id)
                 .bind(kind.code())
                 .bind(&choice.value)
                 .bind(choice.price.basis.code())
                 .bind(choice.price.cents.0)
                 .bind(choice.default)
                 .bind(i as i64)
-                .execute(&mut *$tx)
+                .execute(&mut *c)
                 .await?;
             }
         }
-    };
+    });
+    Ok(())
 }
 
 impl Store {
@@ -313,8 +298,8 @@ impl Store {
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
-                write_regions_and_options!(tx, offering);
-                offering_changed!(self, tx, &offering.id);
+                write_regions_and_options(&mut tx, offering).await?;
+                offering_changed(&mut tx, &offering.id).await?;
             });
             Ok(())
         }
@@ -350,11 +335,11 @@ impl Store {
                     .bind(&offering.id)
                     .execute(&mut *tx)
                     .await?;
-                write_regions_and_options!(tx, offering);
-                offering_changed!(self, tx, &offering.id);
+                write_regions_and_options(&mut tx, offering).await?;
+                offering_changed(&mut tx, &offering.id).await?;
                 OfferingWrite::Done
             } else {
-                retired_or_missing!(tx, &offering.id)
+                retired_or_missing(&mut tx, &offering.id).await?
             }
         });
         Ok(found)
@@ -382,7 +367,7 @@ impl Store {
                 if inserted == 1 {
                     OfferingWrite::Done
                 } else {
-                    retired_or_missing!(tx, offering_id)
+                    retired_or_missing(&mut tx, offering_id).await?
                 }
             }))
         }
@@ -404,10 +389,10 @@ impl Store {
                     .await?
                     .rows_affected();
             if changed == 1 {
-                offering_changed!(self, tx, offering_id);
+                offering_changed(&mut tx, offering_id).await?;
                 OfferingWrite::Done
             } else {
-                retired_or_missing!(tx, offering_id)
+                retired_or_missing(&mut tx, offering_id).await?
             }
         });
         Ok(found)

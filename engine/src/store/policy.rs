@@ -1,7 +1,8 @@
 //! Tenant policies, the holdings policy counts, approvals and in-app notifications in the store.
 
 use super::reservations::ReservationRow;
-use super::Store;
+use super::reservations::{allocations_changed, AllocationsOf};
+use super::{Dialect, Store};
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
@@ -148,18 +149,14 @@ impl Store {
         (from, to): (DateTime<Utc>, DateTime<Utc>),
         except: Option<i64>,
     ) -> EngineResult<Vec<(String, i64)>> {
-        // Times are RFC 3339 text on SQLite (fixed offset, so min/max compare them as times).
-        let minutes = match self.backend() {
-            super::Backend::Postgres => "extract(epoch from (least(end_at, $3) - greatest(start_at, $2))) / 60",
-            super::Backend::Sqlite => "(julianday(min(end_at, $3)) - julianday(max(start_at, $2))) * 1440",
-        };
-        let sql = format!(
-            "select offering_id, cast(round(sum(quantity * {minutes})) as bigint) from reservation
-             where tenant_id = $1 and kind = $4 and state in {LIVE_STATES} and start_at < $3 and $2 < end_at
-               and start_at > $6 and ($5 is null or reservation_id <> $5)
-             group by offering_id"
-        );
         let rows = on_pool!(self, |pool| {
+            let sql = format!(
+                "select offering_id, cast(round(sum(quantity * {minutes})) as bigint) from reservation
+                 where tenant_id = $1 and kind = $4 and state in {LIVE_STATES} and start_at < $3 and $2 < end_at
+                   and start_at > $6 and ($5 is null or reservation_id <> $5)
+                 group by offering_id",
+                minutes = Db::OVERLAP_MINUTES
+            );
             sqlx::query_as::<_, (String, i64)>(&sql)
                 .bind(tenant_id)
                 .bind(from)
@@ -286,7 +283,7 @@ impl Store {
                     .bind(reservation_id)
                     .execute(&mut *tx)
                     .await?;
-                allocations_changed!(self, tx, reservation = reservation_id);
+                allocations_changed(&mut tx, AllocationsOf::Reservation(reservation_id)).await?;
             }
             if let (1, AfterDecision::ProvisionAt(run_at)) = (changed, then) {
                 let kind = tenantry_domain::provisioning::JobKind::Provision;

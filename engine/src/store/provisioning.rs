@@ -3,6 +3,8 @@
 //! capacity that could not be replaced. Every write here is idempotent (conditional updates,
 //! inserts that ignore a second copy), because a step may run again after a crash.
 
+use super::preemption::cut_preemptible;
+use super::reservations::{allocations_changed, fleet_refusal, AllocationsOf};
 use super::Store;
 use crate::driver::{IssuedCredential, NodeTarget, WipeReport};
 use crate::error::EngineResult;
@@ -203,7 +205,7 @@ impl Store {
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
-                allocations_changed!(self, tx, reservation = reservation_id);
+                allocations_changed(&mut tx, AllocationsOf::Reservation(reservation_id)).await?;
             }
             sqlx::query(
                 "update node set state = 'available', updated_at = $2
@@ -336,7 +338,7 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            allocations_changed!(self, tx, node = node_id);
+            allocations_changed(&mut tx, AllocationsOf::Node(node_id)).await?;
         });
         Ok(())
     }
@@ -364,9 +366,9 @@ impl Store {
         let preempted = write_tx!(self, |tx| {
             let mut preempted = Vec::new();
             if let Some(until) = preempt_until {
-                preempted = cut_preemptible!(tx, pieces, start, hold_until, until, now);
+                preempted = cut_preemptible(&mut tx, pieces, (start, hold_until), until, now).await?;
                 for victim in &preempted {
-                    allocations_changed!(self, tx, reservation = *victim);
+                    allocations_changed(&mut tx, AllocationsOf::Reservation(*victim)).await?;
                 }
             }
             sqlx::query(
@@ -409,7 +411,7 @@ impl Store {
                         .await?;
                 let nodes = pieces.iter().map(|p| p.node_id).collect();
                 if let Some(why) =
-                    fleet_refusal!(self, tx, reservation_id, nodes, start, hold_until, &driver, layout = true)
+                    fleet_refusal(&mut tx, reservation_id, &nodes, (start, hold_until), &driver, true).await?
                 {
                     return Err(sqlx::Error::Protocol(why.to_owned()).into());
                 }
@@ -442,7 +444,7 @@ impl Store {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-            allocations_changed!(self, tx, reservation = reservation_id);
+            allocations_changed(&mut tx, AllocationsOf::Reservation(reservation_id)).await?;
             preempted
         });
         Ok(preempted)

@@ -1,13 +1,14 @@
 //! Reservations and their allocations in the store.
 
-use super::audit::NewAuditEvent;
+use super::audit::{insert_audit, NewAuditEvent};
 use super::jobs::INSERT_JOB;
-use super::notices::NewNotice;
-use super::Store;
+use super::notices::{insert_notice, NewNotice};
+use super::preemption::{cut_preemptible, insert_cut};
+use super::{Dialect, SqlResult, Store, Tx};
 use crate::error::EngineResult;
-use crate::{insert_audit, insert_notice, on_pool, write_tx};
+use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use tenantry_domain::metering::{CancellationPolicy, CutKind};
 use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::LockedOption;
@@ -110,7 +111,9 @@ const INSERT_RESERVATION: &str = "insert into reservation (kind, class, tenant_i
     price_cents, rate_cents_per_hour, option_prices, idempotency_key, idempotency_fingerprint, approval_deadline,
     decision_reason, created_at, updated_at) ";
 
-/// Binds one [`NewReservation`] as a row of [`INSERT_RESERVATION`].
+/// Binds one [`NewReservation`] as a row of [`INSERT_RESERVATION`]: a table of each column's
+/// value, in the insert's column order. A macro because `push_bind` is generic over the database,
+/// and a function over both would need an `Encode` bound for every column's type.
 macro_rules! bind_reservation {
     ($row:expr, $r:expr, $key:expr, $fingerprint:expr, $now:expr) => {
         $row.push_bind($r.kind.code())
@@ -184,9 +187,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> EngineResult<Vec<i64>> {
         let ids = write_tx!(self, |tx| {
-            if self.backend() == super::Backend::Postgres {
-                sqlx::query("set local tenantry.bulk_write = 'on'").execute(&mut *tx).await?;
-            }
+            Db::mark_bulk_write(&mut tx).await?;
             let mut ids = Vec::with_capacity(reservations.len());
             // Multi-row RETURNING does not promise row order, so each row carries a unique
             // temporary key in `idempotency_key` to match its id back; the keys are cleared below.
@@ -292,8 +293,90 @@ impl Store {
 /// The PostgreSQL channel on which a commit announces the GPUs it touched (comma-separated ids).
 pub const ALLOCATION_CHANNEL: &str = "tenantry_allocations";
 
+/// Whose allocations changed, naming the GPUs [`allocations_changed`] announces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AllocationsOf {
+    /// A reservation's (its allocations' GPUs).
+    Reservation(i64),
+    /// Everything on a node (its GPUs).
+    Node(i64),
+    /// A maintenance window's (its allocations' GPUs).
+    Maintenance(i64),
+}
+
+/// Tells the other instances, inside the writing transaction, that allocations (or the nodes
+/// under them) changed on some GPUs, so each refreshes those GPUs in its availability index.
+/// Every path that changes allocations calls it (or [`gpus_changed`]): bookings, preemptions,
+/// changes of end, cancellations, approval decisions and lapsed holds, maintenance windows, node
+/// states, replacements and releases. Delivered at commit, so nobody hears of a rolled-back
+/// change (see [`Dialect::notify`]).
+pub(crate) async fn allocations_changed(tx: &mut impl Tx, of: AllocationsOf) -> SqlResult<()> {
+    let (gpus, id) = match of {
+        AllocationsOf::Reservation(id) => ("select gpu_id from allocation where reservation_id = $2", id),
+        AllocationsOf::Node(id) => ("select gpu_id from gpu where node_id = $2", id),
+        AllocationsOf::Maintenance(id) => ("select gpu_id from allocation where maintenance_window_id = $2", id),
+    };
+    on_tx!(tx, |c| Db::notify_ids(c, ALLOCATION_CHANNEL, gpus, id).await)
+}
+
+/// Like [`allocations_changed`], for GPUs the caller already knows (the allocations it has just
+/// written): nothing to read back. `by` names the index that reloads them itself, so that its own
+/// listener need not (see `index::follow_other_instances`).
+pub(crate) async fn gpus_changed(tx: &mut impl Tx, gpus: &[i64], by: Option<u64>) -> SqlResult<()> {
+    let ids: Vec<String> = gpus.iter().map(i64::to_string).collect();
+    let payload = match by {
+        Some(writer) => format!("{writer}:{}", ids.join(",")),
+        None => ids.join(","),
+    };
+    on_tx!(tx, |c| Db::notify(c, ALLOCATION_CHANNEL, &payload).await)
+}
+
+/// Moves a reservation's queued release job to `at`, inside the caller's transaction: a release
+/// runs at the reservation's (new) end.
+pub(crate) async fn move_release(
+    tx: &mut impl Tx,
+    reservation_id: i64,
+    at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        sqlx::query(
+            "update job set run_at = $1, updated_at = $2
+             where reservation_id = $3 and kind = 'release' and state = 'queued'",
+        )
+        .bind(at)
+        .bind(now)
+        .bind(reservation_id)
+        .execute(c)
+        .await?;
+    });
+    Ok(())
+}
+
+/// Moves a reservation's live allocations to end at `end` (held until `hold_until`) and its
+/// release to `release_at`, inside the caller's transaction: a change of end or a preempted
+/// burst (released at the new end), a cancellation after the start (released now). The caller
+/// has already changed the reservation's own row conditionally.
+pub(crate) async fn move_end(
+    tx: &mut impl Tx,
+    reservation_id: i64,
+    (end, hold_until): (DateTime<Utc>, DateTime<Utc>),
+    release_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        sqlx::query("update allocation set end_at = $1, hold_until = $2 where reservation_id = $3 and live")
+            .bind(end)
+            .bind(hold_until)
+            .bind(reservation_id)
+            .execute(c)
+            .await?;
+    });
+    move_release(tx, reservation_id, release_at, now).await
+}
+
 /// What a write answers when it would put a second CUDA driver branch on a node (see
-/// [`fleet_refusal!`]); [`is_overlap`] treats it like an overlap, so the booking re-plans.
+/// [`fleet_refusal`]); [`is_overlap`] treats it like an overlap, so the booking re-plans.
 pub(crate) const DRIVER_CLASH: &str = "node driver branch clash";
 
 /// What a write answers when a booking's slices were planned against GPUs that an admin has
@@ -307,7 +390,7 @@ pub(crate) const LAYOUT_CHANGED: &str = "GPU time-slicing changed";
 /// a whole GPU (or node) needs slices `[0, n)` of all the GPU's `n` slices; a MIG slice needs
 /// MIG mode. Placement planned on the index, which may not have heard yet of an admin's
 /// time-slicing; this is where the database, which has, says so (an admin's change locks the
-/// node's row as [`fleet_refusal!`] does, so one of the two sees the other's commit).
+/// node's row as [`fleet_refusal`] does, so one of the two sees the other's commit).
 pub(crate) const STALE_LAYOUT_COUNT: &str = "select count(*) from allocation a join gpu g on g.gpu_id = a.gpu_id
      join reservation r on r.reservation_id = a.reservation_id
      join offering o on o.offering_id = r.offering_id
@@ -319,84 +402,52 @@ pub(crate) const STALE_LAYOUT_COUNT: &str = "select count(*) from allocation a j
          else a.slice_lo = 0 and a.slice_hi = case when g.mig_enabled then 7 else coalesce(g.seats, 1) end
      end) and a.reservation_id = ";
 
-/// Inside a write transaction that has just written allocations of reservation `$id` on the
-/// nodes `$nodes` for `[$start, $hold_until)`: why the fleet refuses them, if it does. Either
-/// another reservation holds part of those nodes then with another CUDA driver branch than
-/// `$driver` (a node-wide setting, so tenants sharing a node share it): [`DRIVER_CLASH`]. Or,
-/// with `layout = true`, one of them no longer fits its GPU (see [`STALE_LAYOUT_COUNT`]):
-/// [`LAYOUT_CHANGED`]. Both are asked in one statement.
-///
-/// On PostgreSQL the nodes' rows are locked first, in a statement of their own (a statement
-/// reads what had committed when it began, so the check must begin after the lock is granted),
-/// so two instances booking the same node check one after the other; SQLite's single writer
-/// does that already. The lock is `for no key update`: `for update` would also wait out every
-/// `key share` lock on the node, which each write of a row referring to it takes (before
-/// migration 0019 the allocations just written were such rows, so two bookings of one node each
-/// waited for the other's key share, a deadlock PostgreSQL breaks after a second: measured with
-/// three instances behind a balancer, 43 deadlocks and 6 bookings/s instead of 129). `no key
-/// update` locks still exclude each other, so the checks still take turns.
-macro_rules! fleet_refusal {
-    ($store:expr, $tx:ident, $id:expr, $nodes:expr, $start:expr, $hold_until:expr, $driver:expr, layout = $layout:expr) => {{
-        let nodes: std::collections::BTreeSet<i64> = $nodes;
-        if $store.backend() == $crate::store::Backend::Postgres {
-            let mut lock = sqlx::QueryBuilder::<Db>::new("select node_id from node where node_id in (");
-            let mut list = lock.separated(", ");
-            for node in &nodes {
-                list.push_bind(*node);
-            }
-            lock.push(") order by node_id for no key update");
-            lock.build().execute(&mut *$tx).await?;
-        }
+/// What the fleet says to the allocations of reservation `id` on `nodes` for
+/// `[start, hold_until)` just written in the caller's transaction: why it refuses them, if it
+/// does. Either another reservation holds part of those nodes then with another CUDA driver
+/// branch than `driver` (a node-wide setting, so tenants sharing a node share it):
+/// [`DRIVER_CLASH`]. Or, with `layout`, one of them no longer fits its GPU (see
+/// [`STALE_LAYOUT_COUNT`]): [`LAYOUT_CHANGED`]. Both are asked in one statement, after the
+/// nodes' rows are locked ([`Dialect::lock_nodes`]) in a statement of their own: a statement
+/// reads what had committed when it began, so the check must begin after the lock is granted,
+/// and two instances booking the same node then check one after the other.
+pub(crate) async fn fleet_refusal(
+    tx: &mut impl Tx,
+    id: i64,
+    nodes: &BTreeSet<i64>,
+    (start, hold_until): (DateTime<Utc>, DateTime<Utc>),
+    driver: &str,
+    layout: bool,
+) -> SqlResult<Option<&'static str>> {
+    let (clashes, stale): (i64, i64) = on_tx!(tx, |c| {
+        Db::lock_nodes(&mut *c, nodes).await?;
         let mut q = sqlx::QueryBuilder::<Db>::new(
             "select (select count(*) from gpu g join allocation a on a.gpu_id = g.gpu_id
              join reservation o on o.reservation_id = a.reservation_id
              where a.live and a.reservation_id <> ",
         );
-        q.push_bind($id).push(" and o.cuda_driver <> ").push_bind($driver);
-        $crate::store::reservations::push_overlaps_in_time(&mut q, $store.backend(), $start, $hold_until);
+        q.push_bind(id).push(" and o.cuda_driver <> ").push_bind(driver);
+        Db::push_overlaps_in_time(&mut q, start, hold_until);
         q.push(" and g.node_id in (");
         let mut list = q.separated(", ");
-        for node in &nodes {
+        for node in nodes {
             list.push_bind(*node);
         }
         q.push(")), ");
-        if $layout {
-            q.push("(").push($crate::store::reservations::STALE_LAYOUT_COUNT).push_bind($id).push(")");
+        if layout {
+            q.push("(").push(STALE_LAYOUT_COUNT).push_bind(id).push(")");
         } else {
             q.push("cast(0 as bigint)");
         }
-        let (clashes, stale): (i64, i64) = q.build_query_as().fetch_one(&mut *$tx).await?;
-        if clashes > 0 {
-            Some($crate::store::reservations::DRIVER_CLASH)
-        } else if stale > 0 {
-            Some($crate::store::reservations::LAYOUT_CHANGED)
-        } else {
-            None
-        }
-    }};
-}
-
-/// Pushes ` and <allocation a overlaps [start, hold_until) in time>` onto a query, written so that
-/// each database's index answers it per GPU. On PostgreSQL that is the exclusion constraint's GiST
-/// index, which serves only its own range expression: written in columns, the condition went to
-/// the `(gpu_id, start_at)` index, which bounds only the start, so a booking's driver-branch check
-/// read every earlier allocation on the node (646 buffers for one booking at 5,000 reservations on
-/// 64 nodes, 70 by the GiST index; 3.3 ms a booking in the Slurm bench, 0.24 ms now). SQLite
-/// has only columns.
-pub(crate) fn push_overlaps_in_time<'q, DB: sqlx::Database>(
-    q: &mut sqlx::QueryBuilder<'q, DB>,
-    backend: super::Backend,
-    start: DateTime<Utc>,
-    hold_until: DateTime<Utc>,
-) where
-    DateTime<Utc>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-{
-    if backend == super::Backend::Postgres {
-        q.push(" and tstzrange(a.start_at, a.hold_until) && tstzrange(").push_bind(start);
-        q.push(", ").push_bind(hold_until).push(")");
+        q.build_query_as().fetch_one(c).await?
+    });
+    Ok(if clashes > 0 {
+        Some(DRIVER_CLASH)
+    } else if stale > 0 {
+        Some(LAYOUT_CHANGED)
     } else {
-        q.push(" and a.start_at < ").push_bind(hold_until).push(" and a.hold_until > ").push_bind(start);
-    }
+        None
+    })
 }
 
 /// Whether an error is the database refusing an overlapping allocation (PostgreSQL's exclusion
@@ -724,9 +775,10 @@ impl Store {
                     if let Some(until) = w.preempt_until {
                         // Preemptible reservations and bursts on these slices end before this
                         // booking begins; their owners are told.
-                        preempted = cut_preemptible!(tx, &r.allocations, r.window.start, r.hold_until, until, now);
+                        let held = (r.window.start, r.hold_until);
+                        preempted = cut_preemptible(&mut tx, &r.allocations, held, until, now).await?;
                         for victim in &preempted {
-                            allocations_changed!(self, tx, reservation = *victim);
+                            allocations_changed(&mut tx, AllocationsOf::Reservation(*victim)).await?;
                         }
                     }
                     let mut builder = sqlx::QueryBuilder::<Db>::new(INSERT_ALLOCATION);
@@ -735,8 +787,8 @@ impl Store {
                     });
                     builder.build().execute(&mut *tx).await?;
                     let nodes = r.allocations.iter().map(|p| p.node_id).collect();
-                    let (start, hold_until, driver) = (r.window.start, r.hold_until, &r.options.cuda_driver);
-                    if let Some(why) = fleet_refusal!(self, tx, id, nodes, start, hold_until, driver, layout = true) {
+                    let (held, driver) = ((r.window.start, r.hold_until), &r.options.cuda_driver);
+                    if let Some(why) = fleet_refusal(&mut tx, id, &nodes, held, driver, true).await? {
                         return Err(sqlx::Error::Protocol(why.to_owned()));
                     }
                     if let Some((kind, run_at)) = r.first_job {
@@ -750,9 +802,9 @@ impl Store {
                             .await?;
                     }
                     if let Some(after) = aftermath(i, id) {
-                        insert_audit!(tx, &after.audit);
+                        insert_audit(&mut tx, &after.audit).await?;
                         for notice in &after.notices {
-                            insert_notice!(tx, notice, now);
+                            insert_notice(&mut tx, notice, now).await?;
                         }
                     }
                     Ok((id, preempted))
@@ -792,7 +844,7 @@ impl Store {
                 }
             }
             for (by, gpus) in announced {
-                allocations_changed!(self, tx, gpus = gpus, by = by);
+                gpus_changed(&mut tx, &gpus, by).await?;
             }
         });
         Ok(Batch::Written(out))
@@ -968,7 +1020,7 @@ impl Store {
             .await?
             .rows_affected();
             if changed == 1 {
-                move_end!(tx, reservation_id, end, hold_until, end, now);
+                move_end(&mut tx, reservation_id, (end, hold_until), end, now).await?;
                 // A longer window must not meet another driver branch on its nodes either.
                 let (start, driver): (DateTime<Utc>, String) =
                     sqlx::query_as("select start_at, cuda_driver from reservation where reservation_id = $1")
@@ -982,16 +1034,16 @@ impl Store {
                         .await?;
                 let nodes = nodes.into_iter().collect();
                 if let Some(why) =
-                    fleet_refusal!(self, tx, reservation_id, nodes, start, hold_until, &driver, layout = false)
+                    fleet_refusal(&mut tx, reservation_id, &nodes, (start, hold_until), &driver, false).await?
                 {
                     return Err(sqlx::Error::Protocol(why.to_owned()).into());
                 }
                 if end < previous_end {
                     // Metering charges the cancellation policy on time given back.
                     let cut = (CutKind::Shortened, Some(terms));
-                    insert_cut!(tx, reservation_id, tenant_id, cut, now, end, previous_end);
+                    insert_cut(&mut tx, reservation_id, tenant_id, cut, now, (end, previous_end)).await?;
                 }
-                allocations_changed!(self, tx, reservation = reservation_id);
+                allocations_changed(&mut tx, AllocationsOf::Reservation(reservation_id)).await?;
             }
             changed == 1
         });
@@ -1033,7 +1085,7 @@ impl Store {
             if changed == 1 {
                 if given_back_from < window.end {
                     let cut = (CutKind::Cancelled, Some(*terms));
-                    insert_cut!(tx, reservation_id, tenant_id, cut, now, given_back_from, window.end);
+                    insert_cut(&mut tx, reservation_id, tenant_id, cut, now, (given_back_from, window.end)).await?;
                 }
                 match plan {
                     CancelPlan::FreeNow => {
@@ -1052,13 +1104,13 @@ impl Store {
                         .await?;
                     }
                     CancelPlan::AfterRelease => {
-                        move_release!(tx, reservation_id, now, now);
+                        move_release(&mut tx, reservation_id, now, now).await?;
                     }
                     CancelPlan::Started { end, hold_until } => {
-                        move_end!(tx, reservation_id, end, hold_until, now, now);
+                        move_end(&mut tx, reservation_id, (end, hold_until), now, now).await?;
                     }
                 }
-                allocations_changed!(self, tx, reservation = reservation_id);
+                allocations_changed(&mut tx, AllocationsOf::Reservation(reservation_id)).await?;
             }
             changed == 1
         });

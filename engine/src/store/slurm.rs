@@ -3,7 +3,7 @@
 //! report. Read-only apart from the report and people's user names.
 
 use super::reports::LastReport;
-use super::Store;
+use super::{Dialect, Store};
 use crate::driver::slurm::SyncReport;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
@@ -116,11 +116,9 @@ impl Store {
             // A read of every live allocation, whose plan must not hang on fresh statistics:
             // with the tables analysed while small (a new install growing, autovacuum off),
             // PostgreSQL believes them empty and nests loops over allocations × GPUs × nodes
-            // (2.9 s instead of 0.15 s at 5,000 reservations, docs/PERFORMANCE.md "Slurm").
+            // (seconds instead of a fraction of one at a few thousand reservations).
             let mut tx = pool.begin().await?;
-            if self.backend() == super::Backend::Postgres {
-                sqlx::query("set local enable_nestloop = off").execute(&mut *tx).await?;
-            }
+            Db::avoid_nested_loops(&mut tx).await?;
             let rows = q.build_query_as::<SlurmHeld>().fetch_all(&mut *tx).await?;
             tx.commit().await?;
             rows
