@@ -7,6 +7,7 @@
 //! retry policy and the e-mail's text, all pure: the engine signs, stores and sends.
 
 use crate::coded_enum;
+use crate::Cents;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -242,6 +243,39 @@ pub fn preempted(id: i64, what: &str, how: PreemptedAs<'_>) -> String {
 /// What admins hear when a node is quarantined (`reason` completes "it …").
 pub fn node_quarantined(hostname: &str, reason: &str) -> String {
     format!("Node {hostname} was quarantined: it {reason}. It takes no new work until an admin restores it on Admin → Fleet.")
+}
+
+/// What a reservation's requester hears when node `hostname` failed (`reason`) and `with` took
+/// over; `from` says when the replacement starts and what the wait until then is credited, where
+/// it came from preemptible capacity freed with notice.
+pub fn node_replaced(
+    reservation_id: i64,
+    hostname: &str,
+    reason: &str,
+    with: &str,
+    from: Option<(DateTime<Utc>, Cents)>,
+) -> String {
+    let wait = match from {
+        Some((at, credit)) => format!(
+            " from {} UTC, once the preemptible capacity there is freed; until then it runs on fewer units, and {credit} \
+             is credited to your next statement",
+            at.format("%Y-%m-%d %H:%M")
+        ),
+        None => String::new(),
+    };
+    format!(
+        "Reservation #{reservation_id}: node {hostname} {reason}. It was quarantined and replaced by {with}{wait}; the \
+         reservation is degraded until the replacement passes its tests."
+    )
+}
+
+/// What a reservation's requester hears when node `hostname` failed (`reason`) and no
+/// replacement was free.
+pub fn node_lost(reservation_id: i64, hostname: &str, reason: &str, credit: Cents) -> String {
+    format!(
+        "Reservation #{reservation_id}: node {hostname} {reason}. No replacement was free, so it runs on fewer units; \
+         {credit} is credited to your next statement."
+    )
 }
 
 /// What a team's leads hear when its webhook is disabled, and why.
@@ -542,7 +576,7 @@ pub struct BudgetThreshold {
     pub percent: u32,
     pub basis: BudgetBasis,
     /// The amount the threshold stands for: `percent` of the budget, in cents.
-    pub amount_cents: crate::Cents,
+    pub amount_cents: Cents,
     pub crossed: bool,
 }
 
