@@ -2,8 +2,8 @@
 //! after its change commits, except booking, which writes its event in the booking's own
 //! transaction ([`audit_event`]); admins read the log through [`Engine::audit_log`].
 
+use crate::access::require_admin;
 use crate::error::EngineResult;
-use crate::identity::require_admin;
 use crate::store::audit::NewAuditEvent;
 use crate::Engine;
 use chrono::{DateTime, Utc};

@@ -11,8 +11,8 @@
 //! Secrets are 256 random bits in hex. They are kept (not only hashed) because the portal and
 //! `GET /api/v1/me` show the URL again; lookups go through their SHA-256.
 
+use crate::access::tenant_of;
 use crate::audit::Change;
-use crate::booking::tenant_of;
 use crate::error::{EngineError, EngineResult};
 use crate::store::calendar::FeedOwner;
 use crate::store::reservations::ReservationFilter;

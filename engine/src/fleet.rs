@@ -1,11 +1,11 @@
 //! The fleet as platform admins run it: nodes, draining and restoring them, maintenance windows
 //! (with the reservations in their way shown before saving) and the provisioning queue's health.
 
+use crate::access::require_admin;
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::identity::require_admin;
+use crate::store::allocations::is_overlap;
 use crate::store::jobs::Retry;
-use crate::store::reservations::is_overlap;
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use tenantry_domain::fleet::{place_key, FleetFilter, FleetOverview, NodeSummary};

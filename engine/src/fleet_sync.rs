@@ -7,9 +7,9 @@
 //! catches up when it returns. Nodes the scheduler reports down get a health check, whose
 //! verdict quarantines and replaces them like any failed check.
 
+use crate::access::require_admin;
 use crate::audit::Change;
 use crate::driver::slurm::{SlurmDriver, SlurmRead, SyncReport};
-use crate::identity::require_admin;
 use crate::store::notices::{NewNotice, Recipients};
 use crate::{Engine, EngineResult};
 use chrono::{DateTime, Utc};

@@ -1,6 +1,7 @@
 //! Who is calling: resolving sessions and API tokens to an [`Identity`], creating tokens, demo
 //! sign-in, and the role checks every service uses.
 
+use crate::access::require_admin;
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::store::audit::TokenRevoke;
@@ -35,15 +36,6 @@ impl From<bool> for EmailProof {
         } else {
             EmailProof::Unverified
         }
-    }
-}
-
-/// Refuses anyone who is not a platform admin.
-pub fn require_admin(who: &Identity) -> EngineResult<()> {
-    if who.is_admin {
-        Ok(())
-    } else {
-        Err(EngineError::Forbidden("this needs a platform admin".to_owned()))
     }
 }
 

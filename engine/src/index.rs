@@ -54,6 +54,15 @@ impl Snapshot {
         }
     }
 
+    /// The GPUs of `gpus` in one of `regions` (an offering's region filter); all of them when it
+    /// lists none.
+    pub fn in_regions<'a>(&self, regions: &[String], gpus: Cow<'a, [GpuSlot]>) -> Cow<'a, [GpuSlot]> {
+        if regions.is_empty() {
+            return gpus;
+        }
+        self.on_nodes_where(gpus, |n| regions.contains(&n.region))
+    }
+
     /// The GPUs of `gpus` on nodes that `keep` accepts; borrowed as they are when all are.
     /// Each node is asked once, not once per GPU: a node's GPUs come one after the other, and at
     /// 100,000 GPUs a node lookup per GPU cost milliseconds a grid.
@@ -314,7 +323,7 @@ pub async fn follow_other_instances(store: Store, index: SharedIndex) {
                 continue;
             }
         };
-        if let Err(e) = listener.listen(crate::store::reservations::ALLOCATION_CHANNEL).await {
+        if let Err(e) = listener.listen(crate::store::allocations::ALLOCATION_CHANNEL).await {
             tracing::warn!(error = %e, "LISTEN failed; retrying");
             tokio::time::sleep(std::time::Duration::from_secs(2)).await;
             continue;

@@ -9,8 +9,8 @@
 //! came back empty while the fleet has nodes) changes nothing: it is logged and shown on the
 //! admin page through the stored last outcome.
 
+use crate::access::require_admin;
 use crate::error::{EngineError, EngineResult};
-use crate::identity::require_admin;
 use crate::store::inventory::{AcceptOutcome, Actor, PlacementChange, RetireOutcome, TimeSlicingOutcome, UNPLACED};
 use crate::Engine;
 use chrono::{DateTime, Utc};

@@ -3,6 +3,7 @@
 //! and the auth primitives (API tokens). The web layers stay thin: authenticate, validate, make
 //! one engine call, map the result.
 
+pub mod access;
 pub mod audit;
 pub mod booking;
 pub mod calendar;
@@ -19,10 +20,10 @@ pub mod inventory;
 pub mod metering;
 pub mod notices;
 pub mod offerings;
-mod planner;
 pub mod policy;
 pub mod provisioning;
 pub mod queue;
+mod rng;
 pub mod seed;
 pub mod setup;
 pub mod store;
@@ -32,7 +33,6 @@ pub mod store;
 pub(crate) use store::test_support::store_test;
 pub(crate) use store::{on_pool, on_tx, write_tx};
 pub mod token;
-mod why_not;
 
 #[cfg(test)]
 mod booking_tests;
@@ -82,8 +82,8 @@ pub struct Engine {
     pub index: index::SharedIndex,
     /// One lane per GPU model: within an instance, bookings of a model are planned and committed
     /// in batches, one batch at a time, so they never race each other; only other instances can
-    /// make a booking re-plan (the database still decides). See [`planner`].
-    lanes: std::sync::Arc<planner::Lanes>,
+    /// make a booking re-plan (the database still decides). See [`booking::planner`].
+    lanes: std::sync::Arc<booking::planner::Lanes>,
     /// The fleet the provisioning queue drives.
     pub driver: std::sync::Arc<dyn driver::FleetDriver>,
     /// Wakes this instance's queue workers when it queued a job due now.

@@ -4,10 +4,10 @@
 //! exports. The rules are `domain::metering`; this module fetches records and scopes them: a
 //! team's calls read only its own tenant, reports need an admin.
 
-use crate::booking::tenant_of;
+use crate::access::require_admin;
+use crate::access::tenant_of;
 use crate::driver::{GpuSample, NodeTarget};
 use crate::error::{EngineError, EngineResult};
-use crate::identity::require_admin;
 use crate::store::metering::{DayKey, HeldGpu, MeteredRow, NewSample};
 use crate::Engine;
 use chrono::{DateTime, Datelike, Duration, DurationRound, Utc};

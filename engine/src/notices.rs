@@ -12,8 +12,8 @@
 //! inside) that change's transaction, and sending happens later in the workers, whose failures
 //! only reach the delivery log.
 
+use crate::access::require_lead;
 use crate::audit::Change;
-use crate::booking::require_lead;
 use crate::config::NoticeConfig;
 use crate::error::{EngineError, EngineResult};
 use crate::store::notices::{AttemptRecord, ClaimedDelivery, NewNotice, Recipients};

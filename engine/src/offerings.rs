@@ -8,9 +8,9 @@
 //! catalogue, from any instance or tool), so no copy of it goes stale; admins' reads go to the
 //! store.
 
+use crate::access::require_admin;
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::identity::require_admin;
 use crate::store::offerings::{Catalog, OfferingWrite};
 use crate::Engine;
 use chrono::{DateTime, Utc};
@@ -35,6 +35,18 @@ fn retired(id: &str, at: DateTime<Utc>) -> EngineError {
 /// The catalogue as last read from the store, with the catalogue version it was read at.
 #[derive(Debug, Default)]
 pub(crate) struct CachedCatalog(std::sync::RwLock<Option<(i64, Arc<Catalog>)>>);
+
+/// Refuses a retired offering: it can no longer be booked (409 naming when it was retired).
+pub(crate) fn bookable(offering: &Offering) -> EngineResult<()> {
+    match offering.retired_at {
+        Some(at) => Err(EngineError::Conflict(format!(
+            "{} was retired on {} UTC; choose another offering (GET /api/v1/offerings lists them)",
+            offering.name,
+            at.format("%Y-%m-%d %H:%M")
+        ))),
+        None => Ok(()),
+    }
+}
 
 impl Engine {
     /// The offering catalogue: the copy in memory while the store's catalogue version has not
@@ -72,7 +84,7 @@ impl Engine {
     /// caller's policy.
     pub async fn advise(&self, who: &Identity, input: &WorkloadInput, now: DateTime<Utc>) -> EngineResult<Advice> {
         let offerings = self.offerings(now).await?;
-        let offerings = match crate::booking::tenant_of(who) {
+        let offerings = match crate::access::tenant_of(who) {
             Ok(team) => {
                 let policy = self.policy_of(team).await?;
                 offerings.iter().map(|o| policy.priced(o)).collect()

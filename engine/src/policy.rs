@@ -2,9 +2,9 @@
 //! decisions themselves are `tenantry_domain::policy`; this module gathers what they need (the
 //! team's policy and holdings), applies the outcome, and tells people about it.
 
+use crate::access::require_admin;
 use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
-use crate::identity::require_admin;
 use crate::store::notices::{NewNotice, Recipients};
 use crate::store::policy::AfterDecision;
 use crate::store::policy::NotificationRow;
@@ -506,9 +506,9 @@ impl Engine {
         input: &BurstInput,
         now: DateTime<Utc>,
     ) -> EngineResult<ReservationDetail> {
-        let tenant_id = crate::booking::require_lead(who)?;
+        let tenant_id = crate::access::require_lead(who)?;
         let offering = self.offering_priced_for(Some(tenant_id), &input.offering, now).await?;
-        crate::booking::bookable(&offering)?;
+        crate::offerings::bookable(&offering)?;
         let window = policy::burst_window(input, now)
             .map_err(|e| EngineError::Invalid { field: e.field, message: e.message })?;
         let _one_at_a_time = self.lock_model(offering.gpu_model).await;
@@ -526,7 +526,7 @@ impl Engine {
             .index
             .read(|s| {
                 let gpus = s.gpus_for(None, &request, &NodeNeeds::of(&options));
-                let gpus = crate::booking::in_regions(s, &offering.regions, gpus);
+                let gpus = s.in_regions(&offering.regions, gpus);
                 placement::place(&gpus, &availability::holds_in(&s.holds, &request.window), &request)
             })
             .map_err(|e| {

@@ -2,8 +2,8 @@
 //! nodes admitted, an offering, its prices, the default policy reviewed), and whether anything
 //! is bookable at all, which the booking page tells team leads plainly.
 
+use crate::access::require_admin;
 use crate::error::EngineResult;
-use crate::identity::require_admin;
 use crate::Engine;
 use chrono::{DateTime, Utc};
 use tenantry_domain::placement::UnitKind;

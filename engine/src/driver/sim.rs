@@ -13,7 +13,7 @@ use super::{
     DriverError, DriverResult, EffectKey, FleetDriver, GpuSample, HealthReport, IssuedCredential, NodeTarget,
     TenantTarget, WipeReport,
 };
-use crate::seed::Rng;
+use crate::rng::Rng;
 use crate::store::Store;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;

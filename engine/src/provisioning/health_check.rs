@@ -4,8 +4,8 @@
 
 use super::replacement::Replacement;
 use super::{joined, StepContext, StepError, StepResult};
+use crate::access::tenant_of;
 use crate::audit::Change;
-use crate::booking::tenant_of;
 use crate::error::{EngineError, EngineResult};
 use crate::store::jobs::HealthCheckRequest;
 use crate::Engine;

@@ -4,7 +4,6 @@
 //! in time); without room, the team is credited for the capacity lost.
 
 use crate::audit::Change;
-use crate::booking::in_regions;
 use crate::driver::NodeTarget;
 use crate::error::{EngineError, EngineResult};
 use crate::store::notices::{NewNotice, Recipients};
@@ -105,7 +104,7 @@ impl Engine {
                     });
                     // Where the offering may run, as for a booking.
                     let in_reach =
-                        in_regions(s, &offering.regions, s.gpus_for(None, &request, &NodeNeeds::of(&r.options)));
+                        s.in_regions(&offering.regions, s.gpus_for(None, &request, &NodeNeeds::of(&r.options)));
                     let gpus: Vec<_> = in_reach
                         .iter()
                         .filter(|g| g.schedulable && !used.contains(&g.node_id))
@@ -153,7 +152,7 @@ impl Engine {
                         .await;
                         return Ok(Replacement::Replaced(with, waited.then_some(window.start)));
                     }
-                    Err(EngineError::Store(e)) if crate::store::reservations::is_overlap(&e) => {
+                    Err(EngineError::Store(e)) if crate::store::allocations::is_overlap(&e) => {
                         let model: Vec<i64> = self.index.read(|s| {
                             s.gpus.iter().filter(|g| g.gpu_model == offering.gpu_model).map(|g| g.gpu_id).collect()
                         });

@@ -1,7 +1,7 @@
 //! A team's view of a reservation's setup and release: its timeline of steps, nodes, credentials
 //! and wipe certificates, and the live feed of other instances' steps.
 
-use crate::booking::tenant_of;
+use crate::access::tenant_of;
 use crate::error::{EngineError, EngineResult};
 use crate::Engine;
 use tenantry_domain::provisioning::{StepEvent, Timeline};

@@ -7,9 +7,9 @@
 //! is recorded once: the reconcile also takes a transaction-scoped advisory lock, so they take
 //! turns, and inserts ignore a second copy regardless.
 
+use super::allocations::{allocations_changed, AllocationsOf};
 use super::maintenance::HolderRow;
 use super::reports::LastReport;
-use super::reservations::{allocations_changed, AllocationsOf};
 use super::{Dialect, Locked, SqlResult, Store, Tx};
 use crate::error::EngineResult;
 use crate::{on_pool, on_tx, write_tx};

@@ -4,10 +4,9 @@
 //! (it stalled, another claimed the job) cannot record anything. Finishes of several jobs share
 //! one transaction, so a worker commits a batch of quick steps at once.
 
+use super::metering::insert_cut;
 use super::notices::insert_notice;
 use super::notices::{NewNotice, Recipients};
-use super::preemption::insert_cut;
-use super::reservations::move_release;
 use super::{Dialect, Locked, SqlResult, Store, Tx};
 use crate::error::EngineResult;
 use crate::{on_pool, on_tx, write_tx};
@@ -153,6 +152,28 @@ const FINISH_CHUNK: usize = 1_000;
 
 const INSERT_EVENT: &str =
     "insert into job_event (job_id, reservation_id, kind, step, status, at, attempt, duration_ms, detail) ";
+
+/// Moves a reservation's queued release job to `at`, inside the caller's transaction: a release
+/// runs at the reservation's (new) end.
+pub(crate) async fn move_release(
+    tx: &mut impl Tx,
+    reservation_id: i64,
+    at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        sqlx::query(
+            "update job set run_at = $1, updated_at = $2
+             where reservation_id = $3 and kind = 'release' and state = 'queued'",
+        )
+        .bind(at)
+        .bind(now)
+        .bind(reservation_id)
+        .execute(c)
+        .await?;
+    });
+    Ok(())
+}
 
 /// A reservation's team, requester and state, inside the caller's transaction.
 async fn reservation_party(tx: &mut impl Tx, reservation_id: i64) -> SqlResult<(i64, i64, String)> {

@@ -2,7 +2,7 @@
 //! its node for its window through ordinary allocations (kind `maintenance`), so the database's
 //! overlap guarantee keeps it and reservations apart.
 
-use super::reservations::{allocations_changed, AllocationsOf};
+use super::allocations::{allocations_changed, AllocationsOf};
 use super::Store;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
@@ -109,7 +109,7 @@ impl Store {
     }
 
     /// Writes a maintenance window and the allocations that hold its node. The database refuses
-    /// it when a live allocation overlaps (see `reservations::is_overlap`).
+    /// it when a live allocation overlaps (see `allocations::is_overlap`).
     pub async fn insert_maintenance(
         &self,
         node_id: i64,

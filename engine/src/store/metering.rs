@@ -7,7 +7,7 @@ use crate::error::EngineResult;
 use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-use tenantry_domain::metering::{CancellationPolicy, CreditRecord, Cut, StatementInputs, Usage};
+use tenantry_domain::metering::{CancellationPolicy, CreditRecord, Cut, CutKind, StatementInputs, Usage};
 use tenantry_domain::offering::GpuShares;
 use tenantry_domain::{Cents, Window};
 
@@ -113,6 +113,37 @@ pub struct NewSample {
     pub at: DateTime<Utc>,
     pub seconds: i64,
     pub usage: Usage,
+}
+
+/// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction,
+/// with `cut`: its kind and the giving-back terms in force (`domain::metering` charges them on
+/// it, whatever the terms are later).
+pub(crate) async fn insert_cut(
+    tx: &mut impl Tx,
+    reservation_id: i64,
+    tenant_id: i64,
+    (kind, terms): (CutKind, Option<CancellationPolicy>),
+    at: DateTime<Utc>,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+) -> SqlResult<()> {
+    on_tx!(tx, |c| {
+        sqlx::query(
+            "insert into window_cut (reservation_id, tenant_id, kind, at, cut_start, cut_end, free_notice_hours,
+                                     late_share_percent)
+             values ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(reservation_id)
+        .bind(tenant_id)
+        .bind(kind.code())
+        .bind(at)
+        .bind(start)
+        .bind(end)
+        .bind(terms.map(|t| i64::from(t.free_notice_hours)))
+        .bind(terms.map(|t| i64::from(t.late_share_percent)))
+        .execute(c)
+        .await?;
+    });
+    Ok(())
 }
 
 /// Adds use to the daily (per reservation) and hourly (fleet) roll-ups inside the caller's

@@ -10,6 +10,7 @@
 //! the write lock up front turns a would-be deadlock between two deferred transactions into a
 //! short wait (bounded by the busy timeout).
 
+pub(crate) mod allocations;
 mod dialect;
 mod postgres;
 pub(crate) mod preemption;

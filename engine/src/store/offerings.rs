@@ -67,7 +67,7 @@ pub enum OfferingWrite {
 async fn offering_changed(tx: &mut impl Tx, id: &str) -> SqlResult<()> {
     let gpus = "select g.gpu_id from gpu g join node n on n.node_id = g.node_id
                 join offering o on o.gpu_model = n.gpu_model where o.offering_id = $2";
-    on_tx!(tx, |c| Db::notify_ids(c, super::reservations::ALLOCATION_CHANNEL, gpus, id.to_owned()).await)
+    on_tx!(tx, |c| Db::notify_ids(c, super::allocations::ALLOCATION_CHANNEL, gpus, id.to_owned()).await)
 }
 
 /// Inside the caller's transaction, after a conditional write on a live offering changed

@@ -1,7 +1,7 @@
 //! Tenant policies, the holdings policy counts, approvals and in-app notifications in the store.
 
+use super::allocations::{allocations_changed, AllocationsOf};
 use super::reservations::ReservationRow;
-use super::reservations::{allocations_changed, AllocationsOf};
 use super::{Dialect, Store};
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};

@@ -1,46 +1,16 @@
 //! Cutting preemptible holds inside a writing transaction: the one rule a booking and a
 //! guaranteed reservation's node replacement share.
 
-use super::reservations::move_end;
+use super::allocations::move_end;
+use super::metering::insert_cut;
 use super::{SqlResult, Tx};
 use crate::on_tx;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
-use tenantry_domain::metering::{CancellationPolicy, CutKind};
+use tenantry_domain::metering::CutKind;
 use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::{self, LockedOption};
 use tenantry_domain::{Cents, ReservationState};
-
-/// Records a part `[start, end)` of a window given back at `at`, inside the caller's transaction,
-/// with `cut`: its kind and the giving-back terms in force (`domain::metering` charges them on
-/// it, whatever the terms are later).
-pub(crate) async fn insert_cut(
-    tx: &mut impl Tx,
-    reservation_id: i64,
-    tenant_id: i64,
-    (kind, terms): (CutKind, Option<CancellationPolicy>),
-    at: DateTime<Utc>,
-    (start, end): (DateTime<Utc>, DateTime<Utc>),
-) -> SqlResult<()> {
-    on_tx!(tx, |c| {
-        sqlx::query(
-            "insert into window_cut (reservation_id, tenant_id, kind, at, cut_start, cut_end, free_notice_hours,
-                                     late_share_percent)
-             values ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(reservation_id)
-        .bind(tenant_id)
-        .bind(kind.code())
-        .bind(at)
-        .bind(start)
-        .bind(end)
-        .bind(terms.map(|t| i64::from(t.free_notice_hours)))
-        .bind(terms.map(|t| i64::from(t.late_share_percent)))
-        .execute(c)
-        .await?;
-    });
-    Ok(())
-}
 
 /// Cuts every preemptible reservation and burst holding any of `pieces` (slices of GPUs) in
 /// `[start, hold_until)`, so that each ends at `until.0` (see [`preempt`]); a victim that shares

@@ -3,8 +3,8 @@
 //! capacity that could not be replaced. Every write here is idempotent (conditional updates,
 //! inserts that ignore a second copy), because a step may run again after a crash.
 
+use super::allocations::{allocations_changed, fleet_refusal, AllocationsOf};
 use super::preemption::cut_preemptible;
-use super::reservations::{allocations_changed, fleet_refusal, AllocationsOf};
 use super::Store;
 use crate::driver::{IssuedCredential, NodeTarget, WipeReport};
 use crate::error::EngineResult;

@@ -4,10 +4,10 @@
 
 use super::reports::LastReport;
 use super::{Dialect, Store};
-use crate::driver::slurm::SyncReport;
 use crate::error::EngineResult;
 use crate::{on_pool, write_tx};
 use chrono::{DateTime, Utc};
+use tenantry_domain::fleet::SyncReport;
 use tenantry_domain::offering::GPU_SHARES;
 
 /// Reservation states whose window Slurm holds: approved and not yet over.

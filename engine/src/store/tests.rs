@@ -1,7 +1,8 @@
 //! Store tests, written once and run against SQLite and PostgreSQL (see `store_test!`).
 
+use super::allocations::is_overlap;
+use super::reservations::CancelPlan;
 use super::reservations::NewReservation;
-use super::reservations::{is_overlap, CancelPlan};
 use super::Store;
 use crate::error::EngineError;
 use crate::seed::{seed_demo, SeedOptions, DEMO_USERS};

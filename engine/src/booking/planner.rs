@@ -516,7 +516,7 @@ impl Engine {
         let writing = Writing::start(&self.lanes, &planned);
         let aftermath = |i: usize, id: i64| {
             let p: &Planned = &planned[i];
-            Some(crate::booking::booked_aftermath(&p.waiting.ticket.who, id, &p.new, p.waiting.ticket.now))
+            Some(super::aftermath::booked_aftermath(&p.waiting.ticket.who, id, &p.new, p.waiting.ticket.now))
         };
         let answers = match self.store.insert_bookings(&writes, aftermath).await {
             Ok(answers) => {
@@ -636,7 +636,7 @@ impl Engine {
                         } else {
                             format!(
                                 "another booking took this capacity at the same moment: {}",
-                                crate::booking::describe(&waiting.last_clash)
+                                super::why_not::describe(&waiting.last_clash)
                             )
                         };
                         let _ = waiting.reply.send(Err(EngineError::Conflict(message)));
@@ -680,7 +680,7 @@ pub(crate) fn place_beside(
     can_preempt: bool,
     beside: &[Hold],
 ) -> Result<Vec<Placed>, placement::NotEnoughCapacity> {
-    let gpus = crate::booking::in_regions(s, regions, s.gpus_for_beside(region, request, needs, beside));
+    let gpus = s.in_regions(regions, s.gpus_for_beside(region, request, needs, beside));
     let holds = s.holds_on(&gpus, &request.window, can_preempt, beside);
     placement::place(&gpus, &holds, request)
 }

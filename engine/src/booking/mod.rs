@@ -4,23 +4,27 @@
 //! room (bounded), and otherwise answers 409 saying how many units were free or which units and
 //! times clashed.
 
-use crate::audit::{audit_event, Change};
+mod aftermath;
+pub(crate) mod planner;
+pub(crate) mod why_not;
+
+use crate::access::require_lead;
+use crate::access::tenant_of;
+use crate::audit::Change;
+use crate::booking::planner::{Settled, Ticket};
+use crate::booking::why_not::describe;
 use crate::error::{EngineError, EngineResult};
-use crate::index::{Narrowed, Snapshot};
-use crate::planner::{Settled, Ticket};
-use crate::store::notices::{NewNotice, Recipients};
-use crate::store::reservations::{
-    is_overlap, Aftermath, CancelPlan, Clash, EndChange, NewReservation, ReservationFilter,
-};
+use crate::index::Narrowed;
+use crate::offerings::bookable;
+use crate::store::allocations::is_overlap;
+use crate::store::reservations::{CancelPlan, EndChange, ReservationFilter};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
-use std::borrow::Cow;
 use tenantry_domain::availability::{self, free_by_bucket, Availability, Grid};
 use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
-use tenantry_domain::notice::NoticeKind;
 use tenantry_domain::page::{time_key, Page, PageRequest};
-use tenantry_domain::placement::{self, GpuSlot, NodeNeeds, Placed, Request, UnitKind};
+use tenantry_domain::placement::{self, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
 use tenantry_domain::reservation::{Orchestrator, ReservationKind};
@@ -37,43 +41,8 @@ pub struct Booked {
     pub replayed: bool,
 }
 
-pub(crate) fn tenant_of(who: &Identity) -> EngineResult<i64> {
-    who.tenant_id().ok_or_else(|| EngineError::Forbidden("you are not a member of a team".to_owned()))
-}
-
-pub(crate) fn require_lead(who: &Identity) -> EngineResult<i64> {
-    let tenant = tenant_of(who)?;
-    if !who.can_book() {
-        return Err(EngineError::Forbidden(
-            "only a team lead can book or change reservations; ask your team lead".to_owned(),
-        ));
-    }
-    Ok(tenant)
-}
-
 fn field_error(e: booking::FieldError) -> EngineError {
     EngineError::Invalid { field: e.field, message: e.message }
-}
-
-pub(crate) fn describe(clashes: &[Clash]) -> String {
-    let shown: Vec<String> = clashes
-        .iter()
-        .take(3)
-        .map(|c| {
-            format!(
-                "GPU {} of {} (slices {}-{}) is held from {} to {} UTC, turnaround included",
-                c.gpu_index,
-                c.node,
-                c.slice_lo,
-                c.slice_hi - 1,
-                c.start.format("%Y-%m-%d %H:%M"),
-                c.hold_until.format("%Y-%m-%d %H:%M")
-            )
-        })
-        .collect();
-    let more = clashes.len().saturating_sub(3);
-    let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
-    format!("{}{tail}", shown.join("; "))
 }
 
 /// A stable hash of a booking request, to recognise a reused Idempotency-Key.
@@ -173,7 +142,7 @@ impl Engine {
         let regions = if region.is_some() { &[][..] } else { &offering.regions[..] };
         let buckets = self
             .index
-            .read(|s| free_by_bucket(&in_regions(s, regions, s.gpus_in(region)), &s.holds, &kind, &grid, preempt_from));
+            .read(|s| free_by_bucket(&s.in_regions(regions, s.gpus_in(region)), &s.holds, &kind, &grid, preempt_from));
         Ok(Availability { offering: offering.id, buckets })
     }
 
@@ -208,13 +177,13 @@ impl Engine {
         let driver = &valid.options.cuda_driver;
         let needs = NodeNeeds::of(&valid.options);
         Ok(self.index.read(|s| {
-            let gpus = in_regions(s, regions, s.gpus_for(region, &request, &needs));
+            let gpus = s.in_regions(regions, s.gpus_for(region, &request, &needs));
             let holds = availability::holds_blocking(&s.holds, &request.window, can_preempt);
             let max_quantity = placement::max_quantity(&gpus, &holds, &request);
             // Options narrow the nodes a booking may use: say so when that is what makes the
             // difference, first the nodes' sizes and branches, then the branch others run.
-            let able = placement::max_quantity(&in_regions(s, regions, s.gpus_able(region, &needs)), &holds, &request);
-            let options_note = (placement::max_quantity(&in_regions(s, regions, s.gpus_in(region)), &holds, &request)
+            let able = placement::max_quantity(&s.in_regions(regions, s.gpus_able(region, &needs)), &holds, &request);
+            let options_note = (placement::max_quantity(&s.in_regions(regions, s.gpus_in(region)), &holds, &request)
                 > able)
                 .then(|| options_note(&s.narrowed_by(region, request.kind.gpu_model, &needs), &needs, able));
             let any_driver = able;
@@ -248,7 +217,7 @@ impl Engine {
                     // own regions.
                     let alt = Request { kind: UnitKind::of(o), quantity: 1, ..request };
                     let alt_options = booking::default_options(o);
-                    let alt_gpus = in_regions(s, &o.regions, s.gpus_for(region, &alt, &NodeNeeds::of(&alt_options)));
+                    let alt_gpus = s.in_regions(&o.regions, s.gpus_for(region, &alt, &NodeNeeds::of(&alt_options)));
                     let n = placement::max_quantity(&alt_gpus, &holds, &alt);
                     (n > 0).then(|| Alternative { offering: o.id.clone(), max_quantity: n })
                 })
@@ -256,7 +225,7 @@ impl Engine {
             let (mut why_not, suggestions) = if fits {
                 (Vec::new(), Vec::new())
             } else {
-                let asked = crate::why_not::Asked {
+                let asked = crate::booking::why_not::Asked {
                     input,
                     offering: &offering,
                     request,
@@ -269,7 +238,7 @@ impl Engine {
                     preempt_from: tenantry_domain::window::floor_minute(now + self.config.burst_warning + turnaround)
                         + Duration::minutes(1),
                 };
-                crate::why_not::explain(s, &asked, earliest_fit, &alternatives, &offerings)
+                crate::booking::why_not::explain(s, &asked, earliest_fit, &alternatives, &offerings)
             };
             if !fits {
                 why_not
@@ -557,26 +526,6 @@ impl Engine {
     }
 }
 
-pub(crate) fn bookable(offering: &Offering) -> EngineResult<()> {
-    match offering.retired_at {
-        Some(at) => Err(EngineError::Conflict(format!(
-            "{} was retired on {} UTC; choose another offering (GET /api/v1/offerings lists them)",
-            offering.name,
-            at.format("%Y-%m-%d %H:%M")
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// The GPUs of `gpus` in one of `regions` (an offering's region filter); all of them when it
-/// lists none.
-pub(crate) fn in_regions<'a>(s: &Snapshot, regions: &[String], gpus: Cow<'a, [GpuSlot]>) -> Cow<'a, [GpuSlot]> {
-    if regions.is_empty() {
-        return gpus;
-    }
-    s.on_nodes_where(gpus, |n| regions.contains(&n.region))
-}
-
 /// The 409 for a change that lost to another one made at the same moment (a second cancel, an
 /// admin's decision, provisioning starting).
 pub(crate) fn changed_meanwhile(id: i64) -> EngineError {
@@ -606,56 +555,4 @@ fn options_note(narrowed: &Narrowed, needs: &NodeNeeds, left: u32) -> String {
          have more",
         reasons.join("; ")
     )
-}
-
-/// What booking reservation `id` records and tells, written with it (see [`Aftermath`]): the
-/// audit event and the notices.
-pub(crate) fn booked_aftermath<'a>(
-    who: &'a Identity,
-    id: i64,
-    new: &NewReservation,
-    now: DateTime<Utc>,
-) -> Aftermath<'a> {
-    let detail = format!(
-        "{} × {} from {} to {} for {}",
-        new.quantity, new.offering_id, new.window.start, new.window.end, new.price
-    );
-    let change = Change::reservation("reservation.created", id, new.tenant_id, detail);
-    Aftermath { audit: audit_event(Some(who), change, now), notices: booked_notices(who, id, new) }
-}
-
-/// The notices of a new booking: the lead hears it is scheduled or waits for approval, the admins
-/// that an approval waits.
-fn booked_notices(who: &Identity, id: i64, new: &NewReservation) -> Vec<NewNotice> {
-    let tenant_id = new.tenant_id;
-    let what = format!(
-        "Reservation #{id} ({} × {}, {} to {} UTC)",
-        new.quantity,
-        new.offering_id,
-        new.window.start.format("%Y-%m-%d %H:%M"),
-        new.window.end.format("%Y-%m-%d %H:%M")
-    );
-    let team = who.tenant.as_ref().map_or("", |t| t.slug.as_str());
-    let lead = Recipients::User(who.user_id);
-    match (new.state, new.approval_deadline) {
-        (ReservationState::PendingApproval, Some(deadline)) => {
-            let why = new.decision_reason.as_deref().unwrap_or("it is past a soft limit");
-            let until = deadline.format("%Y-%m-%d %H:%M");
-            let (message, to_admins) = tenantry_domain::notice::awaiting_approval(
-                &what,
-                why,
-                &until.to_string(),
-                team,
-                &new.price.to_string(),
-            );
-            vec![
-                NewNotice::new(NoticeKind::AwaitingApproval, lead, message).team(tenant_id).reservation(id),
-                NewNotice::new(NoticeKind::ApprovalWaiting, Recipients::Admins, to_admins).reservation(id),
-            ]
-        }
-        _ => {
-            let message = tenantry_domain::notice::booking_scheduled(&what, &new.price.to_string());
-            vec![NewNotice::new(NoticeKind::BookingScheduled, lead, message).team(tenant_id).reservation(id)]
-        }
-    }
 }

@@ -3,8 +3,8 @@
 //! and fabric domains count as booking would), and the nearest bookings that would be met. The
 //! words are `domain::why_not`'s; this module only measures.
 
-use crate::booking::in_regions;
 use crate::index::Snapshot;
+use crate::store::reservations::Clash;
 use chrono::{DateTime, Duration, Utc};
 use tenantry_domain::availability;
 use tenantry_domain::booking::{Alternative, BookingInput};
@@ -40,7 +40,7 @@ pub(crate) fn explain(
     offerings: &[Offering],
 ) -> (Vec<Cause>, Vec<Suggestion>) {
     let regions = if asked.region.is_some() { &[][..] } else { &asked.offering.regions[..] };
-    let gpus = in_regions(s, regions, s.gpus_for(asked.region, &asked.request, asked.needs));
+    let gpus = s.in_regions(regions, s.gpus_for(asked.region, &asked.request, asked.needs));
     let request = &asked.request;
     let mq = |gpus: &[GpuSlot], holds: &[Hold], request: &Request| placement::max_quantity(gpus, holds, request);
     let blocking = availability::holds_blocking(&s.holds, &request.window, asked.can_preempt);
@@ -127,4 +127,26 @@ pub(crate) fn explain(
         }
     }
     (causes, suggestions)
+}
+
+/// The 409's words for a window that clashed: the first three holds in the way, and how many more.
+pub(crate) fn describe(clashes: &[Clash]) -> String {
+    let shown: Vec<String> = clashes
+        .iter()
+        .take(3)
+        .map(|c| {
+            format!(
+                "GPU {} of {} (slices {}-{}) is held from {} to {} UTC, turnaround included",
+                c.gpu_index,
+                c.node,
+                c.slice_lo,
+                c.slice_hi - 1,
+                c.start.format("%Y-%m-%d %H:%M"),
+                c.hold_until.format("%Y-%m-%d %H:%M")
+            )
+        })
+        .collect();
+    let more = clashes.len().saturating_sub(3);
+    let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("{}{tail}", shown.join("; "))
 }
