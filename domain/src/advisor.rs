@@ -11,8 +11,8 @@
 //! batch and the sequence length, which the advisor does not ask for. They err towards more
 //! memory, so a shape they call too small is too small.
 
-use crate::booking::{field, FieldError};
-use crate::fleet::GpuModel;
+use crate::field::{field, FieldError};
+use crate::gpu::GpuModel;
 use crate::offering::{Grain, MigProfile, Offering};
 use crate::pricing::OptionKind;
 use crate::reservation::{Orchestrator, Placement, Workload};

@@ -1,52 +1,11 @@
 //! The fleet: region → fabric domain → rack → node → GPU → slice. A MIG-capable GPU in MIG mode
 //! has seven compute slices; any other GPU has one. The slice is the atom of allocation.
 
+use crate::gpu::GpuModel;
 use crate::offering::MigProfile;
 use crate::provisioning::{JobKind, Step};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-
-/// Compute slices of a GPU in MIG mode (A100/H100/H200).
-pub const MIG_SLICES: u8 = 7;
-
-crate::coded_enum! {
-    /// The GPU models the platform knows how to run.
-    pub enum GpuModel ("GPU model") {
-        H100Sxm80 = "H100-SXM-80GB",
-        H200 = "H200-141GB",
-        A100_80 = "A100-80GB",
-        L40s = "L40S-48GB",
-    }
-}
-
-impl GpuModel {
-    pub fn display_name(self) -> &'static str {
-        match self {
-            GpuModel::H100Sxm80 => "NVIDIA H100 SXM 80GB",
-            GpuModel::H200 => "NVIDIA H200 141GB",
-            GpuModel::A100_80 => "NVIDIA A100 80GB",
-            GpuModel::L40s => "NVIDIA L40S 48GB",
-        }
-    }
-
-    pub fn memory_gb(self) -> u32 {
-        match self {
-            GpuModel::H100Sxm80 | GpuModel::A100_80 => 80,
-            GpuModel::H200 => 141,
-            GpuModel::L40s => 48,
-        }
-    }
-
-    /// Whether the GPU can be partitioned with Multi-Instance GPU.
-    pub fn mig_capable(self) -> bool {
-        !matches!(self, GpuModel::L40s)
-    }
-
-    /// GPUs in one node of this model (HGX boards carry 8; the L40S servers here carry 8 PCIe cards).
-    pub fn gpus_per_node(self) -> u32 {
-        8
-    }
-}
 
 crate::coded_enum! {
     /// A node's lifecycle state. Only `available` nodes take new work; `in_use` and `provisioning`
@@ -413,9 +372,9 @@ impl TimeSlicing {
 
 impl TimeSlicingInput {
     /// The change asked for, or the field to fix.
-    pub fn checked(&self) -> Result<TimeSlicing, crate::booking::FieldError> {
+    pub fn checked(&self) -> Result<TimeSlicing, crate::field::FieldError> {
         use crate::offering::{instance_seats_problem, seats_problem, InstanceSeats, MigProfile};
-        let field = crate::booking::field;
+        let field = crate::field::field;
         let profile = match self.mig_profile.as_deref() {
             None => None,
             Some(p) => Some(p.parse::<MigProfile>().map_err(|_| {

@@ -37,7 +37,7 @@
 //! exactly what the whole window costs, to the cent, however it is cut. A fee is its share of the
 //! cost of the part given back, rounded half up. A statement's totals are sums of its lines.
 
-use crate::booking::FieldError;
+use crate::field::FieldError;
 use crate::money::div_round_half_up;
 use crate::offering::{GpuShares, GPU_SHARES};
 use crate::page::{Page, PageRequest};

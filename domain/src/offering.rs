@@ -3,8 +3,8 @@
 //! ones in effect now; `pricing` keeps the history), the regions it is placed in and the option
 //! catalog it offers; and what admins send to create, change and reprice one.
 
-use crate::booking::{field, FieldError};
-use crate::fleet::{GpuModel, MIG_SLICES};
+use crate::field::{field, FieldError};
+use crate::gpu::{GpuModel, MIG_SLICES};
 use crate::money::Cents;
 use crate::pricing::{OptionCatalog, OptionKind, PricePoint, MAX_CENTS};
 use crate::reservation::Orchestrator;
@@ -613,7 +613,7 @@ impl PriceChange {
                 "a price change cannot take effect in the past; give a time from now on (or leave it out for now)",
             ));
         }
-        if at > now + crate::booking::MAX_HORIZON {
+        if at > now + crate::window::MAX_HORIZON {
             return Err(field("effective_at", "a price change takes effect at most two years ahead"));
         }
         Ok((reserved, on_demand, at.max(now)))

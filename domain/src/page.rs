@@ -3,7 +3,7 @@
 //! A cursor is the sort key of a page's last item, so paging is by key, not by offset: an item
 //! added or removed between two pages never makes the next page repeat or skip another.
 
-use crate::booking::FieldError;
+use crate::field::FieldError;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 

@@ -10,7 +10,7 @@
 //! first, then a new one where the profile fits. `compact` requests stay inside one fabric
 //! domain.
 
-use crate::fleet::{GpuModel, MIG_SLICES};
+use crate::gpu::{GpuModel, MIG_SLICES};
 use crate::offering::{GpuShares, Grain, InstanceSeats, MigProfile, MigProfiles, GPU_SHARES};
 use crate::reservation::Placement;
 use crate::window::Window;

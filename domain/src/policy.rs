@@ -438,13 +438,13 @@ pub struct BurstInput {
 pub const BURST_MAX_QUANTITY: i64 = 4096;
 
 /// The longest burst: the longest window (30 days).
-pub const BURST_MAX_HOURS: i64 = crate::booking::MAX_WINDOW.num_hours();
+pub const BURST_MAX_HOURS: i64 = crate::window::MAX_WINDOW.num_hours();
 
 /// Checks a burst's numbers, naming the field at fault, and gives its window from the start of
 /// `now`'s minute. Hours are bounded before any date arithmetic, so no count of hours can
 /// overflow it.
-pub fn burst_window(input: &BurstInput, now: DateTime<Utc>) -> Result<Window, crate::booking::FieldError> {
-    use crate::booking::field;
+pub fn burst_window(input: &BurstInput, now: DateTime<Utc>) -> Result<Window, crate::field::FieldError> {
+    use crate::field::field;
     if !(1..=BURST_MAX_QUANTITY).contains(&input.quantity) {
         return Err(field("quantity", format!("quantity must be 1 to {BURST_MAX_QUANTITY}")));
     }

@@ -16,7 +16,7 @@
 //! own, so the lines a quote shows add up to its total to the cent, and the chargeback lines of a
 //! reservation (one per line here) add up to what was booked.
 
-use crate::booking::{field, FieldError};
+use crate::field::{field, FieldError};
 use crate::money::Cents;
 use crate::reservation::{Orchestrator, Placement, ReservationOptions};
 use chrono::{DateTime, Utc};

@@ -3,7 +3,7 @@
 //! acceptance thresholds and the credit owed for capacity that could not be replaced. Pure: the
 //! queue that runs the steps lives in the engine.
 
-use crate::fleet::GpuModel;
+use crate::gpu::GpuModel;
 use crate::money::Cents;
 use crate::offering::MigProfile;
 use crate::reservation::ReservationState;

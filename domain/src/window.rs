@@ -4,6 +4,12 @@
 use chrono::{DateTime, Duration, Timelike, Utc};
 use serde::{Deserialize, Serialize};
 
+/// The longest window one reservation may span.
+pub const MAX_WINDOW: Duration = Duration::days(30);
+
+/// The furthest ahead any window may start (two years), whatever a team's policy allows.
+pub const MAX_HORIZON: Duration = Duration::days(730);
+
 /// A half-open UTC interval `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

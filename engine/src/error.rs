@@ -37,8 +37,8 @@ impl EngineError {
     }
 }
 
-impl From<tenantry_domain::booking::FieldError> for EngineError {
-    fn from(e: tenantry_domain::booking::FieldError) -> Self {
+impl From<tenantry_domain::field::FieldError> for EngineError {
+    fn from(e: tenantry_domain::field::FieldError) -> Self {
         EngineError::Invalid { field: e.field, message: e.message }
     }
 }

@@ -20,7 +20,7 @@ use tenantry_domain::offering::{NewOffering, OfferingPatch, OfferingRecord, Pric
 use tenantry_domain::pricing::PricePoint;
 use tenantry_domain::{Identity, Offering};
 
-fn field_error(e: tenantry_domain::booking::FieldError) -> EngineError {
+fn field_error(e: tenantry_domain::field::FieldError) -> EngineError {
     EngineError::Invalid { field: e.field, message: e.message }
 }
 

@@ -20,12 +20,13 @@ use crate::store::reservations::NewReservation;
 use crate::store::seed_support::PastEvent;
 use crate::Engine;
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use tenantry_domain::booking::{default_options, MAX_WINDOW};
+use tenantry_domain::booking::default_options;
 use tenantry_domain::placement::Placed;
 use tenantry_domain::pricing::{self, OptionCatalog, OptionChoice};
 use tenantry_domain::provisioning::{fabric_of, mig_layout, provision_at, JobKind, Step, StepStatus};
 use tenantry_domain::reservation::{Orchestrator, Workload};
 use tenantry_domain::reservation::{PriorityClass, ReservationKind};
+use tenantry_domain::window::MAX_WINDOW;
 use tenantry_domain::{
     Cents, GpuModel, Grain, Health, MigProfile, NodeState, Offering, ReservationOptions, ReservationState, Role, Window,
 };

@@ -7,9 +7,10 @@ use crate::store::Store;
 use crate::test_helpers::{ask, who};
 use crate::{store_test, Engine, EngineConfig};
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use tenantry_domain::booking::{BookingInput, Quote};
+use tenantry_domain::booking::BookingInput;
 use tenantry_domain::fleet::MaintenanceInput;
 use tenantry_domain::policy::{BurstInput, PolicyPatch};
+use tenantry_domain::quote::Quote;
 use tenantry_domain::Identity;
 
 async fn world(store: Store) -> (Engine, Identity, Identity, Identity) {

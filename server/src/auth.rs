@@ -66,7 +66,7 @@ impl FromRequestParts<AppState> for Admin {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let Caller(who) = Caller::from_request_parts(parts, state).await?;
-        tenantry_engine::identity::require_admin(&who)?;
+        tenantry_engine::access::require_admin(&who)?;
         Ok(Admin(who))
     }
 }

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod config;
 pub mod csrf;
 pub mod error;
+pub mod http_metrics;
 pub mod metrics;
 pub mod offering_cli;
 pub mod oidc;

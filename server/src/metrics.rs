@@ -1,5 +1,6 @@
 //! `GET /metrics`: Prometheus text exposition (format 0.0.4), every name prefixed `tenantry_`.
-//! HTTP requests and their latency are counted per matched route by [`track`]; booking outcomes
+//! HTTP requests and their latency are counted per matched route by [`track`] (into
+//! `http_metrics`); booking outcomes
 //! come from the engine's counters; the queue, node and GPU gauges are read from the store at
 //! each scrape, so every instance reports the same fleet. With `TENANTRY_METRICS_TOKEN` set, a
 //! scrape must send it as a bearer token.
@@ -9,71 +10,15 @@
 //! the series without limit; and the series labelled by tenant (who the customers are and how many
 //! GPUs each uses) are only shown when a token is configured, and so only to whoever holds it.
 
-use crate::state::AppState;
-use crate::state::WebSettings;
+use crate::http_metrics::{family, label, method_label};
+use crate::state::{AppState, WebSettings};
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
 use std::time::Instant;
-
-/// Upper bounds of the latency histogram's buckets, in seconds.
-const BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-#[derive(Debug, Default, Clone)]
-struct Latency {
-    buckets: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
-}
-
-/// Requests by (method, route, status) and latency by (method, route), since this instance
-/// started.
-#[derive(Debug, Default)]
-pub struct HttpMetrics {
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    latency: Mutex<BTreeMap<(String, String), Latency>>,
-}
-
-impl HttpMetrics {
-    pub fn observe(&self, method: &str, route: &str, status: u16, seconds: f64) {
-        if let Ok(mut requests) = self.requests.lock() {
-            *requests.entry((method.to_owned(), route.to_owned(), status)).or_default() += 1;
-        }
-        if let Ok(mut latency) = self.latency.lock() {
-            let l = latency.entry((method.to_owned(), route.to_owned())).or_default();
-            for (i, bound) in BUCKETS.iter().enumerate() {
-                if seconds <= *bound {
-                    l.buckets[i] += 1;
-                }
-            }
-            l.count += 1;
-            l.sum += seconds;
-        }
-    }
-}
-
-/// The method as a label: one of the standard methods, or `other`. HTTP lets a client send any
-/// token as a method, and axum's fallback-less method routers still match (answering 405), so the
-/// raw method would let anyone add series to `/metrics` without limit.
-pub fn method_label(method: &Method) -> &'static str {
-    match *method {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::PATCH => "PATCH",
-        Method::DELETE => "DELETE",
-        Method::OPTIONS => "OPTIONS",
-        Method::CONNECT => "CONNECT",
-        Method::TRACE => "TRACE",
-        _ => "other",
-    }
-}
 
 /// Middleware on matched routes: counts each request under its route pattern (never the raw
 /// path, so ids do not explode the label set) and its method's label.
@@ -128,43 +73,12 @@ pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Respons
     }
 }
 
-/// A label value with `\`, `"` and line breaks escaped.
-fn label(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
 /// The exposition; `with_tenants` adds the series labelled by tenant.
 async fn render(state: &AppState, with_tenants: bool) -> Result<String, tenantry_engine::EngineError> {
     let gauges = state.engine.gauges(Utc::now()).await?;
     let mut out = String::new();
 
-    family(&mut out, "tenantry_http_requests_total", "counter", "HTTP requests by method, route and status.");
-    if let Ok(requests) = state.http_metrics.requests.lock() {
-        for ((method, route, status), n) in requests.iter() {
-            let _ = writeln!(
-                out,
-                "tenantry_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
-                label(route)
-            );
-        }
-    }
-    family(&mut out, "tenantry_http_request_duration_seconds", "histogram", "HTTP request latency by route.");
-    if let Ok(latency) = state.http_metrics.latency.lock() {
-        for ((method, route), l) in latency.iter() {
-            let labels = format!("method=\"{method}\",route=\"{}\"", label(route));
-            for (bound, n) in BUCKETS.iter().zip(l.buckets) {
-                let _ = writeln!(out, "tenantry_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}");
-            }
-            let _ = writeln!(out, "tenantry_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", l.count);
-            let _ = writeln!(out, "tenantry_http_request_duration_seconds_sum{{{labels}}} {}", l.sum);
-            let _ = writeln!(out, "tenantry_http_request_duration_seconds_count{{{labels}}} {}", l.count);
-        }
-    }
+    state.http_metrics.render_into(&mut out);
 
     family(&mut out, "tenantry_bookings_total", "counter", "Booking attempts (reservations and bursts) by outcome.");
     for (outcome, n) in state.engine.counters.bookings() {

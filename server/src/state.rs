@@ -13,7 +13,7 @@ pub struct AppState {
     pub settings: Arc<PortalSettings>,
     pub web: Arc<WebSettings>,
     /// Request counts and latency per route, for `/metrics`.
-    pub http_metrics: Arc<crate::metrics::HttpMetrics>,
+    pub http_metrics: Arc<crate::http_metrics::HttpMetrics>,
 }
 
 /// How this instance faces the web.
@@ -28,9 +28,9 @@ pub struct WebSettings {
     /// When set, `/metrics` answers only scrapes that send it as a bearer token.
     pub metrics_token: Option<String>,
     /// Live timeline streams open on this instance, per user (capped).
-    pub event_streams: crate::api::streams::StreamSlots,
+    pub event_streams: crate::api::stream_slots::StreamSlots,
     /// Live availability streams open on this instance, per user (capped apart from timelines).
-    pub availability_streams: crate::api::streams::StreamSlots,
+    pub availability_streams: crate::api::stream_slots::StreamSlots,
     /// Told when the instance begins to stop.
     pub stopping: Stopping,
 }

@@ -6,9 +6,10 @@ use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 use serde::{Deserialize, Serialize};
 use tenantry_domain::availability::Availability;
-use tenantry_domain::booking::{BookingInput, Quote};
+use tenantry_domain::booking::BookingInput;
 use tenantry_domain::page::Page;
 use tenantry_domain::policy::BurstInput;
+use tenantry_domain::quote::Quote;
 use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::Reservation;
 

@@ -20,9 +20,10 @@ use leptos::server_fn::codec::Json;
 use leptos_router::hooks::{use_navigate, use_query_map};
 use tenantry_domain::advisor::{Advice, ChosenShape, Note, Precision, WorkloadInput};
 use tenantry_domain::availability::Bucket;
-use tenantry_domain::booking::{BookingInput, OptionsInput, Quote};
+use tenantry_domain::booking::{BookingInput, OptionsInput};
 use tenantry_domain::policy::{BurstInput, Decision};
 use tenantry_domain::pricing::{OptionChoice, OptionKind, OptionPrice, PriceLineKind};
+use tenantry_domain::quote::Quote;
 use tenantry_domain::reservation::{PriorityClass, Workload};
 use tenantry_domain::setup::NOTHING_BOOKABLE;
 use tenantry_domain::why_not::{Cause, Suggestion};
@@ -836,7 +837,7 @@ fn OptionFields(offering: Offering, form: Form) -> impl IntoView {
 
 #[component]
 fn QuoteView(
-    quote: tenantry_domain::booking::Quote,
+    quote: tenantry_domain::quote::Quote,
     form: Form,
     asked: RwSignal<Option<String>>,
     region: RwSignal<Option<String>>,

@@ -22,11 +22,12 @@ use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
 use sha2::{Digest, Sha256};
 use tenantry_domain::availability::{self, free_by_bucket, Availability, Grid};
-use tenantry_domain::booking::{self, Alternative, BookingInput, Quote, ValidBooking};
+use tenantry_domain::booking::{self, BookingInput, ValidBooking};
 use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::placement::{self, NodeNeeds, Placed, Request, UnitKind};
 use tenantry_domain::policy::Decision;
 use tenantry_domain::pricing;
+use tenantry_domain::quote::{Alternative, Quote};
 use tenantry_domain::reservation::{Orchestrator, ReservationKind};
 use tenantry_domain::reservation::{PriorityClass, ReservationDetail};
 use tenantry_domain::{Identity, Offering, Reservation, ReservationState, Window};
@@ -41,7 +42,7 @@ pub struct Booked {
     pub replayed: bool,
 }
 
-fn field_error(e: booking::FieldError) -> EngineError {
+fn field_error(e: tenantry_domain::field::FieldError) -> EngineError {
     EngineError::Invalid { field: e.field, message: e.message }
 }
 
@@ -388,7 +389,7 @@ impl Engine {
         if end <= now {
             return Err(EngineError::invalid("end", "the new end is in the past; cancel the reservation instead"));
         }
-        if window.end - window.start > booking::MAX_WINDOW {
+        if window.end - window.start > tenantry_domain::window::MAX_WINDOW {
             return Err(EngineError::invalid("end", "a window can be at most 30 days long"));
         }
         let offering = self.offering_priced_for(Some(tenant_id), &current.offering, now).await?;

@@ -223,13 +223,13 @@ impl Store {
 }
 
 /// The earliest start a reservation overlapping a range from `from` can have: no window is
-/// longer than [`MAX_WINDOW`](tenantry_domain::booking::MAX_WINDOW) (booking, extending and
+/// longer than [`MAX_WINDOW`](tenantry_domain::window::MAX_WINDOW) (booking, extending and
 /// bursts all refuse longer ones), so this bounds the index range on `(tenant_id, start_at)`
 /// that a "start before the end, end after the start" question would otherwise scan back to
 /// the team's first reservation (128 and 175 ms a booking with 250,000 of a team's
 /// reservations, now a few; a team's month of chargeback likewise).
 pub(crate) fn earliest_start(from: DateTime<Utc>) -> DateTime<Utc> {
-    from - tenantry_domain::booking::MAX_WINDOW - chrono::Duration::minutes(1)
+    from - tenantry_domain::window::MAX_WINDOW - chrono::Duration::minutes(1)
 }
 
 /// Which way a list ordered by a time and then an id runs.

@@ -3,7 +3,7 @@
 //! gets 403 before the body is read.
 
 use super::input::{self, ApiJson, ApiPath, ApiQuery};
-use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
+use super::responses::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
 use super::{Items, PageQuery, Paged};
 use crate::auth::Admin;
 use crate::error::ApiResult;

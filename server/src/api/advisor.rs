@@ -4,7 +4,7 @@
 //! with it. The rules are `domain::advisor`'s (docs/DOMAIN.md, "Workload advisor").
 
 use super::input::ApiJson;
-use super::openapi::{ErrorBody, Invalid, ServerError, Unauthenticated, UnsupportedMediaType};
+use super::responses::{ErrorBody, Invalid, ServerError, Unauthenticated, UnsupportedMediaType};
 use crate::auth::Caller;
 use crate::error::ApiResult;
 use crate::state::AppState;

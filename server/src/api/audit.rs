@@ -2,7 +2,7 @@
 //! first, a page at a time.
 
 use super::input::{self, ApiQuery};
-use super::openapi::{AdminOnly, Invalid, ServerError, Unauthenticated};
+use super::responses::{AdminOnly, Invalid, ServerError, Unauthenticated};
 use super::Paged;
 use crate::auth::Admin;
 use crate::error::ApiResult;

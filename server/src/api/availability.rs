@@ -3,8 +3,9 @@
 //! person and ended when the viewer may no longer watch, like the timeline, see `api::streams`).
 
 use super::input::{self, ApiQuery};
-use super::openapi::{Invalid, RateLimited, ServerError, Unauthenticated};
-use super::streams::{Proof, StreamSlot, RECHECK};
+use super::responses::{Invalid, RateLimited, ServerError, Unauthenticated};
+use super::stream_slots::StreamSlot;
+use super::streams::{Proof, RECHECK};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;

@@ -3,7 +3,7 @@
 //! naming its field.
 
 use super::input::ApiJson;
-use super::openapi::{ErrorBody, Invalid, ServerError, Unauthenticated, UnsupportedMediaType};
+use super::responses::{ErrorBody, Invalid, ServerError, Unauthenticated, UnsupportedMediaType};
 use crate::auth::Caller;
 use crate::error::ApiResult;
 use crate::state::AppState;

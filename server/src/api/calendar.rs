@@ -5,7 +5,7 @@
 //! (`GET /api/v1/reservations/{id}/ics`, the caller's team only).
 
 use super::input::{self, ApiPath};
-use super::openapi::{CrossSite, ErrorBody, NotFound, ServerError, Unauthenticated};
+use super::responses::{CrossSite, ErrorBody, NotFound, ServerError, Unauthenticated};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;

@@ -5,7 +5,7 @@
 //! and numbers as the JSON.
 
 use super::input::{self, ApiPath, ApiQuery};
-use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated};
+use super::responses::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated};
 use crate::auth::{Admin, Caller};
 use crate::error::ApiResult;
 use crate::state::AppState;

@@ -3,7 +3,7 @@
 //! maintenance windows (with a clash check before saving) and the provisioning queue.
 
 use super::input::{self, ApiJson, ApiPath, ApiQuery};
-use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
+use super::responses::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
 use super::{Items, PageQuery, Paged};
 use crate::auth::Admin;
 use crate::error::{ApiError, ApiResult};

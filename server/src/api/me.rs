@@ -1,6 +1,6 @@
 //! `GET /api/v1/me`: who the credentials belong to, and their calendar feed.
 
-use super::openapi::{ServerError, Unauthenticated};
+use super::responses::{ServerError, Unauthenticated};
 use crate::auth::Caller;
 use crate::error::ApiResult;
 use crate::state::AppState;

@@ -18,6 +18,8 @@ pub mod offerings;
 pub mod openapi;
 pub mod provisioning;
 pub mod reservations;
+pub mod responses;
+pub mod stream_slots;
 pub mod streams;
 pub mod users;
 

@@ -4,7 +4,7 @@
 //! (`GET /budget`).
 
 use super::input::{ApiJson, ApiPath};
-use super::openapi::{
+use super::responses::{
     CrossSite, ErrorBody, Invalid, NotFound, RateLimited, ServerError, Unauthenticated, UnsupportedMediaType,
 };
 use super::Items;

@@ -1,7 +1,7 @@
 //! The caller's in-app notifications: every notice they were told of (see `domain::notice`).
 
 use super::input::ApiQuery;
-use super::openapi::{CrossSite, Invalid, ServerError, Unauthenticated};
+use super::responses::{CrossSite, Invalid, ServerError, Unauthenticated};
 use super::{PageQuery, Paged};
 use crate::auth::Caller;
 use crate::error::ApiResult;

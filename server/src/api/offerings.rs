@@ -4,7 +4,7 @@
 //! 403 before the body is read.
 
 use super::input::{ApiJson, ApiPath};
-use super::openapi::{AdminOnly, ErrorBody, Invalid, ServerError, Unauthenticated, UnsupportedMediaType};
+use super::responses::{AdminOnly, ErrorBody, Invalid, ServerError, Unauthenticated, UnsupportedMediaType};
 use super::Items;
 use crate::auth::{Admin, Caller};
 use crate::error::ApiResult;

@@ -9,9 +9,8 @@
 //! is (`server/tests/it/api.rs`), and every answer any server test receives under `/api/v1` is one
 //! the document declares for that path and method (`server/tests/it/common/openapi_check.rs`).
 //!
-//! What stays written by hand here: the error body's schema below (it mirrors the private
-//! serializer in `crate::error`, and the checker validates every error answer against it), the
-//! shared error responses, the security schemes and the document's header.
+//! What stays written by hand here: the security schemes and the document's header; the error
+//! body and the shared error responses are in `responses.rs`.
 
 use axum::Json;
 use serde_json::Value;
@@ -19,82 +18,17 @@ use std::sync::LazyLock;
 use tenantry_domain::metering::GroupBy;
 use tenantry_domain::ReservationState;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
+use utoipa::{Modify, OpenApi};
 
 use super::calendar;
+use super::responses::{
+    AdminOnly, CrossSite, ErrorBody, ErrorCode, ErrorDetail, Invalid, NotFound, RateLimited, ServerError,
+    Unauthenticated, UnsupportedMediaType,
+};
 use super::{
     admin, advisor, audit, availability, bursts, chargeback, fleet, me, notices, notifications, offerings,
     provisioning, reservations, users,
 };
-
-/// The body of every error answer: `{"error":{"code","message","field"?}}`.
-#[derive(ToSchema)]
-#[schema(as = Error)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(ToSchema)]
-pub struct ErrorDetail {
-    pub code: ErrorCode,
-    /// For people: what went wrong and how to fix it.
-    pub message: String,
-    /// With `invalid`: the request field to fix (a body field such as `quantity` or
-    /// `options.orchestrator`, a query parameter, or a path segment such as `month`).
-    #[schema(nullable = false)]
-    pub field: Option<String>,
-}
-
-/// What went wrong, for programs.
-#[derive(ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum ErrorCode {
-    Unauthenticated,
-    Forbidden,
-    NotFound,
-    Conflict,
-    Invalid,
-    RateLimited,
-    Internal,
-    Unavailable,
-}
-
-/// No valid session or API token: none was sent, it expired or was revoked, or its user is
-/// disabled.
-#[derive(ToResponse)]
-pub struct Unauthenticated(pub ErrorBody);
-
-/// Signed in, but not a platform admin.
-#[derive(ToResponse)]
-pub struct AdminOnly(pub ErrorBody);
-
-/// A state-changing request from a browser whose `Origin` (or `Referer`) is not the portal's own
-/// (cross-site request forgery defence).
-#[derive(ToResponse)]
-pub struct CrossSite(pub ErrorBody);
-
-/// Not found, or another team's object (never told apart); also a path segment that is not
-/// UTF-8 once decoded, or an id that is not a number.
-#[derive(ToResponse)]
-pub struct NotFound(pub ErrorBody);
-
-/// The body is not sent as `Content-Type: application/json`.
-#[derive(ToResponse)]
-pub struct UnsupportedMediaType(pub ErrorBody);
-
-/// A field, parameter or the body is wrong; `field` names it.
-#[derive(ToResponse)]
-pub struct Invalid(pub ErrorBody);
-
-/// Too many requests; try again after `Retry-After` seconds.
-#[derive(ToResponse)]
-#[response(headers(("Retry-After" = u64, description = "Seconds to wait before trying again")))]
-pub struct RateLimited(pub ErrorBody);
-
-/// Something failed on the server's side (`internal`; nothing about it is shown), or the session
-/// store is unreachable (`unavailable`, 503); try again.
-#[derive(ToResponse)]
-pub struct ServerError(pub ErrorBody);
 
 /// Bearer tokens (`tenantry token create`, or *API tokens* in the portal) and the browser's
 /// session cookie.

@@ -8,8 +8,9 @@
 //! few open at once.
 
 use super::input::{self, ApiPath, ApiQuery};
-use super::openapi::{ErrorBody, Invalid, NotFound, RateLimited, ServerError, Unauthenticated};
-use super::streams::{Proof, StreamSlot, RECHECK};
+use super::responses::{ErrorBody, Invalid, NotFound, RateLimited, ServerError, Unauthenticated};
+use super::stream_slots::StreamSlot;
+use super::streams::{Proof, RECHECK};
 use super::Items;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
@@ -29,7 +30,7 @@ use tenantry_engine::Engine;
 use tokio::sync::broadcast;
 use tower_sessions::Session;
 
-pub use super::streams::STREAMS_PER_USER;
+pub use super::stream_slots::STREAMS_PER_USER;
 
 /// The query of `GET /api/v1/reservations/{id}/events`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]

@@ -2,7 +2,7 @@
 //! end, cancel. The tenant always comes from the caller; another team's reservation is a 404.
 
 use super::input::{self, ApiJson, ApiPath, ApiQuery};
-use super::openapi::{ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
+use super::responses::{ErrorBody, Invalid, NotFound, ServerError, Unauthenticated, UnsupportedMediaType};
 use super::Paged;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
@@ -14,7 +14,7 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use tenantry_domain::booking::BookingInput;
-use tenantry_domain::booking::Quote;
+use tenantry_domain::quote::Quote;
 use tenantry_domain::reservation::ReservationDetail;
 use tenantry_domain::{Reservation, ReservationState};
 use tenantry_engine::store::reservations::ReservationFilter;

@@ -3,7 +3,7 @@
 //! anyone else gets 403; unknown users and tokens are 404.
 
 use super::input::{self, ApiPath, ApiQuery};
-use super::openapi::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated};
+use super::responses::{AdminOnly, ErrorBody, Invalid, NotFound, ServerError, Unauthenticated};
 use super::{Items, PageQuery, Paged};
 use crate::auth::Admin;
 use crate::error::ApiResult;

@@ -62,7 +62,7 @@ pub(super) fn gpus_of(gres: &str, types: &[(String, GpuModel)]) -> Option<GresGp
     let mig = instances
         .iter()
         .map(|(p, n)| n.div_ceil(p.valid_starts().len() as u32))
-        .fold(slices.div_ceil(u32::from(tenantry_domain::fleet::MIG_SLICES)), u32::max);
+        .fold(slices.div_ceil(u32::from(tenantry_domain::gpu::MIG_SLICES)), u32::max);
     model.map(|model| GresGpus { model, gpus: whole + mig, mig, mig_profiles: instances.into_keys().collect() })
 }
 
