@@ -24,6 +24,7 @@ pub mod policy;
 pub mod pricing;
 pub mod provisioning;
 pub mod quote;
+pub mod reconcile;
 pub mod reservation;
 pub mod setup;
 pub mod why_not;

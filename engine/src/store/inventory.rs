@@ -14,10 +14,11 @@ use super::{Dialect, Locked, SqlResult, Store, Tx};
 use crate::error::EngineResult;
 use crate::{on_pool, on_tx, write_tx};
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use tenantry_domain::fleet::{
     FactChange, InventoryNode, MaintenanceClash, PlacementPins, ReconcileReport, TimeSlicing,
 };
+use tenantry_domain::reconcile::{self, describe, location, Change, KnownNode};
 use tenantry_domain::{Health, NodeState};
 
 /// Where a node the driver does not place goes until an admin places it (it cannot be admitted
@@ -155,6 +156,19 @@ impl KnownRow {
 
     fn reported(&self) -> Option<InventoryNode> {
         self.reported_facts.as_deref().and_then(|r| serde_json::from_str(r).ok())
+    }
+
+    /// The node as the reconcile plan reads it.
+    fn known(&self) -> KnownNode {
+        KnownNode {
+            node_id: self.node_id,
+            hostname: self.hostname.clone(),
+            retired: self.admission == "retired",
+            missing: self.missing,
+            accepted: self.accepted(),
+            reported: self.reported(),
+            pins: self.pins(),
+        }
     }
 }
 
@@ -349,28 +363,49 @@ async fn future_holders(tx: &mut impl Tx, node_id: i64, now: DateTime<Utc>) -> S
     Ok(rows.into_iter().map(MaintenanceClash::from).collect())
 }
 
-fn describe(changes: &[FactChange]) -> String {
-    changes.iter().map(|c| format!("{}: {} → {}", c.field, c.accepted, c.reported)).collect::<Vec<_>>().join("; ")
-}
-
-/// The value of a placement field of a report.
-fn location<'a>(node: &'a InventoryNode, field: &str) -> Option<&'a str> {
-    match field {
-        "region" => node.region.as_deref(),
-        "fabric_domain" => node.fabric_domain.as_deref(),
-        "rack" => node.rack.as_deref(),
-        _ => None,
-    }
-}
-
 const PLACEMENT_FIELDS: [&str; 3] = ["region", "fabric_domain", "rack"];
+
+/// Inserts a node reported for the first time, `enrolled`, on `rack_id`, with its GPUs (the first
+/// `node.mig` in MIG mode); missing from the start when reported unreachable. `None` when another
+/// reconcile enrolled the hostname first.
+async fn enroll(tx: &mut impl Tx, node: &InventoryNode, rack_id: i64, now: DateTime<Utc>) -> SqlResult<Option<i64>> {
+    on_tx!(tx, |c| {
+        let inserted: Option<i64> = sqlx::query_scalar(
+            "insert into node (rack_id, hostname, gpu_model, cpu_cores, memory_gb, nvme_tb, state, health,
+                               updated_at, admission, driver_branches, missing_since, mig_profiles)
+             values ($1, $2, $3, $4, $5, $6, 'available', 'healthy', $7, 'enrolled', $8, $9, $10)
+             on conflict (hostname) do nothing returning node_id",
+        )
+        .bind(rack_id)
+        .bind(&node.hostname)
+        .bind(node.gpu_model.code())
+        .bind(i64::from(node.cpu_cores))
+        .bind(i64::from(node.memory_gb))
+        .bind(i64::from(node.nvme_tb))
+        .bind(now)
+        .bind(json_list(&node.driver_branches))
+        .bind((!node.reachable).then_some(now))
+        .bind(json_list(&node.mig_profiles))
+        .fetch_optional(&mut *c)
+        .await?;
+        if let Some(node_id) = inserted {
+            let mut gpus = sqlx::QueryBuilder::<Db>::new("insert into gpu (node_id, gpu_index, mig_enabled) ");
+            gpus.push_values(0..node.gpu_count, |mut b, index| {
+                b.push_bind(node_id).push_bind(i64::from(index)).push_bind(index < node.mig);
+            });
+            gpus.build().execute(c).await?;
+        }
+        Ok(inserted)
+    })
+}
 
 impl Store {
     /// Applies the driver's inventory: new hostnames are inserted `enrolled` (with their GPUs),
     /// nodes gone from it (or reported unreachable) are flagged missing, flagged nodes that are
     /// back are cleared, and facts that differ from the accepted ones are kept as the node's
-    /// reported facts (cleared when they agree again). Retired nodes are left alone. Every change
-    /// is audited (as `actor`'s: the system's, or the admin who asked), in the same transaction.
+    /// reported facts (cleared when they agree again). Retired nodes are left alone. What changes
+    /// is decided by `tenantry_domain::reconcile::plan` on what this transaction read; every
+    /// change is audited (as `actor`'s: the system's, or the admin who asked) in it.
     pub async fn apply_inventory(
         &self,
         report: &[InventoryNode],
@@ -379,169 +414,97 @@ impl Store {
     ) -> EngineResult<InventoryChanges> {
         let changes = write_tx!(self, |tx| {
             Db::take_reconcile_turn(&mut tx).await?;
-            let known: Vec<KnownRow> = sqlx::query_as(KNOWN_NODES).fetch_all(&mut *tx).await?;
-            let known_by_host: HashMap<&str, &KnownRow> = known.iter().map(|k| (k.hostname.as_str(), k)).collect();
+            let rows: Vec<KnownRow> = sqlx::query_as(KNOWN_NODES).fetch_all(&mut *tx).await?;
+            let known: Vec<KnownNode> = rows.iter().map(KnownRow::known).collect();
             let mut places = load_places(&mut tx).await?;
             let mut changes = InventoryChanges::default();
             let mut audit: Vec<AuditRow> = Vec::new();
-            let mut seen: BTreeSet<&str> = BTreeSet::new();
-            for node in report {
-                if !seen.insert(node.hostname.as_str()) {
-                    changes.skipped.push(format!("{} reported twice", node.hostname));
-                    continue;
-                }
-                if let Some(problem) = node.problem() {
-                    changes.skipped.push(problem);
-                    continue;
-                }
-                let Some(row) = known_by_host.get(node.hostname.as_str()) else {
-                    // New: enrolled, placed where the driver says (or unplaced).
-                    let region = node.region.as_deref().unwrap_or(UNPLACED);
-                    let domain = node.fabric_domain.as_deref().unwrap_or(UNPLACED);
-                    let rack = node.rack.as_deref().unwrap_or(UNPLACED);
-                    // Racks and fabric domains are named across the whole fleet: a second hall's
-                    // `rack-r1` is not the first hall's, so a clash is enrolled unplaced, for an
-                    // admin to place, never filed under the other's domain and region.
-                    let (rack_id, clash) = match place_node(&mut tx, &mut places, (region, domain, rack)).await? {
-                        (_, Some(clash)) => {
-                            let unplaced = (UNPLACED, UNPLACED, UNPLACED);
-                            (place_node(&mut tx, &mut places, unplaced).await?.0, Some(clash))
+            // Each change is conditional on the state the plan read, and recorded only when it
+            // took effect: a reconcile racing another one (or an admin) writes each change once.
+            for change in reconcile::plan(&known, report) {
+                match change {
+                    Change::Skipped(why) => changes.skipped.push(why),
+                    Change::Enroll(node) => {
+                        // Racks and fabric domains are named across the whole fleet: a second
+                        // hall's `rack-r1` is not the first hall's, so a clash is enrolled
+                        // unplaced, for an admin to place, never filed under the other's domain.
+                        let place = (
+                            node.region.as_deref().unwrap_or(UNPLACED),
+                            node.fabric_domain.as_deref().unwrap_or(UNPLACED),
+                            node.rack.as_deref().unwrap_or(UNPLACED),
+                        );
+                        let (rack_id, clash) = match place_node(&mut tx, &mut places, place).await? {
+                            (_, Some(clash)) => {
+                                let unplaced = (UNPLACED, UNPLACED, UNPLACED);
+                                (place_node(&mut tx, &mut places, unplaced).await?.0, Some(clash))
+                            }
+                            (rack_id, None) => (rack_id, None),
+                        };
+                        let Some(node_id) = enroll(&mut tx, &node, rack_id, now).await? else { continue };
+                        if let Some(clash) = &clash {
+                            changes.misplaced.push(format!("{}: {clash}", node.hostname));
                         }
-                        (rack_id, None) => (rack_id, None),
-                    };
-                    let inserted: Option<i64> = sqlx::query_scalar(
-                        "insert into node (rack_id, hostname, gpu_model, cpu_cores, memory_gb, nvme_tb, state, health,
-                                           updated_at, admission, driver_branches, missing_since, mig_profiles)
-                         values ($1, $2, $3, $4, $5, $6, 'available', 'healthy', $7, 'enrolled', $8, $9, $10)
-                         on conflict (hostname) do nothing returning node_id",
-                    )
-                    .bind(rack_id)
-                    .bind(&node.hostname)
-                    .bind(node.gpu_model.code())
-                    .bind(i64::from(node.cpu_cores))
-                    .bind(i64::from(node.memory_gb))
-                    .bind(i64::from(node.nvme_tb))
-                    .bind(now)
-                    .bind(json_list(&node.driver_branches))
-                    .bind((!node.reachable).then_some(now))
-                    .bind(json_list(&node.mig_profiles))
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    let Some(node_id) = inserted else { continue };
-                    let mut gpus = sqlx::QueryBuilder::<Db>::new("insert into gpu (node_id, gpu_index, mig_enabled) ");
-                    gpus.push_values(0..node.gpu_count, |mut b, index| {
-                        b.push_bind(node_id).push_bind(i64::from(index)).push_bind(index < node.mig);
-                    });
-                    gpus.build().execute(&mut *tx).await?;
-                    if let Some(clash) = &clash {
-                        changes.misplaced.push(format!("{}: {clash}", node.hostname));
+                        let detail = reconcile::enrolled_detail(&node, place, clash.as_deref());
+                        audit.push(AuditRow { action: "node.enrolled", hostname: node.hostname.clone(), detail });
+                        changes.enrolled.push((node.hostname, node_id));
                     }
-                    let place = if let Some(clash) = clash {
-                        format!("not placed: it reports {region} / {domain} / {rack}, but {clash}")
-                    } else if node.region.is_some() {
-                        format!("{region} / {domain} / {rack}")
-                    } else {
-                        "not placed (the driver does not say where it is)".to_owned()
-                    };
-                    audit.push(AuditRow {
-                        action: "node.enrolled",
-                        hostname: node.hostname.clone(),
-                        detail: format!(
-                            "{}× {}, {} GB memory, {} TB NVMe, {} cores; {place}",
-                            node.gpu_count, node.gpu_model, node.memory_gb, node.nvme_tb, node.cpu_cores
-                        ),
-                    });
-                    changes.enrolled.push((node.hostname.clone(), node_id));
-                    continue;
-                };
-                if row.admission == "retired" {
-                    continue;
-                }
-                // Reachability, or the fleet's own hold (a site's drain): flag or clear, each
-                // only if not already so.
-                let held =
-                    if node.reachable { node.held_back.clone() } else { Some("reported unreachable".to_owned()) };
-                if let (Some(why), false) = (&held, row.missing) {
-                    if flag_missing(&mut tx, row.node_id, now).await? {
-                        let detail = format!("{why}: takes no new work");
-                        audit.push(AuditRow { action: "node.missing", hostname: row.hostname.clone(), detail });
-                        changes.missing.push((row.hostname.clone(), row.node_id));
+                    Change::FlagMissing { node_id, hostname, detail } => {
+                        if flag_missing(&mut tx, node_id, now).await? {
+                            audit.push(AuditRow { action: "node.missing", hostname: hostname.clone(), detail });
+                            changes.missing.push((hostname, node_id));
+                        }
                     }
-                } else if held.is_none() && row.missing {
-                    let cleared = sqlx::query(
-                        "update node set missing_since = null where node_id = $1 and missing_since is not null",
-                    )
-                    .bind(row.node_id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if cleared == 1 {
-                        audit.push(AuditRow {
-                            action: "node.returned",
-                            hostname: row.hostname.clone(),
-                            detail: "reported again".to_owned(),
-                        });
-                        changes.returned.push((row.hostname.clone(), row.node_id));
-                    }
-                }
-                let Some(accepted) = row.accepted() else { continue };
-                // A pinned field the driver now reports as accepted agrees again: the pin goes.
-                let mut pins = row.pins();
-                let pins_before = pins.clone();
-                pins.retain(|field, _| location(node, field) != location(&accepted, field));
-                if pins != pins_before {
-                    sqlx::query("update node set placement_pins = $1 where node_id = $2")
-                        .bind((!pins.is_empty()).then(|| serde_json::to_string(&pins).unwrap_or_default()))
-                        .bind(row.node_id)
+                    Change::Returned { node_id, hostname } => {
+                        let cleared = sqlx::query(
+                            "update node set missing_since = null where node_id = $1 and missing_since is not null",
+                        )
+                        .bind(node_id)
                         .execute(&mut *tx)
-                        .await?;
-                }
-                let drift = node.changes_from(&accepted, &pins);
-                let facts = InventoryNode { reachable: true, held_back: None, ..node.clone() };
-                if drift.is_empty() {
-                    if row.reported_facts.is_some() {
-                        sqlx::query(
+                        .await?
+                        .rows_affected();
+                        if cleared == 1 {
+                            let detail = "reported again".to_owned();
+                            audit.push(AuditRow { action: "node.returned", hostname: hostname.clone(), detail });
+                            changes.returned.push((hostname, node_id));
+                        }
+                    }
+                    Change::Pins { node_id, pins } => {
+                        sqlx::query("update node set placement_pins = $1 where node_id = $2")
+                            .bind((!pins.is_empty()).then(|| serde_json::to_string(&pins).unwrap_or_default()))
+                            .bind(node_id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    Change::FactsAgree { node_id, hostname } => {
+                        let dropped = sqlx::query(
                             "update node set reported_facts = null where node_id = $1 and reported_facts is not null",
                         )
-                        .bind(row.node_id)
+                        .bind(node_id)
                         .execute(&mut *tx)
-                        .await?;
-                        audit.push(AuditRow {
-                            action: "node.facts_agree",
-                            hostname: row.hostname.clone(),
-                            detail: "the inventory agrees with the accepted facts again".to_owned(),
-                        });
+                        .await?
+                        .rows_affected();
+                        if dropped == 1 {
+                            let detail = "the inventory agrees with the accepted facts again".to_owned();
+                            audit.push(AuditRow { action: "node.facts_agree", hostname, detail });
+                        }
                     }
-                } else if row.reported() != Some(facts.clone()) {
-                    let json = serde_json::to_string(&facts).unwrap_or_default();
-                    let changed = sqlx::query(
-                        "update node set reported_facts = $1
-                         where node_id = $2 and (reported_facts is null or reported_facts <> $1)",
-                    )
-                    .bind(&json)
-                    .bind(row.node_id)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if changed == 1 {
-                        audit.push(AuditRow {
-                            action: "node.drifted",
-                            hostname: row.hostname.clone(),
-                            detail: describe(&drift),
-                        });
-                        changes.drifted.push((row.hostname.clone(), row.node_id));
+                    Change::Drifted { node_id, hostname, facts, changes: drift } => {
+                        let json = serde_json::to_string(&facts).unwrap_or_default();
+                        let kept = sqlx::query(
+                            "update node set reported_facts = $1
+                             where node_id = $2 and (reported_facts is null or reported_facts <> $1)",
+                        )
+                        .bind(&json)
+                        .bind(node_id)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                        if kept == 1 {
+                            let detail = describe(&drift);
+                            audit.push(AuditRow { action: "node.drifted", hostname: hostname.clone(), detail });
+                            changes.drifted.push((hostname, node_id));
+                        }
                     }
-                }
-            }
-            // Gone from the inventory: flagged, never deleted.
-            for row in known.iter().filter(|k| k.admission != "retired" && !k.missing) {
-                if seen.contains(row.hostname.as_str()) {
-                    continue;
-                }
-                if flag_missing(&mut tx, row.node_id, now).await? {
-                    let detail = "gone from the inventory: takes no new work, keeps what it runs".to_owned();
-                    audit.push(AuditRow { action: "node.missing", hostname: row.hostname.clone(), detail });
-                    changes.missing.push((row.hostname.clone(), row.node_id));
                 }
             }
             audit_rows(&mut tx, actor, now, &audit).await?;
