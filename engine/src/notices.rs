@@ -1,5 +1,7 @@
-//! Notices that leave the portal: [`Engine::tell`] writes a notice with its in-app notifications
-//! and queues its deliveries; the delivery workers ([`run_deliveries`]) send them, e-mail over
+//! Notices, and the three nouns around them: a *notice* is one event told (a booking scheduled, a
+//! node replaced), a *notification* is one person's in-app copy of it (the bell; read here), a
+//! *delivery* one e-mail or webhook POST of it. [`Engine::tell`] writes a notice with its
+//! notifications and queues its deliveries; the delivery workers ([`run_deliveries`]) send them, e-mail over
 //! SMTP (`lettre`) and webhooks as signed JSON POSTs (`reqwest`), with retries, back-off, an
 //! attempt log and the automatic disabling of a webhook that keeps failing. Delivery is at least
 //! once: a retried delivery carries the same delivery id (`X-Tenantry-Delivery`, in e-mail too),
@@ -16,6 +18,7 @@ use crate::access::require_lead;
 use crate::audit::Change;
 use crate::config::NoticeConfig;
 use crate::error::{EngineError, EngineResult};
+use crate::store::notices::NotificationRow;
 use crate::store::notices::{AttemptRecord, ClaimedDelivery, NewNotice, Recipients};
 use crate::Engine;
 use chrono::{DateTime, Utc};
@@ -28,6 +31,7 @@ use std::time::Instant;
 use tenantry_domain::notice::{
     self, AfterAttempt, NewWebhook, NoticeKind, NoticePreference, NoticeSettings, WebhookBody, WebhookView,
 };
+use tenantry_domain::page::{time_key, Page, PageRequest};
 use tenantry_domain::Identity;
 
 /// The header that carries a webhook body's signature: `t=<unix seconds>,v1=<hex>`.
@@ -685,6 +689,30 @@ impl Engine {
                 return Ok(pruned);
             }
         }
+    }
+}
+
+/// Each person's in-app notifications: their copy of each notice they were told of.
+impl Engine {
+    /// The caller's newest notifications (the first page of [`Engine::notifications_page`]).
+    pub async fn notifications(&self, who: &Identity) -> EngineResult<Vec<NotificationRow>> {
+        Ok(self.notifications_page(who, &PageRequest::default()).await?.items)
+    }
+
+    /// One page of the caller's notifications, newest first.
+    pub async fn notifications_page(&self, who: &Identity, page: &PageRequest) -> EngineResult<Page<NotificationRow>> {
+        let after = page.after_time("your notifications")?;
+        let found = self.store.notifications(who.user_id, after, page.fetch()).await?;
+        Ok(Page::of(found, page, |n| time_key(n.at, n.notification_id)))
+    }
+
+    /// How many of the caller's notifications are unread.
+    pub async fn unread_notifications(&self, who: &Identity) -> EngineResult<u32> {
+        self.store.unread_notifications(who.user_id).await
+    }
+
+    pub async fn mark_notifications_read(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<()> {
+        self.store.mark_notifications_read(who.user_id, now).await
     }
 }
 

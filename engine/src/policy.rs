@@ -1,4 +1,4 @@
-//! Quotas, approvals, notifications and on-demand bursts: the engine side of tenant policy. The
+//! Quotas, approvals and on-demand bursts: the engine side of tenant policy. The
 //! decisions themselves are `tenantry_domain::policy`; this module gathers what they need (the
 //! team's policy and holdings), applies the outcome, and tells people about it.
 
@@ -7,7 +7,6 @@ use crate::audit::Change;
 use crate::error::{EngineError, EngineResult};
 use crate::store::notices::{NewNotice, Recipients};
 use crate::store::policy::AfterDecision;
-use crate::store::policy::NotificationRow;
 use crate::store::reservations::{Inserted, NewReservation};
 use crate::Engine;
 use chrono::{DateTime, Duration, Utc};
@@ -388,27 +387,6 @@ impl Engine {
             self.store.reservation_for_admin(id).await?.ok_or(EngineError::NotFound("reservation"))?;
         let allocations = self.store.reservation_allocations(id).await?.into_iter().map(|(_, a)| a).collect();
         Ok(ReservationDetail { reservation, allocations })
-    }
-
-    /// The caller's newest notifications (the first page of [`Engine::notifications_page`]).
-    pub async fn notifications(&self, who: &Identity) -> EngineResult<Vec<NotificationRow>> {
-        Ok(self.notifications_page(who, &PageRequest::default()).await?.items)
-    }
-
-    /// One page of the caller's notifications, newest first.
-    pub async fn notifications_page(&self, who: &Identity, page: &PageRequest) -> EngineResult<Page<NotificationRow>> {
-        let after = page.after_time("your notifications")?;
-        let found = self.store.notifications(who.user_id, after, page.fetch()).await?;
-        Ok(Page::of(found, page, |n| time_key(n.at, n.notification_id)))
-    }
-
-    /// How many of the caller's notifications are unread.
-    pub async fn unread_notifications(&self, who: &Identity) -> EngineResult<u32> {
-        self.store.unread_notifications(who.user_id).await
-    }
-
-    pub async fn mark_notifications_read(&self, who: &Identity, now: DateTime<Utc>) -> EngineResult<()> {
-        self.store.mark_notifications_read(who.user_id, now).await
     }
 
     /// Tells the owners of preempted bursts and preemptible reservations what they lost: when a

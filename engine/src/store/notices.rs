@@ -1,7 +1,8 @@
 //! Notices in the store: the notice (one event), the in-app notification of each person told of
 //! it, its deliveries (e-mail to each person whose preference says so, a POST to each of the
 //! team's live webhooks), each person's e-mail preferences, the team's webhooks, and the
-//! deliveries' queue (claims with leases, fenced completions, the attempt log).
+//! deliveries' queue (claims with leases, fenced completions, the attempt log); and each
+//! person's notifications as they read them (pages, the unread count, marking read).
 //!
 //! A notice and everything that fans out of it are written in one transaction ([`insert_notice`]),
 //! inside the transaction of the change it tells of where there is one, so a change is never
@@ -183,6 +184,25 @@ pub(crate) async fn drop_queued(tx: &mut impl Tx, webhook_id: i64, now: DateTime
         .await?;
     });
     Ok(())
+}
+
+/// A notification as its user reads it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, sqlx::FromRow)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NotificationRow {
+    pub notification_id: i64,
+    pub at: DateTime<Utc>,
+    pub message: String,
+    pub reservation_id: Option<i64>,
+    pub read_at: Option<DateTime<Utc>>,
+    /// The notice's kind (`domain::notice::NoticeKind`), or `general` for notices written
+    /// before kinds existed.
+    #[serde(default = "general")]
+    pub kind: String,
+}
+
+fn general() -> String {
+    "general".to_owned()
 }
 
 /// A webhook's row: id, url, created, failures, disabled at, why.
@@ -676,5 +696,49 @@ impl Store {
             }
             ids.len() as u64
         }))
+    }
+}
+
+/// Each person's in-app notifications (their copy of a notice).
+impl Store {
+    /// A user's notifications, newest first: at most `limit`, those after `after` (the time and
+    /// id of the previous page's last one) when given.
+    pub async fn notifications(
+        &self,
+        user_id: i64,
+        after: Option<(DateTime<Utc>, i64)>,
+        limit: u32,
+    ) -> EngineResult<Vec<NotificationRow>> {
+        let rows = on_pool!(self, |pool| {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "select notification_id, at, message, reservation_id, read_at, kind from notification where user_id = ",
+            );
+            q.push_bind(user_id);
+            super::page_by_time(&mut q, ("at", "notification_id"), super::Order::NewestFirst, after, limit);
+            q.build_query_as::<NotificationRow>().fetch_all(pool).await?
+        });
+        Ok(rows)
+    }
+
+    /// How many of a user's notifications are unread (the count beside the bell).
+    pub async fn unread_notifications(&self, user_id: i64) -> EngineResult<u32> {
+        let count: i64 = on_pool!(self, |pool| {
+            sqlx::query_scalar("select count(*) from notification where user_id = $1 and read_at is null")
+                .bind(user_id)
+                .fetch_one(pool)
+                .await?
+        });
+        Ok(u32::try_from(count).unwrap_or(u32::MAX))
+    }
+
+    pub async fn mark_notifications_read(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
+        write_tx!(self, |tx| {
+            sqlx::query("update notification set read_at = $1 where user_id = $2 and read_at is null")
+                .bind(now)
+                .bind(user_id)
+                .execute(&mut *tx)
+                .await?;
+        });
+        Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! Tenant policies, the holdings policy counts, approvals and in-app notifications in the store.
+//! Tenant policies, the holdings policy counts and approvals in the store.
 
 use super::allocations::{allocations_changed, AllocationsOf};
 use super::reservations::ReservationRow;
@@ -26,25 +26,6 @@ pub struct HoldingRow {
     pub quantity: i64,
     pub start_at: DateTime<Utc>,
     pub end_at: DateTime<Utc>,
-}
-
-/// A notification as its user reads it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, sqlx::FromRow)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct NotificationRow {
-    pub notification_id: i64,
-    pub at: DateTime<Utc>,
-    pub message: String,
-    pub reservation_id: Option<i64>,
-    pub read_at: Option<DateTime<Utc>>,
-    /// The notice's kind (`domain::notice::NoticeKind`), or `general` for notices written
-    /// before kinds existed.
-    #[serde(default = "general")]
-    pub kind: String,
-}
-
-fn general() -> String {
-    "general".to_owned()
 }
 
 const LIVE_STATES: &str = "('pending_approval', 'scheduled', 'provisioning', 'active', 'degraded', 'releasing')";
@@ -312,48 +293,6 @@ impl Store {
             .await?
         });
         Ok(ids)
-    }
-
-    /// A user's notifications, newest first (the latest 100).
-    /// A user's notifications, newest first: at most `limit`, those after `after` (the time and
-    /// id of the previous page's last one) when given.
-    pub async fn notifications(
-        &self,
-        user_id: i64,
-        after: Option<(DateTime<Utc>, i64)>,
-        limit: u32,
-    ) -> EngineResult<Vec<NotificationRow>> {
-        let rows = on_pool!(self, |pool| {
-            let mut q = sqlx::QueryBuilder::<Db>::new(
-                "select notification_id, at, message, reservation_id, read_at, kind from notification where user_id = ",
-            );
-            q.push_bind(user_id);
-            super::page_by_time(&mut q, ("at", "notification_id"), super::Order::NewestFirst, after, limit);
-            q.build_query_as::<NotificationRow>().fetch_all(pool).await?
-        });
-        Ok(rows)
-    }
-
-    /// How many of a user's notifications are unread (the count beside the bell).
-    pub async fn unread_notifications(&self, user_id: i64) -> EngineResult<u32> {
-        let count: i64 = on_pool!(self, |pool| {
-            sqlx::query_scalar("select count(*) from notification where user_id = $1 and read_at is null")
-                .bind(user_id)
-                .fetch_one(pool)
-                .await?
-        });
-        Ok(u32::try_from(count).unwrap_or(u32::MAX))
-    }
-
-    pub async fn mark_notifications_read(&self, user_id: i64, now: DateTime<Utc>) -> EngineResult<()> {
-        write_tx!(self, |tx| {
-            sqlx::query("update notification set read_at = $1 where user_id = $2 and read_at is null")
-                .bind(now)
-                .bind(user_id)
-                .execute(&mut *tx)
-                .await?;
-        });
-        Ok(())
     }
 }
 

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use chrono::Utc;
-use tenantry_engine::store::policy::NotificationRow;
+use tenantry_engine::store::notices::NotificationRow;
 
 /// The caller's notifications
 ///
