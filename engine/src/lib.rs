@@ -7,6 +7,7 @@ pub mod access;
 pub mod audit;
 pub mod booking;
 pub mod calendar;
+pub mod chargeback;
 pub mod config;
 pub mod counters;
 pub mod driver;
