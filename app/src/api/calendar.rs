@@ -1,7 +1,6 @@
 //! Calendar feeds: a person's and a team's secret feed addresses.
 
 use crate::error::AppError;
-use chrono::Utc;
 use leptos::prelude::*;
 use tenantry_domain::calendar::CalendarFeeds;
 
@@ -18,7 +17,7 @@ fn calendar_portal() -> Result<tenantry_domain::calendar::Portal, AppError> {
 pub async fn my_calendar_feeds() -> Result<CalendarFeeds, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.calendar_feeds(&who, &calendar_portal()?, Utc::now()).await?)
+    Ok(server::engine()?.calendar_feeds(&who, &calendar_portal()?, chrono::Utc::now()).await?)
 }
 
 /// A new secret URL for the user's own feed (`team: false`) or their team's (`team: true`, leads
@@ -30,8 +29,8 @@ pub async fn rotate_calendar_feed(team: bool) -> Result<CalendarFeeds, AppError>
     let engine = server::engine()?;
     let portal = calendar_portal()?;
     Ok(if team {
-        engine.rotate_team_calendar(&who, &portal, Utc::now()).await?
+        engine.rotate_team_calendar(&who, &portal, chrono::Utc::now()).await?
     } else {
-        engine.rotate_personal_calendar(&who, &portal, Utc::now()).await?
+        engine.rotate_personal_calendar(&who, &portal, chrono::Utc::now()).await?
     })
 }

@@ -1,7 +1,6 @@
 //! Chargeback and reports: a team's bill and budget, the admins' usage report, with their charts.
 
 use crate::error::AppError;
-use chrono::Utc;
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use tenantry_domain::metering::{ChargebackOverview, UsageReport};
@@ -27,7 +26,7 @@ pub async fn chargeback_view(limit: Option<String>, after: Option<String>) -> Re
     use crate::server;
     let who = server::require_identity().await?;
     let page = server::page(limit.as_deref(), after.as_deref())?;
-    let overview = server::engine()?.chargeback_overview(&who, &page, Utc::now()).await?;
+    let overview = server::engine()?.chargeback_overview(&who, &page, chrono::Utc::now()).await?;
     let charts = crate::charts::chargeback_charts(&overview);
     Ok(ChargebackData { overview, charts })
 }
@@ -52,7 +51,7 @@ pub struct ReportData {
 pub async fn usage_report_view(days: u32) -> Result<ReportData, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    let now = Utc::now();
+    let now = chrono::Utc::now();
     let span = tenantry_domain::metering::last_days(now, days.min(92));
     let report = server::engine()?.usage_report(&who, span, now).await?;
     let charts = crate::charts::report_charts(&report);

@@ -1,7 +1,6 @@
 //! The fleet: Admin → Fleet (nodes, enrollment, the queue, maintenance, the last reconcile and Slurm sync) and the regions.
 
 use crate::error::AppError;
-use chrono::Utc;
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 use serde::{Deserialize, Serialize};
@@ -41,14 +40,14 @@ pub async fn admin_queue(after: Option<String>) -> Result<QueueOverview, AppErro
     use crate::server;
     let who = server::require_identity().await?;
     let page = server::page(None, after.as_deref())?;
-    Ok(server::engine()?.queue_overview(&who, &page, Utc::now()).await?)
+    Ok(server::engine()?.queue_overview(&who, &page, chrono::Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "retry_job")]
 pub async fn retry_job(id: i64) -> Result<(), AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.retry_job(&who, id, Utc::now()).await?)
+    Ok(server::engine()?.retry_job(&who, id, chrono::Utc::now()).await?)
 }
 
 /// One page of the maintenance windows still to end, soonest start first.
@@ -60,28 +59,28 @@ pub async fn list_maintenance(
     use crate::server;
     let who = server::require_identity().await?;
     let page = server::page(limit.as_deref(), after.as_deref())?;
-    Ok(server::engine()?.maintenance_page(&who, &page, Utc::now()).await?)
+    Ok(server::engine()?.maintenance_page(&who, &page, chrono::Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "check_maintenance", input = Json)]
 pub async fn check_maintenance(input: MaintenanceInput) -> Result<Vec<MaintenanceClash>, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.maintenance_clashes(&who, &input, Utc::now()).await?)
+    Ok(server::engine()?.maintenance_clashes(&who, &input, chrono::Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "add_maintenance", input = Json)]
 pub async fn add_maintenance(input: MaintenanceInput) -> Result<MaintenanceWindow, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.schedule_maintenance(&who, &input, Utc::now()).await?)
+    Ok(server::engine()?.schedule_maintenance(&who, &input, chrono::Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "drop_maintenance")]
 pub async fn drop_maintenance(id: i64) -> Result<(), AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.cancel_maintenance(&who, id, Utc::now()).await?)
+    Ok(server::engine()?.cancel_maintenance(&who, id, chrono::Utc::now()).await?)
 }
 
 #[server(prefix = "/sfn", endpoint = "set_node_service")]
@@ -90,9 +89,9 @@ pub async fn set_node_service(hostname: String, in_service: bool) -> Result<Node
     let who = server::require_identity().await?;
     let engine = server::engine()?;
     Ok(if in_service {
-        engine.restore_node(&who, &hostname, Utc::now()).await?
+        engine.restore_node(&who, &hostname, chrono::Utc::now()).await?
     } else {
-        engine.drain_node(&who, &hostname, Utc::now()).await?
+        engine.drain_node(&who, &hostname, chrono::Utc::now()).await?
     })
 }
 
@@ -117,7 +116,7 @@ pub async fn fleet_command(command: FleetAction) -> Result<String, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
     let engine = server::engine()?;
-    let now = Utc::now();
+    let now = chrono::Utc::now();
     Ok(match command {
         FleetAction::Reconcile => {
             let report = engine.reconcile_fleet(Some(&who), now).await?;

@@ -1,7 +1,6 @@
 //! A fresh install: the setup checklist, the first-run state and the default policy.
 
 use crate::error::AppError;
-use chrono::Utc;
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
 use serde::{Deserialize, Serialize};
@@ -11,7 +10,7 @@ use tenantry_domain::policy::PolicyPatch;
 pub async fn setup_checklist() -> Result<tenantry_domain::setup::SetupChecklist, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.setup_checklist(&who, Utc::now()).await?)
+    Ok(server::engine()?.setup_checklist(&who, chrono::Utc::now()).await?)
 }
 
 /// What the start page and the booking page say about a fresh install: for an admin, the
@@ -22,7 +21,7 @@ pub async fn first_run() -> Result<SetupState, AppError> {
     use crate::server;
     let Some(who) = server::identity().await? else { return Ok(SetupState::default()) };
     let engine = server::engine()?;
-    let now = Utc::now();
+    let now = chrono::Utc::now();
     if who.is_admin {
         let list = engine.setup_checklist(&who, now).await?;
         return Ok(SetupState { bookable: list.bookable, checklist: (!list.complete).then_some(list) });
@@ -54,5 +53,5 @@ pub async fn default_policy() -> Result<tenantry_domain::policy::DefaultPolicy, 
 pub async fn save_default_policy(patch: PolicyPatch) -> Result<tenantry_domain::policy::DefaultPolicy, AppError> {
     use crate::server;
     let who = server::require_identity().await?;
-    Ok(server::engine()?.patch_default_policy(&who, &patch, Utc::now()).await?)
+    Ok(server::engine()?.patch_default_policy(&who, &patch, chrono::Utc::now()).await?)
 }
