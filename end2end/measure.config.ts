@@ -21,7 +21,8 @@ export default defineConfig({
     },
   },
   webServer: {
-    command: 'rm -rf .tmp-measure && mkdir -p .tmp-measure && exec ../target/release/tenantry serve',
+    // TENANTRY_MEASURE_BIN: another build of the server (scripts/screenshot.sh uses the debug one).
+    command: `rm -rf .tmp-measure && mkdir -p .tmp-measure && exec ${process.env.TENANTRY_MEASURE_BIN ?? '../target/release/tenantry'} serve`,
     url: `${baseURL}/readyz`,
     reuseExistingServer: false,
     timeout: 120_000,
