@@ -12,6 +12,8 @@ leptosfmt --check app/src >/dev/null
 
 say "lints"
 cargo clippy --all-targets --locked -- -D warnings
+# No two modules of a crate import each other, directly or round a loop (docs/ARCHITECTURE.md).
+python3 scripts/module-cycles.py domain/src engine/src app/src frontend/src server/src
 
 say "dropping test databases left by earlier runs"
 psql "$TENANTRY_TEST_POSTGRES_URL" -Atqc \

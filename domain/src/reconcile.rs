@@ -110,6 +110,68 @@ fn reconcile_known(known: &KnownNode, node: &InventoryNode, changes: &mut Vec<Ch
     }
 }
 
+/// A GPU of a node as accepting the node's reported facts reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeGpu {
+    pub gpu_id: i64,
+    pub index: u32,
+    pub mig: bool,
+    /// Not removed.
+    pub present: bool,
+}
+
+/// What accepting a node's reported facts changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acceptance {
+    pub changes: Vec<FactChange>,
+    /// GPUs removed, or switched in or out of MIG mode (every one on a new model): nothing may
+    /// hold them after now.
+    pub touched: Vec<i64>,
+    /// Region, fabric domain and rack when a placement field changes.
+    pub place: Option<(String, String, String)>,
+    /// The pins left: accepting a placement field drops its pin.
+    pub pins: PlacementPins,
+}
+
+/// What accepting `reported` over `accepted` (a node's facts, with its `pins` and `gpus`) would
+/// change; `None` when the two agree.
+pub fn accept(
+    accepted: &InventoryNode,
+    reported: &InventoryNode,
+    pins: &PlacementPins,
+    gpus: &[NodeGpu],
+) -> Option<Acceptance> {
+    let changes = reported.changes_from(accepted, pins);
+    if changes.is_empty() {
+        return None;
+    }
+    let model_changes = reported.gpu_model != accepted.gpu_model;
+    let touched = gpus
+        .iter()
+        .filter(|g| g.present && (model_changes || g.index >= reported.gpu_count || g.mig != (g.index < reported.mig)))
+        .map(|g| g.gpu_id)
+        .collect();
+    let mut pins = pins.clone();
+    let place = changes.iter().any(|c| PLACEMENT_FIELDS.contains(&c.field.as_str())).then(|| {
+        let moved = |field: &str| {
+            changes
+                .iter()
+                .find(|c| c.field == field)
+                .map(|c| c.reported.clone())
+                .or_else(|| location(accepted, field).map(str::to_owned))
+                .unwrap_or_default()
+        };
+        for c in &changes {
+            pins.remove(&c.field);
+        }
+        (moved("region"), moved("fabric_domain"), moved("rack"))
+    });
+    Some(Acceptance { changes, touched, place, pins })
+}
+
+/// The placement fields of a node's facts.
+pub const PLACEMENT_FIELDS: [&str; 3] = ["region", "fabric_domain", "rack"];
+
 /// The value of a placement field of a report.
 pub fn location<'a>(node: &'a InventoryNode, field: &str) -> Option<&'a str> {
     match field {
@@ -252,5 +314,34 @@ mod tests {
         let elsewhere = InventoryNode { rack: Some("r9".to_owned()), ..report("n1") };
         assert_eq!(plan(std::slice::from_ref(&pinned), &[elsewhere]), vec![]);
         assert_eq!(plan(&[pinned], &[report("n1")]), vec![Change::Pins { node_id: 1, pins: PlacementPins::new() }]);
+    }
+
+    fn gpus(count: u32, mig: u32) -> Vec<NodeGpu> {
+        (0..count).map(|i| NodeGpu { gpu_id: 100 + i64::from(i), index: i, mig: i < mig, present: true }).collect()
+    }
+
+    #[test]
+    fn accepting_names_the_gpus_it_takes_away_or_repartitions() {
+        let accepted = report("n1");
+        assert_eq!(accept(&accepted, &accepted, &PlacementPins::new(), &gpus(8, 0)), None);
+        let fewer_and_mig = InventoryNode { gpu_count: 6, mig: 2, ..report("n1") };
+        let a = accept(&accepted, &fewer_and_mig, &PlacementPins::new(), &gpus(8, 0)).unwrap();
+        assert_eq!(a.touched, vec![100, 101, 106, 107], "two into MIG mode, two removed");
+        assert_eq!(a.place, None);
+        let new_model = InventoryNode { gpu_model: GpuModel::H200, ..report("n1") };
+        assert_eq!(accept(&accepted, &new_model, &PlacementPins::new(), &gpus(8, 0)).unwrap().touched.len(), 8);
+        let more_memory = InventoryNode { memory_gb: 4096, ..report("n1") };
+        assert!(accept(&accepted, &more_memory, &PlacementPins::new(), &gpus(8, 0)).unwrap().touched.is_empty());
+    }
+
+    #[test]
+    fn accepting_a_new_place_moves_the_node_and_drops_the_pins_of_what_changed() {
+        let mut pins = PlacementPins::new();
+        pins.insert("rack".to_owned(), Some("r7".to_owned()));
+        pins.insert("region".to_owned(), None);
+        let moved = InventoryNode { rack: Some("r9".to_owned()), ..report("n1") };
+        let a = accept(&report("n1"), &moved, &pins, &gpus(8, 0)).unwrap();
+        assert_eq!(a.place, Some(("eu-west".to_owned(), "fab-a".to_owned(), "r9".to_owned())));
+        assert_eq!(a.pins.keys().collect::<Vec<_>>(), vec!["region"]);
     }
 }

@@ -655,8 +655,10 @@ store_test!(a_node_slurm_reports_down_is_quarantined_and_replaced, |store: Store
     until_active(&w, &lead, id).await;
     let failed = hosts(&w, id).await.remove(0);
     down_until_seen(&w, &failed).await;
-    // The queued health check sees Slurm's verdict and replaces the node.
-    for _ in 0..40 {
+    // The queued health check sees Slurm's verdict and replaces the node (within a minute: the
+    // check is a job in the reservation, and a loaded machine runs it slowly).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
         w.engine.run_due_jobs(Utc::now()).await.unwrap();
         if hosts(&w, id).await != [failed.clone()] {
             break;

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use tenantry_domain::fleet::{
     FactChange, InventoryNode, MaintenanceClash, PlacementPins, ReconcileReport, TimeSlicing,
 };
-use tenantry_domain::reconcile::{self, describe, location, Change, KnownNode};
+use tenantry_domain::reconcile::{self, describe, location, Acceptance, Change, KnownNode, NodeGpu};
 use tenantry_domain::{Health, NodeState};
 
 /// Where a node the driver does not place goes until an admin places it (it cannot be admitted
@@ -362,8 +362,6 @@ async fn future_holders(tx: &mut impl Tx, node_id: i64, now: DateTime<Utc>) -> S
     });
     Ok(rows.into_iter().map(MaintenanceClash::from).collect())
 }
-
-const PLACEMENT_FIELDS: [&str; 3] = ["region", "fabric_domain", "rack"];
 
 /// Inserts a node reported for the first time, `enrolled`, on `rack_id`, with its GPUs (the first
 /// `node.mig` in MIG mode); missing from the start when reported unreachable. `None` when another
@@ -815,32 +813,24 @@ impl Store {
             let (Some(reported), Some(accepted)) = (row.reported(), row.accepted()) else {
                 return Ok(Some(AcceptOutcome::NothingReported));
             };
-            let pins = row.pins();
-            let changes = reported.changes_from(&accepted, &pins);
-            if changes.is_empty() {
-                sqlx::query("update node set reported_facts = null where node_id = $1")
-                    .bind(row.node_id)
-                    .execute(&mut *tx)
-                    .await?;
-                return Ok(Some(AcceptOutcome::NothingReported));
-            }
-            // The GPUs this touches: removed, or switched in or out of MIG mode (all on a new model).
             let gpus: Vec<(i64, i64, bool, bool)> = sqlx::query_as(
                 "select gpu_id, gpu_index, mig_enabled, removed_at is null from gpu where node_id = $1 order by gpu_index",
             )
             .bind(row.node_id)
             .fetch_all(&mut *tx)
             .await?;
-            let model_changes = reported.gpu_model != accepted.gpu_model;
-            let touched: Vec<i64> = gpus
-                .iter()
-                .filter(|&&(_, index, mig, present)| {
-                    let index = index as u32;
-                    let keeps = index < reported.gpu_count;
-                    present && (model_changes || !keeps || mig != (index < reported.mig))
-                })
-                .map(|g| g.0)
+            let gpus: Vec<NodeGpu> = gpus
+                .into_iter()
+                .map(|(gpu_id, index, mig, present)| NodeGpu { gpu_id, index: index as u32, mig, present })
                 .collect();
+            let Some(acceptance) = reconcile::accept(&accepted, &reported, &row.pins(), &gpus) else {
+                sqlx::query("update node set reported_facts = null where node_id = $1")
+                    .bind(row.node_id)
+                    .execute(&mut *tx)
+                    .await?;
+                return Ok(Some(AcceptOutcome::NothingReported));
+            };
+            let Acceptance { changes, touched, place, pins } = acceptance;
             if !touched.is_empty() {
                 let mut q = sqlx::QueryBuilder::<Db>::new(
                     "select distinct a.reservation_id, a.maintenance_window_id from allocation a
@@ -866,25 +856,13 @@ impl Store {
                 }
             }
             let mut rack_id: Option<i64> = None;
-            let mut pins = pins;
-            if changes.iter().any(|c| PLACEMENT_FIELDS.contains(&c.field.as_str())) {
-                let moved = |field: &str, current: &str| -> String {
-                    changes.iter().find(|c| c.field == field).map_or_else(|| current.to_owned(), |c| c.reported.clone())
-                };
-                let (region, domain, rack) = (
-                    moved("region", &row.region),
-                    moved("fabric_domain", &row.fabric_domain),
-                    moved("rack", &row.rack),
-                );
+            if let Some((region, domain, rack)) = &place {
                 let mut places = load_places(&mut tx).await?;
-                let (id, clash) = place_node(&mut tx, &mut places, (&region, &domain, &rack)).await?;
+                let (id, clash) = place_node(&mut tx, &mut places, (region, domain, rack)).await?;
                 if let Some(clash) = clash {
                     return Ok(Some(AcceptOutcome::Misplaced(clash)));
                 }
                 rack_id = Some(id);
-                for c in &changes {
-                    pins.remove(&c.field);
-                }
             }
             sqlx::query(
                 "update node set gpu_model = $1, cpu_cores = $2, memory_gb = $3, nvme_tb = $4, driver_branches = $5,
